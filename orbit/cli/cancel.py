@@ -1,0 +1,45 @@
+"""orbit cancel ID…: cancel queued runs at once; stop started ones (state `cancelled`)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from orbit.cli.common import add_json, print_json, runs_argument
+from orbit.cli.watch import StatusWatch
+from orbit.env import Env
+
+STOP_WAIT_SECONDS = 30.0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cancel", help="cancel runs")
+    runs_argument(p)
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, env: Env) -> int:
+    from orbit.execute.control import request_cancel
+    from orbit.store.runs import RunStore
+
+    store = RunStore(env.home)
+    runs = [store.resolve(ref) for ref in args.runs]
+    watches = []
+    for r in runs:
+        watches.append(StatusWatch(store, request_cancel(store, r.id, actor=env.actor)))
+    env.tick()  # a started run whose shepherd died gets a new one, which sees the request
+    deadline = time.monotonic() + STOP_WAIT_SECONDS
+    while time.monotonic() < deadline and not all(w.refresh().state.finished for w in watches):
+        time.sleep(0.1)
+    result = [
+        {"id": w.run.id, "state": w.run.state.value, "reason": w.run.status.get("reason")}
+        for w in watches
+    ]
+    if args.json:
+        print_json(env, {"runs": result})
+    else:
+        for w in watches:
+            extra = " (stopping)" if w.run.state.active else ""
+            print(f"run {w.run.label} {w.run.state.value}{extra}", file=env.stdout)
+    return 0

@@ -1,0 +1,123 @@
+"""Shared CLI pieces: argument types, completers, rendering (tables for people, JSON for agents)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from orbit.env import Env
+from orbit.store.model import parse_iso
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts and agents")
+
+
+def print_json(env: Env, data: Any) -> None:
+    json.dump(data, env.stdout, indent=2, ensure_ascii=False, default=str)
+    env.stdout.write("\n")
+
+
+def table(out: TextIO, headers: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
+    rows = [list(r) for r in rows]
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row[:-1]):
+            widths[i] = max(widths[i], len(cell))
+    fmt_parts = [f"{{:<{w}}}" for w in widths[:-1]] + ["{}"]
+    fmt = "  ".join(fmt_parts)
+    lines = [fmt.format(*headers).rstrip()]
+    lines.extend(fmt.format(*row).rstrip() for row in rows)
+    out.write("\n".join(lines) + "\n")
+
+
+def ago(stamp: str | None, now: datetime | None = None) -> str:
+    when = parse_iso(stamp)
+    if when is None:
+        return "-"
+    return human_seconds(((now or datetime.now(UTC)) - when).total_seconds()) + " ago"
+
+
+def human_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.1f}s" if seconds < 10 else f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f}m{seconds % 60:02.0f}s"
+    if seconds < 86400:
+        return f"{seconds // 3600:.0f}h{seconds % 3600 // 60:02.0f}m"
+    return f"{seconds // 86400:.0f}d{seconds % 86400 // 3600:02.0f}h"
+
+
+def human_bytes(n: float | None) -> str:
+    if not n:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def poll(interval: float) -> None:
+    time.sleep(interval)
+
+
+# --- tab completion ---------------------------------------------------------------------------
+def _rows(parsed_args: argparse.Namespace) -> list[dict[str, Any]]:
+    import os
+
+    from orbit.store import index
+    from orbit.store.home import Home
+
+    home = Home.from_environ(os.environ)
+    rows, _ = index.read(home.index_path)
+    return list(rows.values())
+
+
+def complete_runs(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
+    out = []
+    for row in _rows(parsed_args):
+        out.append(row["id"])
+        if row.get("name"):
+            out.append(str(row["name"]))
+    return sorted({o for o in out if o.startswith(prefix)})
+
+
+def complete_groups(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
+    groups = {str(r["group"]) for r in _rows(parsed_args) if r.get("group")}
+    return sorted(g for g in groups if g.startswith(prefix))
+
+
+def runs_argument(parser: argparse.ArgumentParser, nargs: str = "+", help: str = "run id") -> None:
+    action = parser.add_argument("runs", nargs=nargs, metavar="ID", help=help)
+    action.completer = complete_runs  # type: ignore[attr-defined]
+
+
+def group_option(parser: argparse.ArgumentParser, help: str) -> None:
+    action = parser.add_argument("-g", "--group", help=help)
+    action.completer = complete_groups  # type: ignore[attr-defined]

@@ -1,0 +1,87 @@
+"""orbit config: show settings; `config data DIR` sets the data directory; `config set K V`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from typing import Any
+
+from orbit.cli.common import add_json, print_json
+from orbit.env import Env
+from orbit.errors import ConflictError, UsageError
+from orbit.store.home import DEFAULTS
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("config", help="show or change settings (config.yaml)")
+    add_json(p)
+    p.set_defaults(func=show)
+    csub = p.add_subparsers(dest="action", metavar="ACTION")
+    d = csub.add_parser("data", help="put runs under DIR (large artifacts off the home disk)")
+    d.add_argument("dir")
+    d.add_argument("--move", action="store_true", help="move existing finished runs there")
+    d.set_defaults(func=set_data)
+    s = csub.add_parser("set", help="set a setting")
+    s.add_argument("key", choices=sorted(DEFAULTS))
+    s.add_argument("value", help="a YAML value; `null` restores the default")
+    s.set_defaults(func=set_value)
+
+
+def show(args: argparse.Namespace, env: Env) -> int:
+    settings: dict[str, Any] = {
+        "home": str(env.home.root),
+        "data_dir": str(env.home.data_dir),
+        **{k: v for k, v in env.home.config.items() if k != "data_dir"},
+    }
+    if getattr(args, "json", False):
+        print_json(env, settings)
+    else:
+        for key, value in settings.items():
+            print(f"{key}: {value}", file=env.stdout)
+    return 0
+
+
+def set_value(args: argparse.Namespace, env: Env) -> int:
+    import yaml
+
+    try:
+        value = yaml.safe_load(args.value)
+    except yaml.YAMLError:
+        raise UsageError(f"not a YAML value: {args.value!r}") from None
+    if args.key == "data_dir":
+        raise UsageError("use `orbit config data DIR` to move the data directory")
+    env.home.set_config(args.key, value)
+    print(f"{args.key}: {value}", file=env.stdout)
+    return 0
+
+
+def set_data(args: argparse.Namespace, env: Env) -> int:
+    from orbit.store.runs import RunStore
+
+    home = env.home
+    if env.environ.get("ORBIT_DATA"):
+        raise UsageError("ORBIT_DATA is set and overrides config.yaml; unset it first")
+    new = (env.cwd / args.dir).expanduser().resolve()
+    old_runs = home.runs_dir
+    store = RunStore(home)
+    existing = (
+        [n for n in os.listdir(old_runs) if not n.startswith(".")] if old_runs.is_dir() else []
+    )
+    if new / "runs" == old_runs:
+        print(f"data directory is already {new}", file=env.stdout)
+        return 0
+    if existing:
+        if not args.move:
+            raise UsageError(
+                f"{old_runs} holds {len(existing)} runs; add --move to move them to {new}/runs"
+            )
+        if store.active_ids():
+            raise ConflictError("runs are active; wait for them or cancel them before moving")
+    new.mkdir(parents=True, exist_ok=True)
+    (new / "runs").mkdir(exist_ok=True)
+    for name in existing:
+        shutil.move(str(old_runs / name), str(new / "runs" / name))
+    home.set_config("data_dir", str(new))
+    print(f"data directory: {new} ({len(existing)} runs moved)", file=env.stdout)
+    return 0

@@ -1,0 +1,88 @@
+"""orbit ps: active runs (queued ones say why they wait); -a for all; -g for a group."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from orbit.cli.common import add_json, ago, group_option, print_json, table
+from orbit.env import Env
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ps", help="list runs", description="List active runs (-a: all runs).")
+    p.add_argument("-a", "--all", action="store_true", help="all runs, not only active ones")
+    group_option(p, "only runs of this group")
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
+    """Index-shaped rows; an unreadable run becomes a row with `error` set."""
+    from orbit.store import index
+    from orbit.store.runs import Broken, RunStore
+
+    store = RunStore(env.home)
+    items: list[Any]
+    if all_runs or group:
+        items = store.list_rows()
+    else:
+        items = []
+        for item in store.load_many(store.active_ids()):
+            if isinstance(item, Broken):
+                items.append(item)
+            elif item.state.active:
+                items.append(index.row_for(item, 0))
+    out = []
+    for entry in items:
+        if isinstance(entry, Broken):
+            out.append({"id": entry.id, "state": "unreadable", "error": entry.problem})
+            continue
+        item: dict[str, Any] = entry
+        if group and item.get("group") != group:
+            continue
+        if not all_runs and item.get("state") not in ("queued", "starting", "running"):
+            continue
+        row = {k: v for k, v in item.items() if k != "st"}
+        out.append(row)
+    return out
+
+
+def run(args: argparse.Namespace, env: Env) -> int:
+    found = rows(env, args.all, args.group)
+    if args.json:
+        print_json(env, {"runs": found})
+        return 0
+    if not found:
+        print("no runs" if args.all else "no active runs (orbit ps -a lists all)", file=env.stdout)
+        return 0
+    body = []
+    for r in found:
+        if "error" in r:
+            body.append([r["id"], "", "unreadable", "", "", "", r["error"]])
+            continue
+        state = str(r.get("state"))
+        note = r.get("reason") or ""
+        if state == "succeeded":
+            note = ""
+        res = f"{_num(r.get('cpus'))}c/{_num(r.get('mem_gb'))}G"
+        body.append(
+            [
+                str(r["id"]),
+                str(r.get("name") or ""),
+                state,
+                str(r.get("group") or ""),
+                ago(r.get("submitted_at")),
+                res,
+                str(note),
+            ]
+        )
+    table(env.stdout, ["ID", "NAME", "STATE", "GROUP", "SUBMITTED", "RES", "REASON"], body)
+    return 0
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "?"
+    f = float(value)
+    return str(int(f)) if f == int(f) else f"{f:g}"

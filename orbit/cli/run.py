@@ -1,0 +1,150 @@
+"""orbit run [options] -- COMMAND…: submit one experiment (and with -w, wait for it)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from orbit.cli.common import add_json, key_value, positive_float, print_json
+from orbit.cli.watch import follow_until_done
+from orbit.env import Env
+from orbit.errors import ExitCode, UsageError
+from orbit.execute.submit import Request
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    img = p.add_mutually_exclusive_group()
+    img.add_argument("--image", help="image to run (pulled when not local)")
+    img.add_argument("--dockerfile", help="Dockerfile to build (its directory is the context)")
+    p.add_argument(
+        "--cpus", type=positive_float, help="CPU limit (default 4, capped at the machine's)"
+    )
+    p.add_argument(
+        "--mem", type=positive_float, metavar="GB", help="memory limit in GiB (default 16)"
+    )
+    p.add_argument("-n", "--name", help="a name for the run")
+    p.add_argument("-g", "--group", help="group (for sweeps and `wait -g`)")
+    p.add_argument("--folder", help="folder path to file the run under, e.g. papers/ablation")
+    p.add_argument("-t", "--tag", action="append", type=key_value, default=[], metavar="KEY=VALUE")
+    p.add_argument(
+        "-m",
+        "--mount",
+        action="append",
+        default=[],
+        metavar="SRC:DST[:rw]",
+        help="bind-mount a host path (read-only unless :rw)",
+    )
+    p.add_argument(
+        "-e",
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment variable (stored with the run: no secrets)",
+    )
+    p.add_argument(
+        "--pass-env",
+        action="append",
+        default=[],
+        metavar="VAR",
+        help="pass VAR from this environment (for secrets; never stored with the run)",
+    )
+    proj = p.add_mutually_exclusive_group()
+    proj.add_argument("--project", metavar="DIR", help="Git repository to snapshot (default: cwd)")
+    proj.add_argument("--no-project", action="store_true", help="run without code")
+    p.add_argument(
+        "--no-snapshot",
+        action="store_true",
+        help="mount the repository read-only at /workspace instead of copying it",
+    )
+    net = p.add_mutually_exclusive_group()
+    net.add_argument("--no-network", action="store_true", help="no network in the container")
+    net.add_argument("--host-network", action="store_true", help="share the host's network")
+    p.add_argument(
+        "--timeout", type=positive_float, metavar="MIN", help="stop the run after MIN minutes"
+    )
+    p.add_argument("--root", action="store_true", help="run as root instead of your uid:gid")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run an experiment in a container",
+        description="Submit an experiment. Options go before `--`, the command after.",
+    )
+    add_run_options(p)
+    p.add_argument(
+        "-w",
+        "--wait",
+        action="store_true",
+        help="wait for the result, showing the log; exit status = the run's result",
+    )
+    add_json(p)
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND")
+    p.set_defaults(func=run)
+
+
+def request_from(args: argparse.Namespace) -> Request:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if cmd and cmd[0].startswith("-"):
+        raise UsageError(f"unknown option {cmd[0]!r} (the command goes after `--`)")
+    return Request(
+        command=cmd,
+        image=args.image,
+        dockerfile=args.dockerfile,
+        cpus=args.cpus,
+        mem_gb=args.mem,
+        name=args.name,
+        group=args.group,
+        folder=args.folder,
+        tags=dict(args.tag),
+        mounts=args.mount,
+        env=args.env,
+        pass_env=args.pass_env,
+        project=args.project,
+        no_project=args.no_project,
+        no_snapshot=args.no_snapshot,
+        network="none" if args.no_network else "host" if args.host_network else "bridge",
+        timeout_min=args.timeout,
+        root=args.root,
+    )
+
+
+def run(args: argparse.Namespace, env: Env) -> int:
+    from orbit.execute.submit import submit
+    from orbit.store.describe import describe
+    from orbit.store.runs import RunStore
+
+    req = request_from(args)
+
+    def progress(text: str) -> None:
+        env.stderr.write(text)
+        env.stderr.flush()
+
+    run = submit(
+        env.home, req, cwd=env.cwd, environ=env.environ, actor=env.actor, progress=progress
+    )
+    env.tick()
+    store = RunStore(env.home)
+    run = store.load(run.id)
+    if args.wait:
+        out = None if args.json else _binary_stdout(env)
+        run = follow_until_done(env, store, run, out=out)
+    if args.json:
+        print_json(env, describe(store, run))
+    elif args.wait:
+        reason = f": {run.status['reason']}" if run.status.get("reason") else ""
+        print(f"orbit: run {run.label} {run.state.value}{reason}", file=env.stderr)
+    else:
+        reason = f" ({run.status['reason']})" if run.status.get("reason") else ""
+        print(f"run {run.label} {run.state.value}{reason}", file=env.stdout)
+    if args.wait:
+        return int(ExitCode.OK if run.state.value == "succeeded" else ExitCode.RUN_FAILED)
+    return int(ExitCode.OK)
+
+
+def _binary_stdout(env: Env):  # type: ignore[no-untyped-def]
+    env.stdout.flush()
+    return getattr(env.stdout, "buffer", None) or sys.stdout.buffer

@@ -1,0 +1,92 @@
+"""Waiting on runs and following logs: poll the files, tick now and then to repair."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+from orbit.env import Env
+from orbit.store.model import Run
+from orbit.store.runs import RunStore
+
+POLL_SECONDS = 0.05
+TICK_EVERY_SECONDS = 5.0
+
+
+class StatusWatch:
+    """Reloads a run only when its status.yaml changed."""
+
+    def __init__(self, store: RunStore, run: Run) -> None:
+        self.store = store
+        self.run = run
+        self._mtime = self._stat()
+
+    def _stat(self) -> int:
+        try:
+            return os.stat(self.run.path("status.yaml")).st_mtime_ns
+        except OSError:
+            return 0
+
+    def refresh(self) -> Run:
+        mtime = self._stat()
+        if mtime != self._mtime:
+            self._mtime = mtime
+            self.run = self.store.load(self.run.id)
+        return self.run
+
+
+class Ticker:
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self.last = time.monotonic()
+
+    def maybe(self) -> None:
+        if time.monotonic() - self.last >= TICK_EVERY_SECONDS:
+            self.last = time.monotonic()
+            self.env.tick()
+
+
+def copy_new(path: Path, offset: int, out: BinaryIO) -> int:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except FileNotFoundError:
+        return offset
+    if data:
+        out.write(data)
+        out.flush()
+    return offset + len(data)
+
+
+def follow_until_done(
+    env: Env,
+    store: RunStore,
+    run: Run,
+    *,
+    offset: int = 0,
+    out: BinaryIO | None = None,
+    on_change: Callable[[Run], None] | None = None,
+) -> Run:
+    """Block until the run is finished; with `out`, copy its log there as it grows."""
+    watch = StatusWatch(store, run)
+    ticker = Ticker(env)
+    log_path = run.path("log.txt")
+    last_state = run.state
+    while True:
+        run = watch.refresh()
+        if out is not None:
+            offset = copy_new(log_path, offset, out)
+        if run.state != last_state:
+            last_state = run.state
+            if on_change:
+                on_change(run)
+        if run.state.finished:
+            if out is not None:
+                copy_new(log_path, offset, out)
+            return run
+        ticker.maybe()
+        time.sleep(POLL_SECONDS)

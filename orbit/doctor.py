@@ -1,0 +1,130 @@
+"""Health checks behind `orbit doctor` (and the web view's settings page)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from orbit.store.home import Home
+
+OK, WARN, FAIL = "OK", "WARN", "FAIL"
+MIN_FREE_GB = 10.0
+PACKAGES = ("docker", "nvidia-ml-py", "psutil", "portalocker", "argcomplete", "pyyaml", "bottle")
+
+
+@dataclass
+class Check:
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+
+def _device(path: Path) -> int | None:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        return os.stat(path).st_dev
+    except OSError:
+        return None
+
+
+def check_docker() -> tuple[list[Check], str | None]:
+    from orbit.errors import DockerError
+    from orbit.execute.docker_ops import connect
+
+    sock = Path("/var/run/docker.sock")
+    checks = []
+    try:
+        client = connect(timeout=10)
+    except DockerError as exc:
+        fix = str(exc).split("; ", 1)[-1]
+        checks.append(Check("docker", FAIL, str(exc).split(";")[0], fix))
+        return checks, None
+    info = client.info()
+    version = client.version().get("Version", "?")
+    cgroup = f"cgroup v{info.get('CgroupVersion', '?')}, {info.get('CgroupDriver', '?')} driver"
+    checks.append(Check("docker", OK, f"engine {version} reachable ({cgroup})"))
+    if sock.exists() and not os.access(sock, os.R_OK | os.W_OK):
+        checks.append(
+            Check(
+                "docker access",
+                WARN,
+                f"no read/write access to {sock}",
+                "add your user to the docker group",
+            )
+        )
+    else:
+        checks.append(Check("docker access", OK, f"user {os.getuid()} can use the engine"))
+    return checks, info.get("DockerRootDir")
+
+
+def check_disk(label: str, path: Path) -> Check:
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    usage = shutil.disk_usage(probe)
+    free_gb = usage.free / 1024**3
+    on_root = _device(path) == _device(Path("/"))
+    where = " (on the system disk)" if on_root else ""
+    detail = f"{path}: {free_gb:.1f} GiB free of {usage.total / 1024**3:.0f} GiB{where}"
+    if free_gb < MIN_FREE_GB:
+        return Check(label, FAIL, detail, "free some space or move it to a larger disk")
+    if on_root and label == "data directory":
+        return Check(label, WARN, detail, "for large outputs: `orbit config data /big/disk/orbit`")
+    return Check(label, OK, detail)
+
+
+def check_gpus() -> Check:
+    try:
+        import pynvml
+    except ImportError:
+        return Check("gpus", WARN, "NVML (nvidia-ml-py) not installed", "pip install nvidia-ml-py")
+    try:
+        pynvml.nvmlInit()
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+            driver = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except pynvml.NVMLError as exc:
+        return Check(
+            "gpus",
+            WARN,
+            f"no GPU usable through NVML ({exc}); CPU runs work",
+            "install the NVIDIA driver for GPU runs",
+        )
+    return Check("gpus", OK, f"{count} GPU(s), driver {driver}")
+
+
+def check_python() -> list[Check]:
+    checks = [Check("python", OK if sys.version_info >= (3, 11) else FAIL, sys.version.split()[0])]
+    versions = []
+    missing = []
+    for name in PACKAGES:
+        try:
+            versions.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            missing.append(name)
+    if missing:
+        checks.append(Check("packages", FAIL, "missing: " + ", ".join(missing), "pip install -e ."))
+    else:
+        checks.append(Check("packages", OK, ", ".join(versions)))
+    return checks
+
+
+def run_checks(home: Home) -> list[dict[str, Any]]:
+    checks: list[Check] = []
+    docker_checks, docker_root = check_docker()
+    checks.extend(docker_checks)
+    checks.append(check_disk("data directory", home.data_dir))
+    if docker_root:
+        checks.append(check_disk("docker data root", Path(docker_root)))
+    checks.append(check_gpus())
+    checks.extend(check_python())
+    return [asdict(c) for c in checks]

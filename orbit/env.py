@@ -1,0 +1,45 @@
+"""One environment object, built at the entry point and passed down (tests build their own)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from orbit.store.home import Home
+
+if TYPE_CHECKING:
+    from orbit.sched.tick import Spawner
+
+
+@dataclass
+class Env:
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    stdin: TextIO = field(default_factory=lambda: sys.stdin)
+    stdout: TextIO = field(default_factory=lambda: sys.stdout)
+    stderr: TextIO = field(default_factory=lambda: sys.stderr)
+    cwd: Path = field(default_factory=Path.cwd)
+    spawn_mode: str = "fork"
+
+    @cached_property
+    def home(self) -> Home:
+        return Home.from_environ(self.environ)
+
+    @property
+    def actor(self) -> str:
+        return f"cli:{os.getpid()}"
+
+    @property
+    def spawner(self) -> Spawner:
+        from orbit.execute.spawn import spawn_exec, spawn_fork
+
+        return spawn_fork if self.spawn_mode == "fork" else spawn_exec
+
+    def tick(self) -> object:
+        from orbit.sched.tick import tick
+
+        return tick(self.home, spawn=self.spawner, actor=self.actor)

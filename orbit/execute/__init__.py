@@ -1,0 +1,1 @@
+"""Docker, code snapshots and the per-run shepherd."""

@@ -1,0 +1,128 @@
+"""Read a container's own kernel counters: peak memory, CPU time and OOM kills.
+
+cgroup v1 (memory.max_usage_in_bytes, memory.oom_control `oom_kill`, cpuacct.usage) and v2
+(memory.peak or memory.current, memory.events `oom_kill`, cpu.stat usage_usec) are both read.
+The directory disappears when the container stops, so the shepherd samples while it runs;
+Docker's `State.OOMKilled` is the second opinion for a kill in the last interval.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _read_keyed(path: Path, key: str) -> int | None:
+    try:
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == key:
+                return int(parts[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _dirs_from_pid(pid: int) -> dict[str, Path]:
+    """Controller → cgroup directory of `pid`, from /proc/<pid>/cgroup."""
+    out: dict[str, Path] = {}
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        _, controllers, rel = line.split(":", 2)
+        rel = rel.lstrip("/")
+        if not controllers:  # cgroup v2 unified
+            out.setdefault("unified", ROOT / rel)
+            continue
+        for ctl in controllers.split(","):
+            out[ctl] = ROOT / ctl / rel
+    return out
+
+
+def locate(container_id: str, pid: int | None) -> dict[str, Path]:
+    """The container's memory and cpu cgroup directories (empty when none can be found)."""
+    found: dict[str, Path] = {}
+    if pid:
+        dirs = _dirs_from_pid(pid)
+        for ctl in ("memory", "cpuacct"):
+            if ctl in dirs and dirs[ctl].is_dir():
+                found[ctl] = dirs[ctl]
+        if "unified" in dirs and (dirs["unified"] / "memory.current").exists():
+            found.setdefault("memory", dirs["unified"])
+            found.setdefault("cpu2", dirs["unified"])
+    for sub in (f"docker/{container_id}", f"system.slice/docker-{container_id}.scope"):
+        if "memory" not in found:
+            for cand in (ROOT / "memory" / sub, ROOT / sub):
+                if cand.is_dir():
+                    found["memory"] = cand
+                    break
+        if "cpuacct" not in found and (ROOT / "cpuacct" / sub).is_dir():
+            found["cpuacct"] = ROOT / "cpuacct" / sub
+        if "cpuacct" not in found and "cpu2" not in found and (ROOT / sub / "cpu.stat").exists():
+            found["cpu2"] = ROOT / sub
+    return found
+
+
+@dataclass
+class Sampler:
+    """Accumulates peaks across samples; every reading is optional (the dir may be gone)."""
+
+    dirs: dict[str, Path] = field(default_factory=dict)
+    mem_peak: int = 0
+    cpu_seconds: float = 0.0
+    cpu_peak: float = 0.0
+    oom_kills: int = 0
+    _last: tuple[float, float] | None = None
+
+    def sample(self) -> bool:
+        """Read the counters once; False when the cgroup no longer exists."""
+        mem = self.dirs.get("memory")
+        alive = False
+        if mem is not None:
+            peak = _read_int(mem / "memory.max_usage_in_bytes")
+            if peak is None:
+                peak = _read_int(mem / "memory.peak") or _read_int(mem / "memory.current")
+            if peak is not None:
+                alive = True
+                self.mem_peak = max(self.mem_peak, peak)
+            kills = _read_keyed(mem / "memory.oom_control", "oom_kill")
+            if kills is None:
+                kills = _read_keyed(mem / "memory.events", "oom_kill")
+            if kills is not None:
+                self.oom_kills = max(self.oom_kills, kills)
+        usage = None
+        if "cpuacct" in self.dirs:
+            ns = _read_int(self.dirs["cpuacct"] / "cpuacct.usage")
+            usage = ns / 1e9 if ns is not None else None
+        elif "cpu2" in self.dirs:
+            us = _read_keyed(self.dirs["cpu2"] / "cpu.stat", "usage_usec")
+            usage = us / 1e6 if us is not None else None
+        if usage is not None:
+            alive = True
+            now = time.monotonic()
+            if self._last is not None and now - self._last[0] >= 0.2:
+                rate = (usage - self._last[1]) / (now - self._last[0])
+                self.cpu_peak = max(self.cpu_peak, rate)
+            if self._last is None or now - self._last[0] >= 0.2:
+                self._last = (now, usage)
+            self.cpu_seconds = max(self.cpu_seconds, usage)
+        return alive
+
+    def peaks(self) -> dict[str, float | int]:
+        return {
+            "mem_bytes": self.mem_peak,
+            "cpu_cores": round(self.cpu_peak, 2),
+            "cpu_seconds": round(self.cpu_seconds, 2),
+        }

@@ -1,0 +1,202 @@
+"""Docker through the Docker SDK: client, images, builds and container creation.
+
+Containers get a deterministic name (`orbit-<home tag>-<run id>`) so a retried create hits a
+409 instead of making a duplicate, immutable labels tying them to their run and ORBIT_HOME,
+`init=True` to reap zombies, and a size-capped json-file log so /var/lib/docker cannot fill.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orbit.errors import DockerError, UsageError
+from orbit.sched.resources import GIB
+from orbit.store.home import Home
+from orbit.store.model import Run
+
+if TYPE_CHECKING:
+    import docker
+    from docker.models.containers import Container
+
+START_HINT = "start it with `sudo systemctl start docker` (or `sudo dockerd &` without systemd)"
+
+
+def connect(timeout: int = 60) -> docker.DockerClient:
+    import docker
+    import docker.errors
+
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        text = str(exc)
+        if "Permission denied" in text:
+            raise DockerError(
+                "Docker refused access: add your user to the `docker` group "
+                "(`sudo usermod -aG docker $USER`, then log in again)"
+            ) from None
+        raise DockerError(f"Docker is not reachable; {START_HINT}") from None
+    return client
+
+
+def container_name(home: Home, run_id: str) -> str:
+    return f"orbit-{home.tag}-{run_id}"
+
+
+def labels(home: Home, run_id: str) -> dict[str, str]:
+    return {"orbit.run": run_id, "orbit.home": str(home.root), "orbit.home-tag": home.tag}
+
+
+def find_container(client: docker.DockerClient, home: Home, run_id: str) -> Container | None:
+    import docker.errors
+
+    try:
+        container = client.containers.get(container_name(home, run_id))
+    except docker.errors.NotFound:
+        return None
+    # A container of this name from another home cannot exist (the tag differs); the label check
+    # guards against a hand-made container that happens to share the name.
+    if (container.labels or {}).get("orbit.home") != str(home.root):
+        return None
+    return container
+
+
+def ensure_image(client: docker.DockerClient, image: str, pull_timeout: float) -> str:
+    """The image's id, pulling it when it is not local; a clear error when neither works."""
+    import docker.errors
+
+    try:
+        return str(client.images.get(image).id)
+    except docker.errors.ImageNotFound:
+        pass
+    except docker.errors.APIError as exc:
+        raise DockerError(f"image {image!r}: {exc.explanation or exc}") from None
+    try:
+        puller = connect(timeout=int(pull_timeout))
+        repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
+        pulled = puller.images.pull(repo, tag=tag or "latest")
+        return str(pulled.id)
+    except Exception as exc:
+        detail = str(getattr(exc, "explanation", None) or exc).splitlines()[0][:200]
+        raise DockerError(
+            f"image not found: {image} (not local, and pull failed: {detail})"
+        ) from None
+
+
+def build_context_hash(dockerfile: Path) -> str:
+    """A digest of the Dockerfile and every file of its context directory."""
+    context = dockerfile.parent
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(context):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        for name in sorted(files):
+            path = Path(root, name)
+            rel = path.relative_to(context).as_posix()
+            digest.update(rel.encode() + b"\0")
+            try:
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+            except OSError:
+                continue
+    digest.update(b"dockerfile:" + dockerfile.name.encode())
+    return digest.hexdigest()
+
+
+def build_image(
+    client: docker.DockerClient, dockerfile: Path, progress: Callable[[str], None]
+) -> tuple[str, bool, str]:
+    """Build (or reuse) the image for `dockerfile`: (tag, reused, build log).
+
+    Raises DockerError with the build log attached as `.log` when the build fails.
+    """
+    import docker.errors
+
+    if not dockerfile.is_file():
+        raise UsageError(f"no Dockerfile at {dockerfile}")
+    name = re.sub(r"[^a-z0-9_.-]+", "-", dockerfile.parent.name.lower()).strip("-.") or "root"
+    tag = f"orbit-build/{name}:{build_context_hash(dockerfile)[:16]}"
+    try:
+        client.images.get(tag)
+        return tag, True, ""
+    except docker.errors.ImageNotFound:
+        pass
+    lines: list[str] = []
+    error = None
+    try:
+        for chunk in client.api.build(
+            path=str(dockerfile.parent),
+            dockerfile=dockerfile.name,
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            decode=True,
+        ):
+            text = chunk.get("stream") or chunk.get("status") or ""
+            if chunk.get("error"):
+                error = str(chunk["error"]).strip()
+                text = error + "\n"
+            if text:
+                lines.append(text)
+                progress(text)
+    except docker.errors.APIError as exc:
+        error = str(exc.explanation or exc)
+        lines.append(error + "\n")
+    log = "".join(lines)
+    if error:
+        err = DockerError(f"image build failed: {error.splitlines()[-1][:200]}")
+        err.log = log  # type: ignore[attr-defined]
+        raise err
+    return tag, False, log
+
+
+def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str, Any]:
+    """Keyword arguments for `containers.create` from the run's request."""
+    import docker.types
+
+    spec = run.spec
+    res = spec.get("resources") or {}
+    mem_bytes = int(float(res["mem_gb"]) * GIB)
+    env = {
+        "ORBIT_RUN_ID": run.id,
+        "ORBIT_OUTPUT": "/orbit/output",
+        "ORBIT_METRICS": "/orbit/metrics.jsonl",
+        **(spec.get("env") or {}),
+        **secrets,
+    }
+    mounts = [
+        docker.types.Mount("/orbit/output", str(run.path("output")), type="bind"),
+        docker.types.Mount("/orbit/metrics.jsonl", str(run.path("metrics.jsonl")), type="bind"),
+    ]
+    for m in spec.get("mounts") or []:
+        mounts.append(
+            docker.types.Mount(m["target"], m["source"], type="bind", read_only=not m.get("rw"))
+        )
+    project = spec.get("project") or {}
+    if project.get("mode") == "mount":
+        mounts.append(
+            docker.types.Mount("/workspace", project["path"], type="bind", read_only=True)
+        )
+    network = {"bridge": "bridge", "none": "none", "host": "host"}[spec.get("network", "bridge")]
+    return {
+        "image": spec["image"],
+        "command": list(spec["command"]),
+        "name": container_name(home, run.id),
+        "labels": labels(home, run.id),
+        "environment": env,
+        "working_dir": "/workspace",
+        "user": spec.get("user") or None,
+        "mounts": mounts,
+        "nano_cpus": int(float(res["cpus"]) * 1e9),
+        "mem_limit": mem_bytes,
+        "memswap_limit": mem_bytes,
+        "network_mode": network,
+        "init": True,
+        "detach": True,
+        "log_config": docker.types.LogConfig(
+            type="json-file", config={"max-size": "20m", "max-file": "3"}
+        ),
+    }

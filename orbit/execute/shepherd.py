@@ -1,0 +1,313 @@
+"""The shepherd: one detached monitor per container (podman's conmon is the model).
+
+It holds `shepherd.lock` in the run directory for as long as it lives — the kernel releases it
+when the process dies, which is how the tick knows to start another. It creates the container
+(idempotently, by name), streams its output into log.txt, samples peaks, enforces the timeout
+and cancel requests, writes exit.json, settles the run, removes the container, and ticks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from orbit.errors import DockerError, OrbitError
+from orbit.execute import docker_ops
+from orbit.execute.cgroup import Sampler, locate
+from orbit.execute.exitrecord import finalize_from_exit, read_exit, write_exit
+from orbit.execute.logfollow import LogWriter, follow
+from orbit.store.files import unlink_quiet
+from orbit.store.home import Home
+from orbit.store.locks import release, try_lock
+from orbit.store.model import Run, RunState, now_iso, parse_iso
+from orbit.store.runs import RunStore
+
+if TYPE_CHECKING:
+    import docker
+    from docker.models.containers import Container
+
+    from orbit.sched.tick import Spawner
+
+log = logging.getLogger(__name__)
+
+SAMPLE_SECONDS = 0.5
+STOP_GRACE_SECONDS = 10
+CANCEL_FILE = "cancel.request"
+
+
+def run_shepherd(home: Home, run_id: str, *, spawner: Spawner) -> None:
+    lock = try_lock(home.runs_dir / run_id / "shepherd.lock", timeout=5.0)
+    if lock is None:
+        log.info("another shepherd holds run %s", run_id)
+        return
+    try:
+        Shepherd(home, run_id).run()
+    finally:
+        release(lock)
+    from orbit.sched.tick import tick
+
+    tick(home, spawn=spawner, actor=f"shepherd:{run_id}")
+
+
+def secrets_path(home: Home, run_id: str) -> Path:
+    return home.secrets_dir / f"{run_id}.json"
+
+
+class Shepherd:
+    def __init__(self, home: Home, run_id: str) -> None:
+        self.home = home
+        self.store = RunStore(home)
+        self.run_id = run_id
+        self.actor = f"shepherd:{run_id}"
+
+    def run(self) -> None:
+        run = self.store.load(self.run_id)
+        if run.state.finished:
+            self._settle_leftovers(run)
+            return
+        if read_exit(run.dir) is not None:
+            self._finish(run, None)
+            return
+        try:
+            client = docker_ops.connect()
+        except DockerError as exc:
+            # Docker is down: leave the run as it is; the next tick starts another shepherd.
+            log.warning("run %s: %s", run.id, exc)
+            return
+        container = docker_ops.find_container(client, self.home, run.id)
+        if container is None:
+            if run.state is RunState.RUNNING:
+                self.store.transition(
+                    run.id,
+                    RunState.LOST,
+                    actor=self.actor,
+                    reason="its container vanished with no exit record",
+                    finished_at=now_iso(),
+                )
+                unlink_quiet(self.home.active_dir / run.id)
+                return
+            if run.path(CANCEL_FILE).exists():
+                self._record(run, {"cancelled": True, "exit_code": None}, None)
+                return
+            try:
+                container = self._create(client, run)
+            except OrbitError as exc:
+                self._record(run, {"error": str(exc), "exit_code": None}, None)
+                return
+        self._watch(client, run, container)
+
+    # --- creating -------------------------------------------------------------------------
+    def _create(self, client: docker.DockerClient, run: Run) -> Container:
+        import docker.errors
+
+        secrets: dict[str, str] = {}
+        spath = secrets_path(self.home, run.id)
+        if spath.exists():
+            secrets = json.loads(spath.read_text())
+        config = docker_ops.container_config(self.home, run, secrets)
+        try:
+            container = client.containers.create(**config)
+        except docker.errors.ImageNotFound:
+            raise DockerError(f"image not found: {run.spec['image']}") from None
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:  # a create retried after a crash: the name is taken
+                found = docker_ops.find_container(client, self.home, run.id)
+                if found is None:
+                    raise DockerError(f"container name conflict: {config['name']}") from None
+                return found
+            raise DockerError(f"cannot create the container: {exc.explanation or exc}") from None
+        unlink_quiet(spath)
+        snapshot = (run.spec.get("project") or {}).get("snapshot")
+        if (run.spec.get("project") or {}).get("mode") == "copy" and snapshot:
+            tar = self.home.snapshots_dir / f"{snapshot}.tar"
+            with open(tar, "rb") as fh:
+                container.put_archive("/", fh)
+        return container
+
+    # --- watching -------------------------------------------------------------------------
+    def _watch(self, client: docker.DockerClient, run: Run, container: Container) -> None:
+        import docker.errors
+
+        container.reload()
+        if container.status == "created":
+            try:
+                container.start()
+            except docker.errors.APIError as exc:
+                reason = _start_error(exc)
+                self._record(run, {"error": reason, "exit_code": None}, container)
+                return
+            container.reload()
+        if run.state is RunState.STARTING:
+            started_at = (container.attrs.get("State") or {}).get("StartedAt") or ""
+            run = self.store.transition(
+                run.id,
+                RunState.RUNNING,
+                actor=self.actor,
+                event="started",
+                reason=None,
+                started_at=_normalize_time(started_at),
+                container=container.name,
+                container_id=container.id,
+            )
+        else:
+            self.store.append_event(run.id, "shepherd-resumed", actor=self.actor)
+        pid = (container.attrs.get("State") or {}).get("Pid") or None
+        sampler = Sampler(locate(container.id, pid))
+        writer = LogWriter(run.dir)
+        follower = threading.Thread(
+            target=self._follow, args=(client, container.id, writer, True), daemon=True
+        )
+        follower.start()
+        waited: dict[str, Any] = {}
+        waiter = threading.Thread(target=self._wait, args=(client, container.id, waited))
+        waiter.daemon = True
+        waiter.start()
+
+        started = parse_iso(run.status.get("started_at")) or datetime.now(UTC)
+        timeout_min = run.spec.get("timeout_min")
+        deadline = started.timestamp() + float(timeout_min) * 60 if timeout_min else None
+        flags = {"timed_out": False, "cancelled": False}
+        while waiter.is_alive():
+            sampler.sample()
+            writer.flush()
+            if not any(flags.values()):
+                if deadline is not None and time.time() >= deadline:
+                    flags["timed_out"] = True
+                    self._stop(container)
+                elif run.path(CANCEL_FILE).exists():
+                    flags["cancelled"] = True
+                    self._stop(container)
+            waiter.join(SAMPLE_SECONDS)
+        if waited.get("gone"):
+            writer.close()
+            self.store.transition(
+                run.id,
+                RunState.LOST,
+                actor=self.actor,
+                reason="its container vanished with no exit record",
+                finished_at=now_iso(),
+            )
+            unlink_quiet(self.home.active_dir / run.id)
+            return
+        sampler.sample()
+        docker_oom = False
+        finished_at = now_iso()
+        try:
+            container.reload()
+            state = container.attrs.get("State") or {}
+            docker_oom = bool(state.get("OOMKilled"))
+            finished_at = state.get("FinishedAt") or finished_at
+        except docker.errors.APIError:
+            pass
+        follower.join(3.0)
+        # The follow stream can hang after a fast exit (docker-py #3084): read the rest plainly.
+        self._follow(client, container.id, writer, False)
+        writer.close()
+        res = run.spec.get("resources") or {}
+        record = {
+            "exit_code": waited.get("code"),
+            "oom_killed": sampler.oom_kills > 0 or docker_oom,
+            "oom_kill_count": sampler.oom_kills,
+            "docker_oom_killed": docker_oom,
+            "timed_out": flags["timed_out"],
+            "timeout_min": timeout_min,
+            "cancelled": flags["cancelled"],
+            "mem_limit_gb": res.get("mem_gb"),
+            "finished_at": _normalize_time(finished_at),
+            "peaks": sampler.peaks(),
+        }
+        self._record(run, record, container)
+
+    def _follow(
+        self, client: docker.DockerClient, container_id: str, writer: LogWriter, live: bool
+    ) -> None:
+        try:
+            follow(client.api, container_id, writer, follow=live)
+        except Exception as exc:  # the container may be gone; what was written stays
+            log.info("log stream ended: %s", exc)
+
+    def _wait(self, client: docker.DockerClient, container_id: str, out: dict[str, Any]) -> None:
+        import docker.errors
+        import requests
+
+        while True:
+            try:
+                result = client.api.wait(container_id, timeout=None)
+                out["code"] = int(result.get("StatusCode", -1))
+                return
+            except docker.errors.NotFound:
+                out["gone"] = True
+                return
+            except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+                log.info("wait interrupted (%s); retrying", exc)
+                time.sleep(1.0)
+
+    def _stop(self, container: Container) -> None:
+        def stop() -> None:
+            try:
+                container.stop(timeout=STOP_GRACE_SECONDS)
+            except Exception as exc:
+                log.info("stop failed: %s", exc)
+
+        threading.Thread(target=stop, daemon=True).start()
+
+    # --- finishing ------------------------------------------------------------------------
+    def _record(self, run: Run, record: dict[str, Any], container: Container | None) -> None:
+        record.setdefault("finished_at", now_iso())
+        write_exit(run.dir, record)
+        self._finish(run, container)
+
+    def _finish(self, run: Run, container: Container | None) -> None:
+        finalize_from_exit(self.store, run.id, actor=self.actor)
+        unlink_quiet(secrets_path(self.home, run.id))
+        if container is not None:
+            try:
+                container.remove(force=True)
+            except Exception as exc:
+                log.info("could not remove container: %s", exc)
+        else:
+            self._settle_leftovers(run)
+
+    def _settle_leftovers(self, run: Run) -> None:
+        """A finished run whose container still exists (e.g. after a reboot): save its log
+        tail, then remove it."""
+        try:
+            client = docker_ops.connect()
+        except DockerError:
+            return
+        container = docker_ops.find_container(client, self.home, run.id)
+        if container is None:
+            return
+        writer = LogWriter(run.dir)
+        self._follow(client, container.id, writer, False)
+        writer.close()
+        try:
+            container.remove(force=True)
+        except Exception as exc:
+            log.info("could not remove container: %s", exc)
+
+
+def _start_error(exc: Exception) -> str:
+    text = str(getattr(exc, "explanation", None) or exc)
+    if "executable file not found" in text or "no such file or directory" in text:
+        return "cannot start: command not found in the image"
+    return f"cannot start the container: {text.splitlines()[0][:200]}"
+
+
+def _normalize_time(stamp: str) -> str:
+    """Docker's nanosecond RFC 3339 → our ISO form (milliseconds, UTC)."""
+    if not stamp or stamp.startswith("0001-"):
+        return now_iso()
+    try:
+        base = stamp.rstrip("Z")
+        main, _, frac = base.partition(".")
+        dt = datetime.fromisoformat(main).replace(tzinfo=UTC)
+        micro = int((frac + "000000")[:6]) if frac else 0
+        return now_iso(dt.replace(microsecond=micro))
+    except ValueError:
+        return now_iso()

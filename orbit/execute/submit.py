@@ -1,0 +1,208 @@
+"""Turn a validated request into a run record: image, snapshot, run directory, first tick."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orbit.errors import DockerError, UsageError
+from orbit.execute import docker_ops, snapshot
+from orbit.sched.plan import never_fits
+from orbit.sched.resources import Amount, machine_totals
+from orbit.store.files import atomic_write
+from orbit.store.home import Home
+from orbit.store.model import Run, RunState
+from orbit.store.runs import RunStore
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass
+class Request:
+    command: list[str]
+    image: str | None = None
+    dockerfile: str | None = None
+    cpus: float | None = None
+    mem_gb: float | None = None
+    name: str | None = None
+    group: str | None = None
+    folder: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    mounts: list[str] = field(default_factory=list)
+    env: list[str] = field(default_factory=list)
+    pass_env: list[str] = field(default_factory=list)
+    project: str | None = None
+    no_project: bool = False
+    no_snapshot: bool = False
+    network: str = "bridge"
+    timeout_min: float | None = None
+    root: bool = False
+    params: dict[str, str] = field(default_factory=dict)
+
+
+def parse_env(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not ENV_NAME.match(key):
+            raise UsageError(f"-e expects KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+def parse_mount(item: str, cwd: Path) -> dict[str, Any]:
+    parts = item.split(":")
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+        raise UsageError(f"-m expects SRC:DST[:rw], got {item!r}")
+    src = (cwd / parts[0]).resolve()
+    dst = parts[1]
+    mode = parts[2] if len(parts) == 3 else "ro"
+    if mode not in ("ro", "rw"):
+        raise UsageError(f"-m mode must be ro or rw, got {mode!r} in {item!r}")
+    if not dst.startswith("/"):
+        raise UsageError(f"-m destination must be an absolute path, got {dst!r}")
+    if not src.exists():
+        raise UsageError(f"mount source does not exist: {src}")
+    return {"source": str(src), "target": dst, "rw": mode == "rw"}
+
+
+def _resources(home: Home, req: Request) -> Amount:
+    totals = machine_totals(home)
+    cfg = home.config
+    cpus = req.cpus if req.cpus is not None else min(float(cfg["default_cpus"]), totals.cpus)
+    mem = req.mem_gb if req.mem_gb is not None else min(float(cfg["default_mem_gb"]), totals.mem_gb)
+    need = Amount(float(cpus), float(mem))
+    why = never_fits(need, totals)
+    if why:
+        raise UsageError(f"this run can never start: it {why}")
+    return need
+
+
+def submit(
+    home: Home,
+    req: Request,
+    *,
+    cwd: Path,
+    environ: Mapping[str, str],
+    actor: str,
+    progress: Callable[[str], None],
+) -> Run:
+    """Validate everything, then write the run; raises before writing on any bad input.
+
+    A Dockerfile that fails to build is the one exception: the run is recorded as failed with
+    its build log, so the failure can be reviewed like any other.
+    """
+    if not req.command:
+        raise UsageError("no command given: put it after `--`, e.g. orbit run -- python train.py")
+    if req.image and req.dockerfile:
+        raise UsageError("give --image or --dockerfile, not both")
+    need = _resources(home, req)
+    env = parse_env(req.env)
+    secrets = {}
+    for var in req.pass_env:
+        if not ENV_NAME.match(var):
+            raise UsageError(f"--pass-env expects a variable name, got {var!r}")
+        if var not in environ:
+            raise UsageError(f"--pass-env {var}: not set in this environment")
+        secrets[var] = environ[var]
+    mounts = [parse_mount(m, cwd) for m in req.mounts]
+    if req.timeout_min is not None and req.timeout_min <= 0:
+        raise UsageError("--timeout must be a positive number of minutes")
+    image = req.image or home.config.get("default_image")
+    if not image and not req.dockerfile:
+        raise UsageError("no image: give --image or --dockerfile (or set default_image)")
+
+    project: dict[str, Any] = {"mode": "none"}
+    snap = None
+    if not req.no_project:
+        path = (cwd / req.project).resolve() if req.project else cwd
+        if req.no_snapshot:
+            project = {"mode": "mount", "path": str(snapshot.repo_root(path))}
+        else:
+            snap = snapshot.take(
+                path,
+                home.snapshots_dir,
+                uid=os.getuid(),
+                gid=os.getgid(),
+                max_mb=float(home.config["snapshot_max_mb"]),
+            )
+            project = {
+                "mode": "copy",
+                "path": str(snap.root),
+                "commit": snap.commit,
+                "dirty": snap.dirty,
+                "snapshot": snap.hash,
+                "files": snap.files,
+                "bytes": snap.bytes,
+            }
+
+    spec: dict[str, Any] = {
+        "name": req.name,
+        "group": req.group,
+        "folder": req.folder,
+        "tags": req.tags,
+        "params": req.params,
+        "image": image,
+        "dockerfile": None,
+        "command": req.command,
+        "resources": {"cpus": need.cpus, "mem_gb": need.mem_gb},
+        "env": env,
+        "pass_env": sorted(secrets),
+        "mounts": mounts,
+        "network": req.network,
+        "timeout_min": req.timeout_min,
+        "user": None if req.root else f"{os.getuid()}:{os.getgid()}",
+        "project": project,
+        "node": socket.gethostname(),
+        "submitted_by": {"user": environ.get("USER") or str(os.getuid()), "pid": os.getpid()},
+    }
+    extra = {"code.diff": snap.diff.encode()} if snap else {}
+    store = RunStore(home)
+
+    client = docker_ops.connect()
+    if req.dockerfile:
+        dockerfile = (cwd / req.dockerfile).resolve()
+        spec["dockerfile"] = str(dockerfile)
+        try:
+            tag, reused, log = docker_ops.build_image(client, dockerfile, progress)
+        except DockerError as exc:
+            build_log = getattr(exc, "log", "")
+            spec["image"] = None
+            run = store.create(
+                spec,
+                state=RunState.FAILED,
+                reason=str(exc),
+                actor=actor,
+                extra_files={**extra, "build.log": build_log.encode()},
+            )
+            exc.args = (f"{exc} (run {run.id}; build log: {run.path('build.log')})",)
+            raise
+        spec["image"] = tag
+        spec["build"] = {"tag": tag, "reused": reused}
+        if log:
+            extra["build.log"] = log.encode()
+    else:
+        docker_ops.ensure_image(client, str(image), float(home.config["pull_timeout_s"]))
+
+    def keep_secrets(run_id: str, staging: Path) -> None:
+        # Written before the run appears, so no tick can start it without them. Kept outside
+        # the run directory, mode 0600, and deleted once the container exists.
+        if secrets:
+            home.secrets_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            atomic_write(
+                home.secrets_dir / f"{run_id}.json", json.dumps(secrets).encode(), mode=0o600
+            )
+
+    return store.create(
+        spec,
+        reason="waiting for the scheduler",
+        actor=actor,
+        extra_files=extra,
+        prepare=keep_secrets,
+    )

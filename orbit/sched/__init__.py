@@ -1,0 +1,1 @@
+"""Resources, leases, admission decisions and the tick that acts on them."""

@@ -1,0 +1,37 @@
+"""What the machine has: totals from psutil, overridable in config.yaml."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from orbit.store.home import Home
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class Amount:
+    cpus: float
+    mem_gb: float
+
+    def __add__(self, other: Amount) -> Amount:
+        return Amount(self.cpus + other.cpus, self.mem_gb + other.mem_gb)
+
+
+def machine_totals(home: Home) -> Amount:
+    cfg = home.config
+    cpus = cfg.get("total_cpus")
+    mem = cfg.get("total_mem_gb")
+    if cpus is None or mem is None:
+        import psutil
+
+        if cpus is None:
+            cpus = psutil.cpu_count(logical=True) or 1
+        if mem is None:
+            mem = psutil.virtual_memory().total / GIB
+    return Amount(float(cpus), float(mem))
+
+
+def fmt_num(value: float) -> str:
+    """4.0 → "4", 0.5 → "0.5", 23.4567 → "23.5"."""
+    return f"{value:.1f}".rstrip("0").rstrip(".") if value % 1 else str(int(value))

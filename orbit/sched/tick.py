@@ -1,0 +1,196 @@
+"""The tick: reconcile, measure, admit — under the scheduler lock, idempotent, cheap.
+
+It touches only the queue/ and active/ markers and the runs they name, never all runs. A tick
+that cannot take the lock quickly leaves a `tick.requested` flag; the holder loops until the
+flag stays clear, so a submit that raced a running tick is never left waiting for the next one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from orbit.execute.exitrecord import finalize_from_exit, read_exit
+from orbit.sched.plan import Admit, Request, Wait, plan
+from orbit.sched.resources import Amount, machine_totals
+from orbit.store.files import atomic_write, touch_exclusive, unlink_quiet
+from orbit.store.home import Home, current_boot_id
+from orbit.store.locks import is_locked, release, try_lock
+from orbit.store.model import LEASED, Run, RunState, now_iso
+from orbit.store.runs import Broken, RunStore
+
+log = logging.getLogger(__name__)
+
+Spawner = Callable[[Home, str], None]
+
+
+@dataclass
+class TickReport:
+    ran: bool = True
+    admitted: list[str] = field(default_factory=list)
+    waiting: dict[str, str] = field(default_factory=dict)
+    repaired: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "ran": self.ran,
+            "admitted": self.admitted,
+            "waiting": self.waiting,
+            "repaired": self.repaired,
+            "problems": self.problems,
+        }
+
+
+def lease_of(run: Run) -> Amount:
+    lease = run.status.get("lease") or {}
+    return Amount(float(lease.get("cpus") or 0), float(lease.get("mem_gb") or 0))
+
+
+def request_of(run: Run) -> Amount:
+    res = run.spec.get("resources") or {}
+    return Amount(float(res.get("cpus") or 0), float(res.get("mem_gb") or 0))
+
+
+def request_tick(home: Home) -> None:
+    atomic_write(home.runtime_dir / "tick.requested", b"", durable=False)
+
+
+def tick(
+    home: Home,
+    *,
+    spawn: Spawner,
+    actor: str = "tick",
+    now: datetime | None = None,
+    lock_timeout: float = 0.2,
+) -> TickReport:
+    home.ensure()
+    flag = home.runtime_dir / "tick.requested"
+    request_tick(home)
+    report = TickReport()
+    while True:
+        handle = try_lock(home.locks_dir / "scheduler.lock", lock_timeout)
+        if handle is None:
+            report.ran = False  # the holder sees our flag and ticks again for us
+            return report
+        try:
+            while flag.exists():
+                unlink_quiet(flag)
+                _tick_once(home, spawn, actor, now, report)
+            atomic_write(home.runtime_dir / "last_tick", now_iso(now).encode(), durable=False)
+        finally:
+            release(handle)
+        if not flag.exists():
+            return report
+        lock_timeout = 0.0  # someone asked while we were releasing: only retry if free
+
+
+def _tick_once(
+    home: Home, spawn: Spawner, actor: str, now: datetime | None, report: TickReport
+) -> None:
+    store = RunStore(home)
+    _check_boot(home, store, actor, report)
+    queued: list[Run] = []
+    leased: list[Run] = []
+    for item in store.load_many(store.active_ids()):
+        if isinstance(item, Broken):
+            report.problems.append(item.problem)
+            continue
+        run = item
+        state = run.state
+        q_marker = home.queue_dir / run.id
+        a_marker = home.active_dir / run.id
+        if state is RunState.QUEUED:
+            queued.append(run)
+            touch_exclusive(q_marker)
+            continue
+        unlink_quiet(q_marker)
+        if state in LEASED:
+            touch_exclusive(a_marker)
+            leased.append(run)
+            if not is_locked(run.path("shepherd.lock")):
+                if read_exit(run.dir) is not None:
+                    finalize_from_exit(store, run.id, actor=actor)
+                    leased.pop()
+                    unlink_quiet(a_marker)
+                else:
+                    log.info("run %s has no live shepherd; starting one", run.id)
+                    spawn(home, run.id)
+                report.repaired.append(run.id)
+        else:
+            unlink_quiet(a_marker)  # finished: its lease is released
+    used = Amount(0, 0)
+    for run in leased:
+        used = used + lease_of(run)
+    decisions = plan([Request(r.id, request_of(r)) for r in queued], used, machine_totals(home))
+    for decision in decisions:
+        if isinstance(decision, Admit):
+            _admit(home, store, decision, actor, spawn, report)
+        elif isinstance(decision, Wait):
+            _set_reason(store, decision, actor)
+            report.waiting[decision.run_id] = decision.reason
+
+
+def _admit(
+    home: Home, store: RunStore, d: Admit, actor: str, spawn: Spawner, report: TickReport
+) -> None:
+    # Order matters for crash safety: status first (a crash leaves a starting run whose queue
+    # marker the next tick moves to active/), then the markers, then the shepherd.
+    try:
+        store.transition(
+            d.run_id,
+            RunState.STARTING,
+            actor=actor,
+            event="admitted",
+            expect=[RunState.QUEUED],
+            reason="starting the container",
+            lease={"cpus": d.lease.cpus, "mem_gb": d.lease.mem_gb},
+            admitted_at=now_iso(),
+        )
+    except Exception as exc:  # cancelled meanwhile, or unreadable: skip it this time
+        report.problems.append(f"run {d.run_id}: not admitted ({exc})")
+        return
+    touch_exclusive(home.active_dir / d.run_id)
+    unlink_quiet(home.queue_dir / d.run_id)
+    spawn(home, d.run_id)
+    report.admitted.append(d.run_id)
+
+
+def _set_reason(store: RunStore, d: Wait, actor: str) -> None:
+    def change(run: Run) -> dict[str, object] | None:
+        if run.state is not RunState.QUEUED or run.status.get("reason") == d.reason:
+            return None
+        return {"reason": d.reason}
+
+    store.update(d.run_id, change, actor=actor)
+
+
+def _check_boot(home: Home, store: RunStore, actor: str, report: TickReport) -> None:
+    """After a reboot, every leased run lost its container and shepherd: settle them at once."""
+    path = home.runtime_dir / "boot_id"
+    boot = current_boot_id()
+    try:
+        previous = path.read_text().strip()
+    except FileNotFoundError:
+        previous = boot
+    if previous != boot:
+        for item in store.load_many(store.leased_ids()):
+            if isinstance(item, Broken) or item.state not in LEASED:
+                continue
+            if read_exit(item.dir) is not None:
+                finalize_from_exit(store, item.id, actor=actor)
+            else:
+                store.transition(
+                    item.id,
+                    RunState.LOST,
+                    actor=actor,
+                    event="lost",
+                    reason="the machine restarted while the run was active",
+                    finished_at=now_iso(),
+                )
+            unlink_quiet(home.active_dir / item.id)
+            report.repaired.append(item.id)
+    if previous != boot or not path.exists():
+        atomic_write(path, boot.encode())

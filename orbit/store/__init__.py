@@ -1,0 +1,1 @@
+"""The ORBIT_HOME layout, run records, atomic files, locks and the listing index."""

@@ -1,0 +1,84 @@
+"""What `orbit show`, `orbit run --json` and the web view say about one run."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from orbit.store.model import Run, parse_iso
+from orbit.store.runs import RunStore
+
+METRICS_TAIL_BYTES = 64 * 1024
+
+
+def latest_metrics(run: Run) -> tuple[dict[str, Any], int | None]:
+    """The last value of each key in metrics.jsonl (read from the file's tail) and the
+    number of lines when the file is small enough to count cheaply."""
+    path = run.path("metrics.jsonl")
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            fh.seek(max(0, size - METRICS_TAIL_BYTES))
+            tail = fh.read()
+    except OSError:
+        return {}, 0
+    lines = tail.splitlines()
+    if size > METRICS_TAIL_BYTES and lines:
+        lines = lines[1:]  # the first one is probably cut
+    latest: dict[str, Any] = {}
+    for line in lines:
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            latest.update(obj)
+    count = len(lines) if size <= METRICS_TAIL_BYTES else None
+    return latest, count
+
+
+def duration_s(status: dict[str, Any]) -> float | None:
+    start = parse_iso(status.get("started_at"))
+    end = parse_iso(status.get("finished_at"))
+    if start is None:
+        return None
+    if end is None:
+        from datetime import UTC, datetime
+
+        end = datetime.now(UTC)
+    return round((end - start).total_seconds(), 3)
+
+
+def describe(store: RunStore, run: Run, *, notes: bool = True) -> dict[str, Any]:
+    spec, status = run.spec, run.status
+    latest, count = latest_metrics(run)
+    out: dict[str, Any] = {
+        "id": run.id,
+        "name": spec.get("name"),
+        "group": spec.get("group"),
+        "folder": spec.get("folder"),
+        "tags": spec.get("tags") or {},
+        "params": spec.get("params") or {},
+        "state": status.get("state"),
+        "reason": status.get("reason"),
+        "exit_code": status.get("exit_code"),
+        "oom_killed": bool(status.get("oom_killed")),
+        "image": spec.get("image"),
+        "command": spec.get("command") or [],
+        "resources": spec.get("resources") or {},
+        "lease": status.get("lease"),
+        "peaks": status.get("peaks") or {},
+        "timeout_min": spec.get("timeout_min"),
+        "project": spec.get("project") or {},
+        "submitted_at": status.get("submitted_at"),
+        "started_at": status.get("started_at"),
+        "finished_at": status.get("finished_at"),
+        "duration_s": duration_s(status),
+        "container": status.get("container"),
+        "metrics": {"latest": latest, "lines": count},
+        "dir": str(run.dir),
+    }
+    if notes:
+        out["notes"] = store.notes(run.id)
+    return out

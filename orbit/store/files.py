@@ -1,0 +1,120 @@
+"""Crash-safe file primitives: atomic replace, whole-line JSONL appends, tolerant reads.
+
+Every mutable file is written to a temporary file in the same folder and renamed over the old
+one, so a reader sees either the old or the new content, never a mix. JSON Lines files are only
+ever appended, one whole line per `os.write`, so concurrent writers cannot interleave halves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from orbit.errors import CorruptError
+
+
+def atomic_write(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
+    """Replace `path` with `data`; with `durable`, the bytes reach the disk before the rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if durable:
+            os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def dump_yaml(data: dict[str, Any]) -> str:
+    import yaml
+
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    return yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def write_yaml(path: Path, data: dict[str, Any], *, durable: bool = True) -> None:
+    atomic_write(path, dump_yaml(data).encode(), durable=durable)
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Read a YAML mapping; a missing, truncated or hand-broken file raises CorruptError."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CorruptError(f"{path}: missing") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorruptError(f"{path}: unreadable ({exc})") from None
+    try:
+        data = yaml.load(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        problem = str(exc).splitlines()[0]
+        raise CorruptError(f"{path}: not valid YAML ({problem})") from None
+    if not isinstance(data, dict):
+        raise CorruptError(f"{path}: expected a mapping, found {type(data).__name__}")
+    return data
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one whole line with a single write on an O_APPEND descriptor."""
+    data = (line.rstrip("\n") + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def append_jsonl(path: Path, obj: dict[str, Any]) -> None:
+    append_line(path, json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every well-formed JSON object line of `path`; malformed or partial lines are skipped."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+def touch_exclusive(path: Path) -> bool:
+    """Create an empty file; False when it already exists."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        return False
+    return True
+
+
+def unlink_quiet(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

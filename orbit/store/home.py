@@ -1,0 +1,153 @@
+"""Where state lives: the ORBIT_HOME layout and its user settings (config.yaml).
+
+ORBIT_HOME/
+  config.yaml        user settings (format: 1)
+  runs/<id>/         run directories (under the data directory when one is set)
+  queue/<id>         marker: the run is queued        } Maildir-style index kept by the
+  active/<id>        marker: the run holds a lease    } tick; rebuildable from runs/
+  snapshots/<h>.tar  content-addressed code snapshots
+  index.jsonl        listing cache for `ps -a` (rebuildable; never the truth)
+  locks/             scheduler.lock, ids.lock, index.lock
+  runtime/           next_id, boot_id, tick.requested, secrets/ (0700)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orbit.errors import UsageError
+from orbit.store.files import read_yaml, write_yaml
+
+CONFIG_FORMAT = 1
+
+# Settings a user may put in config.yaml, with their defaults (docs/configuration.md).
+DEFAULTS: dict[str, Any] = {
+    "data_dir": None,  # where runs/ lives; ORBIT_DATA overrides
+    "default_image": None,  # used when `orbit run` has neither --image nor --dockerfile
+    "default_cpus": 4.0,  # clamped to the machine's CPUs
+    "default_mem_gb": 16.0,  # clamped to the machine's memory
+    "total_cpus": None,  # override psutil's count of schedulable CPUs
+    "total_mem_gb": None,  # override psutil's total memory
+    "snapshot_max_mb": 500,  # refuse larger code snapshots (put data in mounts)
+    "pull_timeout_s": 120,  # give up pulling a missing image after this long
+}
+
+
+@dataclass
+class Home:
+    root: Path
+    environ: Mapping[str, str] = field(default_factory=dict)
+    _config: dict[str, Any] | None = None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Home:
+        raw = environ.get("ORBIT_HOME") or str(Path(environ.get("HOME", "~")) / ".orbit")
+        return cls(Path(raw).expanduser().resolve(), environ)
+
+    # --- layout -------------------------------------------------------------------------
+    @property
+    def config_path(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def data_dir(self) -> Path:
+        raw = self.environ.get("ORBIT_DATA") or self.config.get("data_dir")
+        return Path(raw).expanduser().resolve() if raw else self.root
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.data_dir / "runs"
+
+    @property
+    def queue_dir(self) -> Path:
+        return self.root / "queue"
+
+    @property
+    def active_dir(self) -> Path:
+        return self.root / "active"
+
+    @property
+    def snapshots_dir(self) -> Path:
+        return self.root / "snapshots"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.root / "locks"
+
+    @property
+    def runtime_dir(self) -> Path:
+        return self.root / "runtime"
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.runtime_dir / "secrets"
+
+    @property
+    def index_path(self) -> Path:
+        return self.root / "index.jsonl"
+
+    @property
+    def tag(self) -> str:
+        """A short, stable name for this home: container names and labels carry it so two
+        homes on one machine never touch each other's containers."""
+        return hashlib.sha256(str(self.root).encode()).hexdigest()[:8]
+
+    def ensure(self) -> None:
+        for d in (self.runs_dir, self.queue_dir, self.active_dir, self.locks_dir, self.runtime_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        self.secrets_dir.mkdir(mode=0o700, exist_ok=True)
+
+    # --- settings -----------------------------------------------------------------------
+    @property
+    def config(self) -> dict[str, Any]:
+        if self._config is None:
+            self._config = self._load_config()
+        return self._config
+
+    def _load_config(self) -> dict[str, Any]:
+        settings = dict(DEFAULTS)
+        if not self.config_path.exists():
+            return settings
+        data = read_yaml(self.config_path)
+        for key, value in data.items():
+            if key == "format":
+                continue
+            if key not in DEFAULTS:
+                raise UsageError(f"{self.config_path}: unknown setting {key!r}")
+            settings[key] = value
+        return settings
+
+    def set_config(self, key: str, value: Any) -> None:
+        if key not in DEFAULTS:
+            raise UsageError(f"unknown setting {key!r} (known: {', '.join(sorted(DEFAULTS))})")
+        current = read_yaml(self.config_path) if self.config_path.exists() else {}
+        current.pop("format", None)
+        if value is None:
+            current.pop(key, None)
+        else:
+            current[key] = value
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_yaml(self.config_path, {"format": CONFIG_FORMAT, **current})
+        self._config = None
+
+
+def current_boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

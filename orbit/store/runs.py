@@ -1,0 +1,328 @@
+"""Run records: allocate, write, read, resolve, transition, list and remove.
+
+A run directory is created whole: it is staged under a hidden name and renamed over the
+empty directory that claimed its id, so readers never see a half-written run. status.yaml is
+only changed under the run's lock by `transition`/`update`, which also append the matching
+line to events.jsonl and the listing index.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orbit.errors import ConflictError, CorruptError, NotFoundError
+from orbit.store import index
+from orbit.store.files import (
+    append_jsonl,
+    atomic_write,
+    read_jsonl,
+    read_yaml,
+    touch_exclusive,
+    unlink_quiet,
+    write_yaml,
+)
+from orbit.store.home import Home
+from orbit.store.locks import locked
+from orbit.store.model import FORMAT, TRANSITIONS, Run, RunState, now_iso
+
+RUN_FILES = ("run.yaml", "status.yaml", "events.jsonl", "log.txt", "metrics.jsonl", "notes.jsonl")
+
+
+@dataclass
+class Broken:
+    """A run directory that cannot be read; listed with its problem, never fatal."""
+
+    id: str
+    problem: str
+
+
+class RunStore:
+    def __init__(self, home: Home) -> None:
+        self.home = home
+
+    # --- creation -----------------------------------------------------------------------
+    def _claim_id(self) -> tuple[str, Path]:
+        """Allocate the next id: a counter under a lock, with `mkdir` as the final arbiter."""
+        counter = self.home.runtime_dir / "next_id"
+        with locked(self.home.locks_dir / "ids.lock"):
+            try:
+                n = int(counter.read_text().strip())
+            except (OSError, ValueError):
+                n = 1 + max((int(p) for p in self._dir_names() if p.isdigit()), default=0)
+            while True:
+                path = self.home.runs_dir / str(n)
+                try:
+                    path.mkdir()
+                    break
+                except FileExistsError:
+                    n += 1
+            atomic_write(counter, f"{n + 1}\n".encode())
+        return str(n), path
+
+    def create(
+        self,
+        spec: dict[str, Any],
+        *,
+        state: RunState = RunState.QUEUED,
+        reason: str,
+        actor: str,
+        extra_files: dict[str, bytes] | None = None,
+        status_fields: dict[str, Any] | None = None,
+        prepare: Callable[[str, Path], None] | None = None,
+    ) -> Run:
+        """Write a complete run directory and, when queued, its queue marker.
+
+        `prepare(id, staging_dir)` may add files (e.g. code.diff) before the directory appears.
+        """
+        self.home.ensure()
+        run_id, final = self._claim_id()
+        staging = self.home.runs_dir / f".staging-{run_id}"
+        try:
+            staging.mkdir()
+            (staging / "output").mkdir()
+            now = now_iso()
+            spec = {"format": FORMAT, "id": run_id, **spec, "submitted_at": now}
+            status = {
+                "format": FORMAT,
+                "state": state.value,
+                "reason": reason,
+                "exit_code": None,
+                "submitted_at": now,
+                "started_at": None,
+                "finished_at": None,
+                **(status_fields or {}),
+            }
+            write_yaml(staging / "run.yaml", spec, durable=False)
+            write_yaml(staging / "status.yaml", status, durable=False)
+            for name in ("log.txt", "metrics.jsonl", "notes.jsonl"):
+                (staging / name).touch()
+            for name, data in (extra_files or {}).items():
+                (staging / name).write_bytes(data)
+            event = {"time": now, "event": "submitted", "state": state.value, "actor": actor}
+            append_jsonl(staging / "events.jsonl", event)
+            if prepare:
+                prepare(run_id, staging)
+            fd = os.open(staging, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(staging, final)  # replaces the empty directory that claimed the id
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            try:
+                final.rmdir()
+            except OSError:
+                pass
+            raise
+        run = Run(run_id, final, spec, status)
+        self._index(run)
+        if state is RunState.QUEUED:
+            touch_exclusive(self.home.queue_dir / run_id)
+        return run
+
+    # --- reading ------------------------------------------------------------------------
+    def _dir_names(self) -> list[str]:
+        try:
+            return [n for n in os.listdir(self.home.runs_dir) if not n.startswith(".")]
+        except FileNotFoundError:
+            return []
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.home.runs_dir / run_id
+
+    def load(self, run_id: str) -> Run:
+        path = self.run_dir(run_id)
+        if not path.is_dir():
+            raise NotFoundError(f"no run {run_id!r}")
+        spec = read_yaml(path / "run.yaml")
+        status = read_yaml(path / "status.yaml")
+        try:
+            RunState(str(status.get("state")))
+        except ValueError:
+            raise CorruptError(
+                f"{path / 'status.yaml'}: unknown state {status.get('state')!r}"
+            ) from None
+        return Run(run_id, path, spec, status)
+
+    def exists(self, run_id: str) -> bool:
+        return (self.run_dir(run_id) / "status.yaml").exists()
+
+    def resolve(self, ref: str) -> Run:
+        """A run by exact id, unique id prefix, or unique name."""
+        ref = ref.strip()
+        if not ref:
+            raise NotFoundError("empty run id")
+        if self.exists(ref):
+            return self.load(ref)
+        names = self._dir_names()
+        by_prefix = [n for n in names if n.startswith(ref)]
+        if len(by_prefix) == 1:
+            return self.load(by_prefix[0])
+        rows, _ = index.read(self.home.index_path)
+        by_name = sorted({r["id"] for r in rows.values() if r.get("name") == ref} & set(names))
+        if len(by_name) == 1:
+            return self.load(by_name[0])
+        if len(by_prefix) > 1 or len(by_name) > 1:
+            matches = sorted(set(by_prefix) | set(by_name), key=_id_key)
+            shown = ", ".join(matches[:8]) + (" …" if len(matches) > 8 else "")
+            raise NotFoundError(f"{ref!r} is ambiguous: it matches runs {shown}")
+        raise NotFoundError(f"no run {ref!r} (see `orbit ps -a`)")
+
+    def active_ids(self) -> list[str]:
+        ids: set[str] = set()
+        for d in (self.home.queue_dir, self.home.active_dir):
+            try:
+                ids.update(n for n in os.listdir(d) if not n.startswith("."))
+            except FileNotFoundError:
+                pass
+        return sorted(ids, key=_id_key)
+
+    def queued_ids(self) -> list[str]:
+        try:
+            return sorted(
+                (n for n in os.listdir(self.home.queue_dir) if not n.startswith(".")), key=_id_key
+            )
+        except FileNotFoundError:
+            return []
+
+    def leased_ids(self) -> list[str]:
+        try:
+            return sorted(
+                (n for n in os.listdir(self.home.active_dir) if not n.startswith(".")), key=_id_key
+            )
+        except FileNotFoundError:
+            return []
+
+    def load_many(self, ids: Iterable[str]) -> list[Run | Broken]:
+        out: list[Run | Broken] = []
+        for run_id in ids:
+            try:
+                out.append(self.load(run_id))
+            except (CorruptError, NotFoundError) as exc:
+                out.append(Broken(run_id, str(exc)))
+        return out
+
+    def list_rows(self) -> list[dict[str, Any] | Broken]:
+        """Every run as an index row (fresh rows from the cache, stale ones from disk)."""
+        rows, n_lines = index.read(self.home.index_path)
+        names = self._dir_names()
+        out: list[dict[str, Any] | Broken] = []
+        fresh: dict[str, dict[str, Any]] = {}
+        for run_id in sorted(names, key=_id_key):
+            row = rows.get(run_id)
+            mtime = index.status_mtime(self.home.runs_dir / run_id)
+            if mtime is None:
+                if any(os.scandir(self.home.runs_dir / run_id)):
+                    out.append(Broken(run_id, f"{self.run_dir(run_id)}: status.yaml missing"))
+                continue  # an empty directory is an id being claimed right now
+            if row is None or row.get("st") != mtime:
+                try:
+                    run = self.load(run_id)
+                except (CorruptError, NotFoundError) as exc:
+                    out.append(Broken(run_id, str(exc)))
+                    continue
+                row = index.row_for(run, mtime)
+                index.append(self.home.index_path, row)
+            fresh[run_id] = row
+            out.append(row)
+        if n_lines > 2 * len(fresh) + 100:
+            with locked(self.home.locks_dir / "index.lock"):
+                index.rewrite(self.home.index_path, fresh)
+        return out
+
+    # --- changes ------------------------------------------------------------------------
+    def transition(
+        self,
+        run_id: str,
+        to: RunState,
+        *,
+        actor: str,
+        event: str | None = None,
+        expect: Iterable[RunState] | None = None,
+        **fields: Any,
+    ) -> Run:
+        """Move a run to state `to`, atomically, with an event; refuses illegal moves."""
+
+        def change(run: Run) -> dict[str, Any] | None:
+            current = run.state
+            if expect is not None and current not in set(expect):
+                raise ConflictError(f"run {run.label} is {current.value}")
+            if to is not current and to not in TRANSITIONS.get(current, frozenset()):
+                raise ConflictError(f"run {run.label} is {current.value}; cannot become {to.value}")
+            return {"state": to.value, **fields}
+
+        return self.update(run_id, change, actor=actor, event=event or to.value)
+
+    def update(
+        self,
+        run_id: str,
+        change: Callable[[Run], dict[str, Any] | None],
+        *,
+        actor: str,
+        event: str | None = None,
+    ) -> Run:
+        """Apply `change(run) -> fields` to status.yaml under the run's lock.
+
+        Returning None leaves the file alone. The event line (if any) is appended after the
+        status is replaced, so the history never claims what the status does not show.
+        """
+        path = self.run_dir(run_id)
+        with locked(path / ".lock"):
+            run = self.load(run_id)
+            fields = change(run)
+            if fields is None:
+                return run
+            status = {**run.status, **fields, "format": FORMAT}
+            write_yaml(path / "status.yaml", status)
+            run.status = status
+            if event:
+                line = {"time": now_iso(), "event": event, "state": status["state"], "actor": actor}
+                line.update({k: v for k, v in fields.items() if k not in ("state",)})
+                append_jsonl(path / "events.jsonl", line)
+            self._index(run)
+        return run
+
+    def append_event(self, run_id: str, event: str, *, actor: str, **fields: Any) -> None:
+        line = {"time": now_iso(), "event": event, "actor": actor, **fields}
+        append_jsonl(self.run_dir(run_id) / "events.jsonl", line)
+
+    def _index(self, run: Run) -> None:
+        mtime = index.status_mtime(run.dir)
+        if mtime is not None:
+            index.append(self.home.index_path, index.row_for(run, mtime))
+
+    def add_note(self, run_id: str, text: str, actor: str) -> dict[str, Any]:
+        note = {"time": now_iso(), "author": actor, "text": text}
+        append_jsonl(self.run_dir(run_id) / "notes.jsonl", note)
+        return note
+
+    def notes(self, run_id: str) -> list[dict[str, Any]]:
+        return read_jsonl(self.run_dir(run_id) / "notes.jsonl")
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        return read_jsonl(self.run_dir(run_id) / "events.jsonl")
+
+    def remove(self, run: Run) -> None:
+        """Delete a finished run's directory (renamed aside first, so it vanishes at once)."""
+        if run.state.active:
+            raise ConflictError(f"run {run.label} is {run.state.value}; cancel it first")
+        trash = self.home.runs_dir / f".removing-{run.id}"
+        os.rename(run.dir, trash)
+        index.append(self.home.index_path, {"id": run.id, "removed": True})
+        shutil.rmtree(trash, ignore_errors=True)
+        unlink_quiet(self.home.queue_dir / run.id)
+        unlink_quiet(self.home.active_dir / run.id)
+
+
+def _id_key(run_id: str) -> tuple[int, str]:
+    return (int(run_id), "") if run_id.isdigit() else (1 << 62, run_id)
+
+
+def id_key(run_id: str) -> tuple[int, str]:
+    return _id_key(run_id)
