@@ -6,7 +6,7 @@ import argparse
 import os
 
 from orbit.cli.common import add_json, print_json, runs_argument
-from orbit.cli.run import _binary_stdout
+from orbit.cli.run import binary_stdout
 from orbit.cli.watch import copy_new, follow_until_done
 from orbit.env import Env
 
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
             text = fh.read().decode("utf-8", "replace")
         print_json(env, {"id": run.id, "state": run.state.value, "offset": offset, "log": text})
         return 0
-    out = _binary_stdout(env)
+    out = binary_stdout(env)
     if args.follow:
         follow_until_done(env, store, run, offset=offset, out=out)
     else:

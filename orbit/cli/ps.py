@@ -28,11 +28,11 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
         items = store.list_rows()
     else:
         items = []
-        for item in store.load_many(store.active_ids()):
-            if isinstance(item, Broken):
-                items.append(item)
-            elif item.state.active:
-                items.append(index.row_for(item, 0))
+        for loaded in store.load_many(store.active_ids()):
+            if isinstance(loaded, Broken):
+                items.append(loaded)
+            elif loaded.state.active:
+                items.append(index.row_for(loaded, 0))
     out = []
     for entry in items:
         if isinstance(entry, Broken):

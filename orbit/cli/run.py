@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import sys
+from typing import BinaryIO, TextIO
 
 from orbit.cli.common import add_json, key_value, positive_float, print_json
 from orbit.cli.watch import follow_until_done
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     store = RunStore(env.home)
     run = store.load(run.id)
     if args.wait:
-        out = None if args.json else _binary_stdout(env)
+        out = None if args.json else binary_stdout(env)
         run = follow_until_done(env, store, run, out=out)
     if args.json:
         print_json(env, describe(store, run))
@@ -145,6 +145,21 @@ def run(args: argparse.Namespace, env: Env) -> int:
     return int(ExitCode.OK)
 
 
-def _binary_stdout(env: Env):  # type: ignore[no-untyped-def]
+class _TextSink:
+    """Bytes in, text out: lets the log copier write to a text stream (tests, pipes)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def write(self, data: bytes) -> int:
+        self.out.write(data.decode("utf-8", "replace"))
+        return len(data)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def binary_stdout(env: Env) -> BinaryIO:
     env.stdout.flush()
-    return getattr(env.stdout, "buffer", None) or sys.stdout.buffer
+    buffer = getattr(env.stdout, "buffer", None)
+    return buffer if buffer is not None else _TextSink(env.stdout)  # type: ignore[return-value]

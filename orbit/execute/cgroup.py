@@ -2,12 +2,17 @@
 
 cgroup v1 (memory.max_usage_in_bytes, memory.oom_control `oom_kill`, cpuacct.usage) and v2
 (memory.peak or memory.current, memory.events `oom_kill`, cpu.stat usage_usec) are both read.
-The directory disappears when the container stops, so the shepherd samples while it runs;
-Docker's `State.OOMKilled` is the second opinion for a kill in the last interval.
+The directory disappears when the container stops, so the shepherd samples while it runs.
+
+A kill that ends the container usually happens between two samples, so on cgroup v1 the shepherd
+also registers an eventfd on `memory.oom_control` (cgroup.event_control): the kernel signals it on
+every OOM in the cgroup, and once more when the cgroup is removed. Docker's `State.OOMKilled` is
+the second opinion; exit code 137 alone is never taken as an OOM.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,3 +131,54 @@ class Sampler:
             "cpu_cores": round(self.cpu_peak, 2),
             "cpu_seconds": round(self.cpu_seconds, 2),
         }
+
+
+class OomEvents:
+    """The kernel's OOM notifications for one cgroup v1 memory controller (an eventfd)."""
+
+    def __init__(self, memory_dir: Path | None) -> None:
+        self.fd: int | None = None
+        self.count = 0
+        self.memory_dir = memory_dir
+        if memory_dir is None or not (memory_dir / "cgroup.event_control").exists():
+            return
+        efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        try:
+            control = os.open(memory_dir / "memory.oom_control", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                with open(memory_dir / "cgroup.event_control", "w") as fh:
+                    fh.write(f"{efd} {control}")
+            finally:
+                os.close(control)
+        except OSError:
+            os.close(efd)
+            return
+        self.fd = efd
+
+    def poll(self) -> int:
+        if self.fd is not None:
+            try:
+                self.count += os.eventfd_read(self.fd)
+            except BlockingIOError:
+                pass
+        return self.count
+
+    def settle(self, timeout: float = 2.0) -> int | None:
+        """After the container exited: OOM events seen, excluding the removal signal.
+
+        None when unknown (no eventfd, or the cgroup was not removed in time).
+        """
+        if self.fd is None or self.memory_dir is None:
+            return None
+        deadline = time.monotonic() + timeout
+        while self.memory_dir.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if self.memory_dir.exists():
+            return None
+        while self.poll() < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.05)  # an OOM signal and the removal signal may arrive close together
+        total = self.poll()
+        os.close(self.fd)
+        self.fd = None
+        return max(0, total - 1) if total >= 1 else None

@@ -40,8 +40,10 @@ def outcome(record: dict[str, Any]) -> tuple[RunState, str | None]:
     if record.get("error"):
         return RunState.FAILED, str(record["error"])
     if record.get("timed_out"):
-        return RunState.FAILED, f"timed out after {fmt_num(float(record['timeout_min']))} min"
-    if record.get("oom_killed"):
+        minutes = float(record["timeout_min"])
+        after = f"{fmt_num(minutes)} min" if minutes >= 1 else f"{fmt_num(minutes * 60)} s"
+        return RunState.FAILED, f"timed out after {after}"
+    if record.get("oom_killed") and record.get("exit_code") != 0:
         limit = record.get("mem_limit_gb")
         return RunState.FAILED, (
             f"killed for memory (limit {fmt_num(float(limit))} GiB)"

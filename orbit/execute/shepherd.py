@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbit.errors import DockerError, OrbitError
 from orbit.execute import docker_ops
-from orbit.execute.cgroup import Sampler, locate
+from orbit.execute.cgroup import OomEvents, Sampler, locate
 from orbit.execute.exitrecord import finalize_from_exit, read_exit, write_exit
 from orbit.execute.logfollow import LogWriter, follow
 from orbit.store.files import unlink_quiet
@@ -158,6 +158,7 @@ class Shepherd:
             self.store.append_event(run.id, "shepherd-resumed", actor=self.actor)
         pid = (container.attrs.get("State") or {}).get("Pid") or None
         sampler = Sampler(locate(container.id, pid))
+        oom_events = OomEvents(sampler.dirs.get("memory"))
         writer = LogWriter(run.dir)
         follower = threading.Thread(
             target=self._follow, args=(client, container.id, writer, True), daemon=True
@@ -174,6 +175,7 @@ class Shepherd:
         flags = {"timed_out": False, "cancelled": False}
         while waiter.is_alive():
             sampler.sample()
+            oom_events.poll()
             writer.flush()
             if not any(flags.values()):
                 if deadline is not None and time.time() >= deadline:
@@ -195,6 +197,7 @@ class Shepherd:
             unlink_quiet(self.home.active_dir / run.id)
             return
         sampler.sample()
+        kernel_oom = oom_events.settle()
         docker_oom = False
         finished_at = now_iso()
         try:
@@ -211,8 +214,9 @@ class Shepherd:
         res = run.spec.get("resources") or {}
         record = {
             "exit_code": waited.get("code"),
-            "oom_killed": sampler.oom_kills > 0 or docker_oom,
+            "oom_killed": sampler.oom_kills > 0 or bool(kernel_oom) or docker_oom,
             "oom_kill_count": sampler.oom_kills,
+            "kernel_oom_events": kernel_oom,
             "docker_oom_killed": docker_oom,
             "timed_out": flags["timed_out"],
             "timeout_min": timeout_min,

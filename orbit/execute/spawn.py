@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
 from orbit.store.home import Home
 
@@ -51,8 +52,16 @@ def _spawn(home: Home, run_id: str, *, in_place: bool) -> None:
             os._exit(0)
         _close_inherited()
         _detach_stdio(log_path)
+        try:
+            with open("/proc/self/comm", "w") as comm:
+                comm.write("orbit-shepherd")
+        except OSError:
+            pass
         if not in_place:
-            env = {**os.environ, "ORBIT_HOME": str(home.root)}
+            # The package's parent on PYTHONPATH: `python orbit.py` works without an install.
+            package_parent = str(Path(__file__).resolve().parents[2])
+            path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
+            env = {**os.environ, "ORBIT_HOME": str(home.root), "PYTHONPATH": path}
             os.execve(sys.executable, [sys.executable, "-m", "orbit", "_shepherd", run_id], env)
         for handler in list(logging.root.handlers):
             logging.root.removeHandler(handler)
