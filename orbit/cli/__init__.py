@@ -34,7 +34,8 @@ class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: a UsageError instead of usage text and exit."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+        # main() adds the "orbit: " prefix; repeating the prog here would say it twice.
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -52,12 +52,15 @@ def set_value(args: argparse.Namespace, env: Env) -> int:
     if args.key == "data_dir":
         raise UsageError("use `orbit config data DIR` to move the data directory")
     env.home.set_config(args.key, value)
-    print(f"{args.key}: {value}", file=env.stdout)
+    if getattr(args, "json", False):  # `orbit config --json set K V`
+        print_json(env, {"key": args.key, "value": env.home.config[args.key]})
+    else:
+        print(f"{args.key}: {value}", file=env.stdout)
     return 0
 
 
 def set_data(args: argparse.Namespace, env: Env) -> int:
-    from orbit.store.runs import RunStore
+    from orbit.store.runs import RunStore, id_key
 
     home = env.home
     if env.environ.get("ORBIT_DATA"):
@@ -69,7 +72,10 @@ def set_data(args: argparse.Namespace, env: Env) -> int:
         [n for n in os.listdir(old_runs) if not n.startswith(".")] if old_runs.is_dir() else []
     )
     if new / "runs" == old_runs:
-        print(f"data directory is already {new}", file=env.stdout)
+        if getattr(args, "json", False):
+            print_json(env, {"data_dir": str(new), "moved": []})
+        else:
+            print(f"data directory is already {new}", file=env.stdout)
         return 0
     if existing:
         if not args.move:
@@ -83,5 +89,8 @@ def set_data(args: argparse.Namespace, env: Env) -> int:
     for name in existing:
         shutil.move(str(old_runs / name), str(new / "runs" / name))
     home.set_config("data_dir", str(new))
-    print(f"data directory: {new} ({len(existing)} runs moved)", file=env.stdout)
+    if getattr(args, "json", False):
+        print_json(env, {"data_dir": str(new), "moved": sorted(existing, key=id_key)})
+    else:
+        print(f"data directory: {new} ({len(existing)} runs moved)", file=env.stdout)
     return 0

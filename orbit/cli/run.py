@@ -120,8 +120,11 @@ def run(args: argparse.Namespace, env: Env) -> int:
     req = request_from(args)
 
     def progress(text: str) -> None:
-        env.stderr.write(text)
-        env.stderr.flush()
+        # Build output is for a person watching; a script or agent gets the one-line error
+        # (a failed build's log is kept as the run's build.log).
+        if env.stderr.isatty():
+            env.stderr.write(text)
+            env.stderr.flush()
 
     run = submit(
         env.home, req, cwd=env.cwd, environ=env.environ, actor=env.actor, progress=progress

@@ -1,10 +1,12 @@
 """Copy a container's output into log.txt exactly once, across shepherd restarts.
 
-Docker's log (json-file, size-capped) is read with timestamps. After each append to log.txt the
-writer checkpoints `log.pos` (size of log.txt, timestamp of the last line and how many lines
-carried that timestamp). A new shepherd cuts log.txt back to the checkpoint — dropping what a
-killed predecessor appended but never checkpointed — and asks Docker for the lines from that
-second on, skipping those already written: no line is lost or written twice.
+Docker's log (json-file, size-capped) is read with timestamps, stdout and stderr as two
+streams: each stream's timestamps only grow, while the two interleave freely. After each
+append to log.txt the writer checkpoints `log.pos`: the size of log.txt and, per stream, the
+timestamp of its last line and how many lines carried that timestamp. A new shepherd cuts
+log.txt back to the checkpoint — dropping what a killed predecessor appended but never
+checkpointed — and asks Docker for each stream from that second on, skipping the lines already
+written: no line is lost or written twice.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from orbit.store.files import atomic_write
 
 FLUSH_SECONDS = 0.1
 FLUSH_BYTES = 64 * 1024
+STREAMS = ("out", "err")
 
 
 def parse_ts_ns(stamp: bytes) -> int:
@@ -36,6 +39,27 @@ def parse_ts_ns(stamp: bytes) -> int:
     return base * 1_000_000_000 + int((frac + "000000000")[:9])
 
 
+class _Cursor:
+    """Where one stream stands: its last timestamp and how many lines carried it."""
+
+    def __init__(self, ts: int = 0, n: int = 0) -> None:
+        self.ts = ts
+        self.n = n
+        self.skip = n  # lines at `ts` that a re-read will deliver again
+
+    def admit(self, ts: int) -> bool:
+        if ts < self.ts:
+            return False
+        if ts == self.ts:
+            if self.skip > 0:
+                self.skip -= 1
+                return False
+            self.n += 1
+        else:
+            self.ts, self.n, self.skip = ts, 1, 0
+        return True
+
+
 class LogWriter:
     def __init__(self, run_dir: Path) -> None:
         self.log_path = run_dir / "log.txt"
@@ -44,42 +68,33 @@ class LogWriter:
         self.buffer: list[bytes] = []
         self.buffered = 0
         self.last_flush = time.monotonic()
-        pos = self._read_pos()
-        self.size: int = pos["size"]
-        self.ts: int = pos["ts"]
-        self.at_ts: int = pos["n"]  # lines written that carry timestamp self.ts
-        self._to_skip = self.at_ts  # lines at self.ts that a re-read will deliver again
+        self.size, self.cursors = self._read_pos()
         self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT, 0o644)
         os.ftruncate(self.fd, self.size)
         os.lseek(self.fd, self.size, os.SEEK_SET)
 
-    def _read_pos(self) -> dict[str, int]:
+    def _read_pos(self) -> tuple[int, dict[str, _Cursor]]:
         try:
             data = json.loads(self.pos_path.read_text())
-            return {"size": int(data["size"]), "ts": int(data["ts"]), "n": int(data["n"])}
-        except (OSError, ValueError, KeyError, TypeError):
-            return {"size": 0, "ts": 0, "n": 0}
+            cursors = {s: _Cursor(int(data[s][0]), int(data[s][1])) for s in STREAMS}
+            return int(data["size"]), cursors
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            return 0, {s: _Cursor() for s in STREAMS}
 
-    def since(self) -> int | None:
+    def since(self, stream: str) -> int | None:
         """The `since` (whole seconds, rounded down) to ask Docker from, or None for all."""
-        return self.ts // 1_000_000_000 if self.ts else None
+        ts = self.cursors[stream].ts
+        return ts // 1_000_000_000 if ts else None
 
-    def accept(self, frame: bytes) -> None:
+    def accept(self, stream: str, frame: bytes) -> None:
         stamp, _, text = frame.partition(b" ")
         try:
             ts = parse_ts_ns(stamp)
         except ValueError:
             return
         with self.lock:
-            if ts < self.ts:
+            if not self.cursors[stream].admit(ts):
                 return
-            if ts == self.ts:
-                if self._to_skip > 0:
-                    self._to_skip -= 1
-                    return
-                self.at_ts += 1
-            else:
-                self.ts, self.at_ts, self._to_skip = ts, 1, 0
             self.buffer.append(text)
             self.buffered += len(text)
             if self.buffered >= FLUSH_BYTES or time.monotonic() - self.last_flush >= FLUSH_SECONDS:
@@ -99,27 +114,34 @@ class LogWriter:
         while view:
             view = view[os.write(self.fd, view) :]
         self.size += len(data)
-        pos = {"size": self.size, "ts": self.ts, "n": self.at_ts}
+        pos: dict[str, Any] = {"size": self.size}
+        pos.update({s: [c.ts, c.n] for s, c in self.cursors.items()})
         atomic_write(self.pos_path, json.dumps(pos).encode(), durable=False)
 
-    def rewind_for_reread(self) -> None:
-        """Before reading the log again from `since()`: skip what is already written."""
+    def rewind_for_reread(self, stream: str) -> None:
+        """Before reading a stream again from `since()`: skip what is already written."""
         with self.lock:
             self._flush()
-            self._to_skip = self.at_ts
+            self.cursors[stream].skip = self.cursors[stream].n
 
     def close(self) -> None:
         self.flush()
         os.close(self.fd)
 
 
-def follow(api: Any, container_id: str, writer: LogWriter, *, follow: bool) -> None:
-    """Feed Docker's log of the container into `writer`; returns when the stream ends."""
-    writer.rewind_for_reread()
-    since = writer.since()
-    kwargs: dict[str, Any] = {"stream": True, "follow": follow, "timestamps": True}
+def follow(api: Any, container_id: str, writer: LogWriter, stream: str, *, live: bool) -> None:
+    """Feed one stream of the container's Docker log into `writer`; returns at its end."""
+    writer.rewind_for_reread(stream)
+    kwargs: dict[str, Any] = {
+        "stdout": stream == "out",
+        "stderr": stream == "err",
+        "stream": True,
+        "follow": live,
+        "timestamps": True,
+    }
+    since = writer.since(stream)
     if since:
         kwargs["since"] = since
     for frame in api.logs(container_id, **kwargs):
-        writer.accept(frame)
+        writer.accept(stream, frame)
     writer.flush()

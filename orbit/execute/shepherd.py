@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from datetime import UTC, datetime
@@ -20,8 +21,8 @@ from orbit.errors import DockerError, OrbitError
 from orbit.execute import docker_ops
 from orbit.execute.cgroup import OomEvents, Sampler, locate
 from orbit.execute.exitrecord import finalize_from_exit, read_exit, write_exit
-from orbit.execute.logfollow import LogWriter, follow
-from orbit.store.files import unlink_quiet
+from orbit.execute.logfollow import STREAMS, LogWriter, follow
+from orbit.store.files import atomic_write, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.locks import release, try_lock
 from orbit.store.model import Run, RunState, now_iso, parse_iso
@@ -46,6 +47,8 @@ def run_shepherd(home: Home, run_id: str, *, spawner: Spawner) -> None:
         log.info("another shepherd holds run %s", run_id)
         return
     try:
+        # For people and tests only; liveness is the lock, never this pid.
+        atomic_write(home.runs_dir / run_id / "shepherd.pid", f"{os.getpid()}\n".encode())
         Shepherd(home, run_id).run()
     finally:
         release(lock)
@@ -160,10 +163,14 @@ class Shepherd:
         sampler = Sampler(locate(container.id, pid))
         oom_events = OomEvents(sampler.dirs.get("memory"))
         writer = LogWriter(run.dir)
-        follower = threading.Thread(
-            target=self._follow, args=(client, container.id, writer, True), daemon=True
-        )
-        follower.start()
+        followers = [
+            threading.Thread(
+                target=self._follow, args=(client, container.id, writer, s, True), daemon=True
+            )
+            for s in STREAMS
+        ]
+        for follower in followers:
+            follower.start()
         waited: dict[str, Any] = {}
         waiter = threading.Thread(target=self._wait, args=(client, container.id, waited))
         waiter.daemon = True
@@ -207,9 +214,11 @@ class Shepherd:
             finished_at = state.get("FinishedAt") or finished_at
         except docker.errors.APIError:
             pass
-        follower.join(3.0)
-        # The follow stream can hang after a fast exit (docker-py #3084): read the rest plainly.
-        self._follow(client, container.id, writer, False)
+        for follower in followers:
+            follower.join(3.0)
+        # A follow stream can hang after a fast exit (docker-py #3084): read the rest plainly.
+        for stream in STREAMS:
+            self._follow(client, container.id, writer, stream, False)
         writer.close()
         res = run.spec.get("resources") or {}
         record = {
@@ -228,10 +237,15 @@ class Shepherd:
         self._record(run, record, container)
 
     def _follow(
-        self, client: docker.DockerClient, container_id: str, writer: LogWriter, live: bool
+        self,
+        client: docker.DockerClient,
+        container_id: str,
+        writer: LogWriter,
+        stream: str,
+        live: bool,
     ) -> None:
         try:
-            follow(client.api, container_id, writer, follow=live)
+            follow(client.api, container_id, writer, stream, live=live)
         except Exception as exc:  # the container may be gone; what was written stays
             log.info("log stream ended: %s", exc)
 
@@ -288,7 +302,8 @@ class Shepherd:
         if container is None:
             return
         writer = LogWriter(run.dir)
-        self._follow(client, container.id, writer, False)
+        for stream in STREAMS:
+            self._follow(client, container.id, writer, stream, False)
         writer.close()
         try:
             container.remove(force=True)

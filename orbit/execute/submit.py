@@ -17,7 +17,7 @@ from orbit.sched.plan import never_fits
 from orbit.sched.resources import Amount, machine_totals
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
-from orbit.store.model import Run, RunState
+from orbit.store.model import Run, RunState, now_iso
 from orbit.store.runs import RunStore
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -180,6 +180,7 @@ def submit(
                 reason=str(exc),
                 actor=actor,
                 extra_files={**extra, "build.log": build_log.encode()},
+                status_fields={"finished_at": now_iso()},
             )
             exc.args = (f"{exc} (run {run.id}; build log: {run.path('build.log')})",)
             raise

@@ -91,7 +91,7 @@ def _tick_once(
     home: Home, spawn: Spawner, actor: str, now: datetime | None, report: TickReport
 ) -> None:
     store = RunStore(home)
-    _check_boot(home, store, actor, report)
+    _check_boot(home, store, spawn, actor, report)
     queued: list[Run] = []
     leased: list[Run] = []
     for item in store.load_many(store.active_ids()):
@@ -167,8 +167,14 @@ def _set_reason(store: RunStore, d: Wait, actor: str) -> None:
     store.update(d.run_id, change, actor=actor)
 
 
-def _check_boot(home: Home, store: RunStore, actor: str, report: TickReport) -> None:
-    """After a reboot, every leased run lost its container and shepherd: settle them at once."""
+def _check_boot(
+    home: Home, store: RunStore, spawn: Spawner, actor: str, report: TickReport
+) -> None:
+    """After a reboot, every leased run lost its container and shepherd: settle them at once.
+
+    Each gets a shepherd too, which finds the run finished and only saves what is left of the
+    container's log before removing it.
+    """
     path = home.runtime_dir / "boot_id"
     boot = current_boot_id()
     try:
@@ -191,6 +197,7 @@ def _check_boot(home: Home, store: RunStore, actor: str, report: TickReport) -> 
                     finished_at=now_iso(),
                 )
             unlink_quiet(home.active_dir / item.id)
+            spawn(home, item.id)
             report.repaired.append(item.id)
     if previous != boot or not path.exists():
         atomic_write(path, boot.encode())

@@ -158,14 +158,19 @@ class RunStore:
         ref = ref.strip()
         if not ref:
             raise NotFoundError("empty run id")
-        if self.exists(ref):
+        # A ref with a slash or a leading dot is never an id: without this check `../x` or an
+        # absolute path would name a directory outside runs/.
+        if "/" not in ref and not ref.startswith(".") and self.exists(ref):
             return self.load(ref)
         names = self._dir_names()
         by_prefix = [n for n in names if n.startswith(ref)]
         if len(by_prefix) == 1:
             return self.load(by_prefix[0])
-        rows, _ = index.read(self.home.index_path)
-        by_name = sorted({r["id"] for r in rows.values() if r.get("name") == ref} & set(names))
+        # list_rows, not the raw index: it fills in runs the index lacks (deleted, or a crash
+        # between a status write and its index line).
+        by_name = sorted(
+            {r["id"] for r in self.list_rows() if isinstance(r, dict) and r.get("name") == ref}
+        )
         if len(by_name) == 1:
             return self.load(by_name[0])
         if len(by_prefix) > 1 or len(by_name) > 1:
@@ -218,7 +223,15 @@ class RunStore:
             row = rows.get(run_id)
             mtime = index.status_mtime(self.home.runs_dir / run_id)
             if mtime is None:
-                if any(os.scandir(self.home.runs_dir / run_id)):
+                try:
+                    with os.scandir(self.run_dir(run_id)) as entries:
+                        claimed_only = not any(entries)
+                except FileNotFoundError:
+                    continue  # removed since the listing
+                except OSError:
+                    out.append(Broken(run_id, f"{self.run_dir(run_id)}: not a run directory"))
+                    continue
+                if not claimed_only:
                     out.append(Broken(run_id, f"{self.run_dir(run_id)}: status.yaml missing"))
                 continue  # an empty directory is an id being claimed right now
             if row is None or row.get("st") != mtime:

@@ -1,0 +1,174 @@
+"""Test fixtures: a real Docker engine, locally built images, a temporary ORBIT_HOME per test.
+
+Tests drive the real entry point, `orbit.cli.main(argv, env)`, in-process (shepherds are
+forked from the test process exactly as from the CLI) or as real `python orbit.py` processes
+where concurrency or `kill -9` matters.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from docker_setup import BUSYBOX_IMAGE, PYTHON_IMAGE, REPO_ROOT, ensure_docker, ensure_test_images
+
+from orbit.cli import main
+from orbit.env import Env
+from orbit.store.files import read_yaml
+
+ORBIT_PY = str(REPO_ROOT / "orbit.py")
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+class Orbit:
+    """Runs the CLI against one temporary ORBIT_HOME."""
+
+    def __init__(self, home: Path, cwd: Path) -> None:
+        self.home = home
+        self.cwd = cwd
+        self.environ = {**os.environ, "ORBIT_HOME": str(home)}
+        self.environ.pop("ORBIT_DATA", None)
+
+    def __call__(self, *args: str, stdin: str = "", cwd: Path | None = None) -> Result:
+        out, err = io.StringIO(), io.StringIO()
+        env = Env(
+            environ=dict(self.environ),
+            stdin=io.StringIO(stdin),
+            stdout=out,
+            stderr=err,
+            cwd=cwd or self.cwd,
+        )
+        code = main(list(args), env)
+        return Result(code, out.getvalue(), err.getvalue())
+
+    def proc(self, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
+        """`python orbit.py ARGS` as a real process (stdout/stderr piped)."""
+        return subprocess.Popen(
+            [sys.executable, ORBIT_PY, *args],
+            cwd=kwargs.pop("cwd", self.cwd),
+            env=self.environ,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            **kwargs,
+        )
+
+    def configure(self, **settings: Any) -> None:
+        import yaml
+
+        path = self.home / "config.yaml"
+        data = read_yaml(path) if path.exists() else {"format": 1}
+        data.update(settings)
+        self.home.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(data))
+
+    def run_dir(self, run_id: str) -> Path:
+        return self.home / "runs" / run_id
+
+    def status(self, run_id: str) -> dict[str, Any]:
+        return read_yaml(self.run_dir(run_id) / "status.yaml")
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        path = self.run_dir(run_id) / "events.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def wait_for(
+        self, run_id: str, pred: Callable[[dict[str, Any]], bool], timeout: float = 60
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        status: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            try:
+                status = self.status(run_id)
+            except Exception:
+                status = {}
+            if status and pred(status):
+                return status
+            time.sleep(0.05)
+        raise AssertionError(f"run {run_id} never reached the condition; last status {status}")
+
+    def submit(self, *args: str) -> str:
+        """`orbit run --json …` → the new run's id (asserting it was accepted)."""
+        res = self("run", "--json", *args)
+        assert res.code == 0, res.err
+        return str(res.json()["id"])
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> None:
+    ensure_docker()
+    ensure_test_images()
+
+
+@pytest.fixture
+def busybox(docker_engine: None) -> str:
+    return BUSYBOX_IMAGE
+
+
+@pytest.fixture
+def python_image(docker_engine: None) -> str:
+    return PYTHON_IMAGE
+
+
+@pytest.fixture
+def orbit(tmp_path: Path) -> Iterator[Orbit]:
+    home = tmp_path / "home"
+    work = tmp_path / "work"
+    work.mkdir()
+    o = Orbit(home, work)
+    yield o
+    _cleanup_containers(home)
+
+
+def _cleanup_containers(home: Path) -> None:
+    """Remove every container this test's home started (their shepherds then settle)."""
+    try:
+        ids = subprocess.run(
+            ["docker", "ps", "-aq", "--filter", f"label=orbit.home={home.resolve()}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.split()
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if ids:
+        subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=60)
+
+
+def git_repo(path: Path, files: dict[str, str]) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+    }
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "init"]):
+        subprocess.run(["git", "-C", str(path), *cmd], check=True, env=env, capture_output=True)
+    return path
