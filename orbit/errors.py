@@ -13,6 +13,7 @@ class ExitCode(IntEnum):
     DOCKER = 4  # Docker not reachable, image missing, build failed
     CONFLICT = 5  # the request contradicts the run's state (rm of a running run, …)
     CORRUPT = 6  # a file under ORBIT_HOME cannot be read
+    INTERNAL = 70  # a bug in Orbit: one line, and the traceback with ORBIT_DEBUG=1
     INTERRUPTED = 130
 
 

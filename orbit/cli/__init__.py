@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from importlib import import_module
@@ -54,12 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, env: Env | None = None) -> int:
     env = env or Env()
     parser = build_parser()
-    try:
+    if "_ARGCOMPLETE" in os.environ:  # only a completing shell pays for argcomplete
         import argcomplete
 
         argcomplete.autocomplete(parser)
-    except ImportError:
-        pass
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         try:
@@ -78,3 +77,11 @@ def main(argv: Sequence[str] | None = None, env: Env | None = None) -> int:
         return int(ExitCode.INTERRUPTED)
     except BrokenPipeError:
         return int(ExitCode.OK)
+    except Exception as exc:
+        if os.environ.get("ORBIT_DEBUG"):
+            raise
+        kind = exc.__class__.__name__
+        print(
+            f"orbit: internal error ({kind}: {exc}); ORBIT_DEBUG=1 shows details", file=env.stderr
+        )
+        return int(ExitCode.INTERNAL)

@@ -91,12 +91,11 @@ def poll(interval: float) -> None:
 def _rows(parsed_args: argparse.Namespace) -> list[dict[str, Any]]:
     import os
 
-    from orbit.store import index
     from orbit.store.home import Home
+    from orbit.store.runs import RunStore
 
-    home = Home.from_environ(os.environ)
-    rows, _ = index.read(home.index_path)
-    return list(rows.values())
+    rows = RunStore(Home.from_environ(os.environ)).list_rows()
+    return [r for r in rows if isinstance(r, dict)]
 
 
 def complete_runs(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:

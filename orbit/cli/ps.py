@@ -19,7 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
     """Index-shaped rows; an unreadable run becomes a row with `error` set."""
+    from orbit.cli.watch import needs_repair
     from orbit.store import index
+    from orbit.store.model import Run
     from orbit.store.runs import Broken, RunStore
 
     store = RunStore(env.home)
@@ -27,12 +29,17 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
     if all_runs or group:
         items = store.list_rows()
     else:
+        loaded = store.load_many(store.active_ids())
+        if any(isinstance(r, Run) and needs_repair(r) for r in loaded):
+            env.tick()  # a shepherd died: settle or restart it before showing anything
+            loaded = store.load_many(store.active_ids())
         items = []
-        for loaded in store.load_many(store.active_ids()):
-            if isinstance(loaded, Broken):
-                items.append(loaded)
-            elif loaded.state.active:
-                items.append(index.row_for(loaded, 0))
+        for run in loaded:
+            if isinstance(run, Broken):
+                if not store.settle_unfinished_submit(run.id):
+                    items.append(run)
+            elif run.state.active:
+                items.append(index.row_for(run, 0))
     out = []
     for entry in items:
         if isinstance(entry, Broken):

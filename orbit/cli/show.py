@@ -17,11 +17,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
+    from orbit.cli.watch import needs_repair
     from orbit.store.describe import describe
     from orbit.store.runs import RunStore
 
     store = RunStore(env.home)
     run = store.resolve(args.runs)
+    if needs_repair(run):
+        env.tick()  # its shepherd died: settle or restart it first
+        run = store.load(run.id)
     d = describe(store, run)
     if args.json:
         print_json(env, d)

@@ -16,6 +16,22 @@ POLL_SECONDS = 0.05
 TICK_EVERY_SECONDS = 5.0
 
 
+def needs_repair(run: Run) -> bool:
+    """A started run whose shepherd is gone (lock free), past the start-up grace period."""
+    from datetime import UTC, datetime
+
+    from orbit.store.locks import is_locked
+    from orbit.store.model import RunState, parse_iso
+
+    if run.state is RunState.RUNNING:
+        return not is_locked(run.path("shepherd.lock"))
+    if run.state is RunState.STARTING:
+        admitted = parse_iso(run.status.get("admitted_at"))
+        old = admitted is None or (datetime.now(UTC) - admitted).total_seconds() > 10
+        return old and not is_locked(run.path("shepherd.lock"))
+    return False
+
+
 class StatusWatch:
     """Reloads a run only when its status.yaml changed."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,16 +77,23 @@ def ensure_image(client: docker.DockerClient, image: str, pull_timeout: float) -
         pass
     except docker.errors.APIError as exc:
         raise DockerError(f"image {image!r}: {exc.explanation or exc}") from None
-    try:
-        puller = connect(timeout=int(pull_timeout))
-        repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
-        pulled = puller.images.pull(repo, tag=tag or "latest")
-        return str(pulled.id)
-    except Exception as exc:
-        detail = str(getattr(exc, "explanation", None) or exc).splitlines()[0][:200]
-        raise DockerError(
-            f"image not found: {image} (not local, and pull failed: {detail})"
-        ) from None
+    # A pull that keeps sending progress never hits an HTTP timeout: give it a real deadline.
+    outcome: dict[str, Any] = {}
+
+    def pull() -> None:
+        try:
+            repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
+            outcome["id"] = str(client.images.pull(repo, tag=tag or "latest").id)
+        except Exception as exc:
+            outcome["error"] = str(getattr(exc, "explanation", None) or exc).splitlines()[0][:200]
+
+    worker = threading.Thread(target=pull, daemon=True)
+    worker.start()
+    worker.join(pull_timeout)
+    if "id" in outcome:
+        return str(outcome["id"])
+    detail = outcome.get("error") or f"no result within {pull_timeout:g} s"
+    raise DockerError(f"image not found: {image} (not local, and pull failed: {detail})")
 
 
 def build_context_hash(dockerfile: Path) -> str:

@@ -19,6 +19,9 @@ from orbit.store.runs import RunStore
 
 EXIT_FILE = "exit.json"
 
+# Shell conventions for codes the command itself never chose (the init process reports them).
+EXIT_HINTS = {126: "command not executable", 127: "command not found"}
+
 
 def write_exit(run_dir: Path, record: dict[str, Any]) -> None:
     data = {"format": FORMAT, **record}
@@ -53,7 +56,8 @@ def outcome(record: dict[str, Any]) -> tuple[RunState, str | None]:
     code = record.get("exit_code")
     if code == 0:
         return RunState.SUCCEEDED, None
-    return RunState.FAILED, f"exit code {code}"
+    hint = EXIT_HINTS.get(code) if isinstance(code, int) else None
+    return RunState.FAILED, f"exit code {code}" + (f" ({hint})" if hint else "")
 
 
 def finalize_from_exit(store: RunStore, run_id: str, *, actor: str) -> None:

@@ -61,11 +61,14 @@ class _Cursor:
 
 
 class LogWriter:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, redact: list[str] | None = None) -> None:
         self.log_path = run_dir / "log.txt"
         self.pos_path = run_dir / "log.pos"
         self.lock = threading.Lock()
-        self.buffer: list[bytes] = []
+        # Values of --pass-env secrets never reach log.txt (short ones would mangle the log).
+        self.redact = [s.encode() for s in redact or [] if len(s) >= 4]
+        self.buffer: list[tuple[int, int, bytes]] = []
+        self.seq = 0
         self.buffered = 0
         self.last_flush = time.monotonic()
         self.size, self.cursors = self._read_pos()
@@ -95,7 +98,10 @@ class LogWriter:
         with self.lock:
             if not self.cursors[stream].admit(ts):
                 return
-            self.buffer.append(text)
+            for secret in self.redact:
+                text = text.replace(secret, b"[redacted]")
+            self.seq += 1
+            self.buffer.append((ts, self.seq, text))
             self.buffered += len(text)
             if self.buffered >= FLUSH_BYTES or time.monotonic() - self.last_flush >= FLUSH_SECONDS:
                 self._flush()
@@ -108,7 +114,8 @@ class LogWriter:
         self.last_flush = time.monotonic()
         if not self.buffer:
             return
-        data = b"".join(self.buffer)
+        # Lines of the two streams that arrived in one flush interval go in time order.
+        data = b"".join(text for _, _, text in sorted(self.buffer))
         self.buffer, self.buffered = [], 0
         view = memoryview(data)
         while view:

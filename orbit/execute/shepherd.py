@@ -49,12 +49,15 @@ def run_shepherd(home: Home, run_id: str, *, spawner: Spawner) -> None:
     try:
         # For people and tests only; liveness is the lock, never this pid.
         atomic_write(home.runs_dir / run_id / "shepherd.pid", f"{os.getpid()}\n".encode())
-        Shepherd(home, run_id).run()
+        settled = Shepherd(home, run_id).run()
     finally:
         release(lock)
-    from orbit.sched.tick import tick
+    if settled:
+        # The run's lease is free: let the queue move. A shepherd that could not make progress
+        # (Docker down) does not tick, or the tick would start it again at once, in a loop.
+        from orbit.sched.tick import tick
 
-    tick(home, spawn=spawner, actor=f"shepherd:{run_id}")
+        tick(home, spawn=spawner, actor=f"shepherd:{run_id}")
 
 
 def secrets_path(home: Home, run_id: str) -> Path:
@@ -68,21 +71,26 @@ class Shepherd:
         self.run_id = run_id
         self.actor = f"shepherd:{run_id}"
 
-    def run(self) -> None:
+    def run(self) -> bool:
+        """Watch the run to its end; True when it is finished (now or before)."""
         run = self.store.load(self.run_id)
         if run.state.finished:
             self._settle_leftovers(run)
-            return
+            return True
         if read_exit(run.dir) is not None:
             self._finish(run, None)
-            return
+            return True
         try:
             client = docker_ops.connect()
         except DockerError as exc:
-            # Docker is down: leave the run as it is; the next tick starts another shepherd.
+            # Docker is down: leave the run as it is; a later tick starts another shepherd.
             log.warning("run %s: %s", run.id, exc)
-            return
+            return False
         container = docker_ops.find_container(client, self.home, run.id)
+        if container is not None and container.status == "created":
+            # Never started, perhaps without its code: a predecessor died while preparing it.
+            container.remove(force=True)
+            container = None
         if container is None:
             if run.state is RunState.RUNNING:
                 self.store.transition(
@@ -93,26 +101,24 @@ class Shepherd:
                     finished_at=now_iso(),
                 )
                 unlink_quiet(self.home.active_dir / run.id)
-                return
+                unlink_quiet(secrets_path(self.home, run.id))
+                return True
             if run.path(CANCEL_FILE).exists():
                 self._record(run, {"cancelled": True, "exit_code": None}, None)
-                return
+                return True
             try:
                 container = self._create(client, run)
             except OrbitError as exc:
                 self._record(run, {"error": str(exc), "exit_code": None}, None)
-                return
+                return True
         self._watch(client, run, container)
+        return True
 
     # --- creating -------------------------------------------------------------------------
     def _create(self, client: docker.DockerClient, run: Run) -> Container:
         import docker.errors
 
-        secrets: dict[str, str] = {}
-        spath = secrets_path(self.home, run.id)
-        if spath.exists():
-            secrets = json.loads(spath.read_text())
-        config = docker_ops.container_config(self.home, run, secrets)
+        config = docker_ops.container_config(self.home, run, self._secrets(run))
         try:
             container = client.containers.create(**config)
         except docker.errors.ImageNotFound:
@@ -124,13 +130,19 @@ class Shepherd:
                     raise DockerError(f"container name conflict: {config['name']}") from None
                 return found
             raise DockerError(f"cannot create the container: {exc.explanation or exc}") from None
-        unlink_quiet(spath)
         snapshot = (run.spec.get("project") or {}).get("snapshot")
         if (run.spec.get("project") or {}).get("mode") == "copy" and snapshot:
             tar = self.home.snapshots_dir / f"{snapshot}.tar"
             with open(tar, "rb") as fh:
                 container.put_archive("/", fh)
         return container
+
+    def _secrets(self, run: Run) -> dict[str, str]:
+        try:
+            data = json.loads(secrets_path(self.home, run.id).read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
     # --- watching -------------------------------------------------------------------------
     def _watch(self, client: docker.DockerClient, run: Run, container: Container) -> None:
@@ -162,7 +174,7 @@ class Shepherd:
         pid = (container.attrs.get("State") or {}).get("Pid") or None
         sampler = Sampler(locate(container.id, pid))
         oom_events = OomEvents(sampler.dirs.get("memory"))
-        writer = LogWriter(run.dir)
+        writer = LogWriter(run.dir, redact=list(self._secrets(run).values()))
         followers = [
             threading.Thread(
                 target=self._follow, args=(client, container.id, writer, s, True), daemon=True
@@ -202,6 +214,7 @@ class Shepherd:
                 finished_at=now_iso(),
             )
             unlink_quiet(self.home.active_dir / run.id)
+            unlink_quiet(secrets_path(self.home, run.id))
             return
         sampler.sample()
         kernel_oom = oom_events.settle()
@@ -281,19 +294,19 @@ class Shepherd:
         self._finish(run, container)
 
     def _finish(self, run: Run, container: Container | None) -> None:
-        finalize_from_exit(self.store, run.id, actor=self.actor)
         unlink_quiet(secrets_path(self.home, run.id))
+        finalize_from_exit(self.store, run.id, actor=self.actor)
         if container is not None:
             try:
                 container.remove(force=True)
             except Exception as exc:
                 log.info("could not remove container: %s", exc)
-        else:
-            self._settle_leftovers(run)
+        self._settle_leftovers(run)
 
     def _settle_leftovers(self, run: Run) -> None:
         """A finished run whose container still exists (e.g. after a reboot): save its log
-        tail, then remove it."""
+        tail, then remove it. Its secrets are deleted in any case."""
+        unlink_quiet(secrets_path(self.home, run.id))
         try:
             client = docker_ops.connect()
         except DockerError:
@@ -301,7 +314,7 @@ class Shepherd:
         container = docker_ops.find_container(client, self.home, run.id)
         if container is None:
             return
-        writer = LogWriter(run.dir)
+        writer = LogWriter(run.dir, redact=list(self._secrets(run).values()))
         for stream in STREAMS:
             self._follow(client, container.id, writer, stream, False)
         writer.close()

@@ -101,6 +101,14 @@ def take(path: Path, snapshots_dir: Path, *, uid: int, gid: int, max_mb: float) 
     return Snapshot(root, head, bool(diff or untracked), snap_hash, len(entries), total, diff)
 
 
+def describe_mount(path: Path) -> dict[str, object]:
+    """What a read-only mounted repository was at submit time (no snapshot is taken)."""
+    root = repo_root(path)
+    head = _git(root, "rev-parse", "--verify", "-q", "HEAD", check=False).decode().strip() or None
+    status = _git(root, "status", "--porcelain", check=False)
+    return {"mode": "mount", "path": str(root), "commit": head, "dirty": bool(status.strip())}
+
+
 def _tar(entries: list[tuple[str, os.stat_result, bytes | None]], uid: int, gid: int) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:

@@ -62,6 +62,8 @@ def _spawn(home: Home, run_id: str, *, in_place: bool) -> None:
             package_parent = str(Path(__file__).resolve().parents[2])
             path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
             env = {**os.environ, "ORBIT_HOME": str(home.root), "PYTHONPATH": path}
+            if home.environ.get("ORBIT_DATA"):
+                env["ORBIT_DATA"] = home.environ["ORBIT_DATA"]
             os.execve(sys.executable, [sys.executable, "-m", "orbit", "_shepherd", run_id], env)
         for handler in list(logging.root.handlers):
             logging.root.removeHandler(handler)
@@ -70,7 +72,7 @@ def _spawn(home: Home, run_id: str, *, in_place: bool) -> None:
         )
         from orbit.execute.shepherd import run_shepherd
 
-        run_shepherd(Home(home.root, dict(os.environ)), run_id, spawner=spawn_fork)
+        run_shepherd(Home(home.root, dict(home.environ)), run_id, spawner=spawn_fork)
         code = 0
     except BaseException:
         try:

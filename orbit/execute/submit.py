@@ -123,7 +123,7 @@ def submit(
     if not req.no_project:
         path = (cwd / req.project).resolve() if req.project else cwd
         if req.no_snapshot:
-            project = {"mode": "mount", "path": str(snapshot.repo_root(path))}
+            project = snapshot.describe_mount(path)
         else:
             snap = snapshot.take(
                 path,

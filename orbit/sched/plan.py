@@ -38,8 +38,8 @@ def plan(queue: list[Request], leased: Amount, totals: Amount) -> list[Admit | W
         free_mem = totals.mem_gb - used.mem_gb
         short = []
         if req.need.cpus > free_cpus + 1e-9:
-            cpus = fmt_num(req.need.cpus)
-            short.append(f"{cpus} CPUs: {fmt_num(used.cpus)} of {fmt_num(totals.cpus)} leased")
+            cpus = fmt_cpus(req.need.cpus)
+            short.append(f"{cpus}: {fmt_num(used.cpus)} of {fmt_num(totals.cpus)} leased")
         if req.need.mem_gb > free_mem + 1e-9:
             short.append(
                 f"{fmt_num(req.need.mem_gb)} GiB memory: {fmt_num(used.mem_gb)} of "
@@ -53,10 +53,14 @@ def plan(queue: list[Request], leased: Amount, totals: Amount) -> list[Admit | W
     return decisions
 
 
+def fmt_cpus(n: float) -> str:
+    return f"{fmt_num(n)} CPU" + ("" if n == 1 else "s")
+
+
 def never_fits(need: Amount, totals: Amount) -> str | None:
     """Why a request can never fit on this machine, or None."""
     if need.cpus > totals.cpus + 1e-9:
-        return f"needs {fmt_num(need.cpus)} CPUs but this machine has {fmt_num(totals.cpus)}"
+        return f"needs {fmt_cpus(need.cpus)} but this machine has {fmt_cpus(totals.cpus)}"
     if need.mem_gb > totals.mem_gb + 1e-9:
         return (
             f"needs {fmt_num(need.mem_gb)} GiB memory but this machine has "

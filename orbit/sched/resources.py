@@ -33,5 +33,5 @@ def machine_totals(home: Home) -> Amount:
 
 
 def fmt_num(value: float) -> str:
-    """4.0 → "4", 0.5 → "0.5", 23.4567 → "23.5"."""
-    return f"{value:.1f}".rstrip("0").rstrip(".") if value % 1 else str(int(value))
+    """4.0 → "4", 0.25 → "0.25", 23.4567 → "23.46"."""
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value % 1 else str(int(value))

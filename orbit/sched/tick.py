@@ -96,7 +96,8 @@ def _tick_once(
     leased: list[Run] = []
     for item in store.load_many(store.active_ids()):
         if isinstance(item, Broken):
-            report.problems.append(item.problem)
+            if not store.settle_unfinished_submit(item.id):
+                report.problems.append(item.problem)
             continue
         run = item
         state = run.state
@@ -112,12 +113,12 @@ def _tick_once(
             leased.append(run)
             if not is_locked(run.path("shepherd.lock")):
                 if read_exit(run.dir) is not None:
+                    # Its exit is known: release the lease now; the new shepherd only cleans up.
                     finalize_from_exit(store, run.id, actor=actor)
                     leased.pop()
                     unlink_quiet(a_marker)
-                else:
-                    log.info("run %s has no live shepherd; starting one", run.id)
-                    spawn(home, run.id)
+                log.info("run %s has no live shepherd; starting one", run.id)
+                spawn(home, run.id)
                 report.repaired.append(run.id)
         else:
             unlink_quiet(a_marker)  # finished: its lease is released
@@ -127,14 +128,20 @@ def _tick_once(
     decisions = plan([Request(r.id, request_of(r)) for r in queued], used, machine_totals(home))
     for decision in decisions:
         if isinstance(decision, Admit):
-            _admit(home, store, decision, actor, spawn, report)
+            _admit(home, store, decision, actor, spawn, report, now)
         elif isinstance(decision, Wait):
             _set_reason(store, decision, actor)
             report.waiting[decision.run_id] = decision.reason
 
 
 def _admit(
-    home: Home, store: RunStore, d: Admit, actor: str, spawn: Spawner, report: TickReport
+    home: Home,
+    store: RunStore,
+    d: Admit,
+    actor: str,
+    spawn: Spawner,
+    report: TickReport,
+    now: datetime | None,
 ) -> None:
     # Order matters for crash safety: status first (a crash leaves a starting run whose queue
     # marker the next tick moves to active/), then the markers, then the shepherd.
@@ -147,7 +154,7 @@ def _admit(
             expect=[RunState.QUEUED],
             reason="starting the container",
             lease={"cpus": d.lease.cpus, "mem_gb": d.lease.mem_gb},
-            admitted_at=now_iso(),
+            admitted_at=now_iso(now),
         )
     except Exception as exc:  # cancelled meanwhile, or unreadable: skip it this time
         report.problems.append(f"run {d.run_id}: not admitted ({exc})")

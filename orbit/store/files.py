@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,40 @@ def atomic_write(path: Path, data: bytes, *, durable: bool = True, mode: int = 0
         raise
 
 
+# Plain scalars that YAML 1.1 (PyYAML) reads as strings but YAML 1.2 readers (yq, Go) may not.
+_AMBIGUOUS = re.compile(
+    r"^[-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)([eE][-+]?[0-9]+)?$|^0[xo][0-9a-fA-F]+$"
+    r"|^[-+]?\.?(inf|Inf|INF|nan|NaN|NAN)$|^(y|Y|n|N|yes|no|on|off|true|false|null|~)$",
+    re.IGNORECASE,
+)
+_dumper: Any = None
+
+
+def _yaml_dumper() -> Any:
+    global _dumper
+    if _dumper is None:
+        import yaml
+
+        base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+        class Dumper(base):  # type: ignore[misc, valid-type]
+            pass
+
+        def text(dumper: Any, value: str) -> Any:
+            style = '"' if _AMBIGUOUS.match(value) else None
+            if "\n" in value:
+                style = "|"
+            return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+        Dumper.add_representer(str, text)
+        _dumper = Dumper
+    return _dumper
+
+
 def dump_yaml(data: dict[str, Any]) -> str:
     import yaml
 
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-    return yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True, width=100)
+    return yaml.dump(data, Dumper=_yaml_dumper(), sort_keys=False, allow_unicode=True, width=100)
 
 
 def write_yaml(path: Path, data: dict[str, Any], *, durable: bool = True) -> None:

@@ -8,7 +8,7 @@ ORBIT_HOME/
   snapshots/<h>.tar  content-addressed code snapshots
   index.jsonl        listing cache for `ps -a` (rebuildable; never the truth)
   locks/             scheduler.lock, ids.lock, index.lock
-  runtime/           next_id, boot_id, tick.requested, secrets/ (0700)
+  runtime/           next_id, boot_id, last_tick, tick.requested, secrets/ (0700)
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orbit.errors import UsageError
+from orbit.errors import CorruptError, UsageError
 from orbit.store.files import read_yaml, write_yaml
 
 CONFIG_FORMAT = 1
@@ -36,6 +36,25 @@ DEFAULTS: dict[str, Any] = {
     "snapshot_max_mb": 500,  # refuse larger code snapshots (put data in mounts)
     "pull_timeout_s": 120,  # give up pulling a missing image after this long
 }
+
+
+POSITIVE = ("default_cpus", "default_mem_gb", "snapshot_max_mb", "pull_timeout_s")
+OPTIONAL_POSITIVE = ("total_cpus", "total_mem_gb")
+OPTIONAL_TEXT = ("data_dir", "default_image")
+
+
+def check_setting(key: str, value: Any) -> str | None:
+    """Why `value` is not valid for `key`, or None."""
+    if key not in DEFAULTS:
+        return f"unknown setting {key!r} (known: {', '.join(sorted(DEFAULTS))})"
+    if value is None and key not in POSITIVE:
+        return None
+    if key in OPTIONAL_TEXT:
+        return None if isinstance(value, str) and value else f"{key} must be a non-empty string"
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or value <= 0:
+        return f"{key} must be a positive number, got {value!r}"
+    return None
 
 
 @dataclass
@@ -117,14 +136,16 @@ class Home:
         for key, value in data.items():
             if key == "format":
                 continue
-            if key not in DEFAULTS:
-                raise UsageError(f"{self.config_path}: unknown setting {key!r}")
+            problem = check_setting(key, value)
+            if problem:
+                raise CorruptError(f"{self.config_path}: {problem}")
             settings[key] = value
         return settings
 
     def set_config(self, key: str, value: Any) -> None:
-        if key not in DEFAULTS:
-            raise UsageError(f"unknown setting {key!r} (known: {', '.join(sorted(DEFAULTS))})")
+        problem = check_setting(key, value)
+        if problem:
+            raise UsageError(problem)
         current = read_yaml(self.config_path) if self.config_path.exists() else {}
         current.pop("format", None)
         if value is None:

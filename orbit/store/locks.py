@@ -12,11 +12,11 @@ from typing import IO
 
 import portalocker
 
-from orbit.errors import OrbitError
+from orbit.errors import ExitCode, OrbitError
 
 
 class LockTimeout(OrbitError):
-    pass
+    exit_code = ExitCode.CONFLICT
 
 
 def try_lock(path: Path, timeout: float = 0.0) -> IO[str] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,8 @@ from orbit.store.files import (
 from orbit.store.home import Home
 from orbit.store.locks import locked
 from orbit.store.model import FORMAT, TRANSITIONS, Run, RunState, now_iso
+
+ABANDONED_SECONDS = 600  # a submit that has not finished writing its run by then never will
 
 RUN_FILES = ("run.yaml", "status.yaml", "events.jsonl", "log.txt", "metrics.jsonl", "notes.jsonl")
 
@@ -87,6 +90,7 @@ class RunStore:
             (staging / "output").mkdir()
             now = now_iso()
             spec = {"format": FORMAT, "id": run_id, **spec, "submitted_at": now}
+            finished_at = now if state.finished else None
             status = {
                 "format": FORMAT,
                 "state": state.value,
@@ -94,7 +98,7 @@ class RunStore:
                 "exit_code": None,
                 "submitted_at": now,
                 "started_at": None,
-                "finished_at": None,
+                "finished_at": finished_at,
                 **(status_fields or {}),
             }
             write_yaml(staging / "run.yaml", spec, durable=False)
@@ -112,9 +116,14 @@ class RunStore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+            # The marker goes first: a run that appears is always seen by the tick. Until the
+            # rename, the tick skips the marker (and clears it if the submit was abandoned).
+            if state is RunState.QUEUED:
+                touch_exclusive(self.home.queue_dir / run_id)
             os.rename(staging, final)  # replaces the empty directory that claimed the id
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
+            unlink_quiet(self.home.queue_dir / run_id)
             try:
                 final.rmdir()
             except OSError:
@@ -122,9 +131,34 @@ class RunStore:
             raise
         run = Run(run_id, final, spec, status)
         self._index(run)
-        if state is RunState.QUEUED:
-            touch_exclusive(self.home.queue_dir / run_id)
         return run
+
+    def settle_unfinished_submit(self, run_id: str) -> bool:
+        """For a marker whose run directory is not there (yet): True when that is a submit in
+        progress or one abandoned more than ABANDONED_SECONDS ago, which is then cleared."""
+        final = self.run_dir(run_id)
+        staging = self.home.runs_dir / f".staging-{run_id}"
+        if (final / "status.yaml").exists():
+            return False
+        try:
+            claimed = final.is_dir() and not any(final.iterdir())
+        except OSError:
+            claimed = False
+        if not claimed and not staging.exists():
+            if final.exists():
+                return False  # a real run directory with a problem: report it
+            unlink_quiet(self.home.queue_dir / run_id)  # its run was removed by hand
+            unlink_quiet(self.home.active_dir / run_id)
+            return True
+        age = time.time() - max(_mtime(final), _mtime(staging))
+        if age > ABANDONED_SECONDS:
+            shutil.rmtree(staging, ignore_errors=True)
+            try:
+                final.rmdir()
+            except OSError:
+                pass
+            unlink_quiet(self.home.queue_dir / run_id)
+        return True
 
     # --- reading ------------------------------------------------------------------------
     def _dir_names(self) -> list[str]:
@@ -140,8 +174,8 @@ class RunStore:
         path = self.run_dir(run_id)
         if not path.is_dir():
             raise NotFoundError(f"no run {run_id!r}")
-        spec = read_yaml(path / "run.yaml")
-        status = read_yaml(path / "status.yaml")
+        spec = _check_format(path / "run.yaml", read_yaml(path / "run.yaml"))
+        status = _check_format(path / "status.yaml", read_yaml(path / "status.yaml"))
         try:
             RunState(str(status.get("state")))
         except ValueError:
@@ -331,6 +365,21 @@ class RunStore:
         shutil.rmtree(trash, ignore_errors=True)
         unlink_quiet(self.home.queue_dir / run.id)
         unlink_quiet(self.home.active_dir / run.id)
+
+
+def _check_format(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """Refuse files from a newer Orbit; upgrade older formats here when there are any."""
+    version = data.get("format", FORMAT)
+    if not isinstance(version, int) or version > FORMAT:
+        raise CorruptError(f"{path}: format {version!r} is newer than this Orbit reads ({FORMAT})")
+    return data
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _id_key(run_id: str) -> tuple[int, str]:
