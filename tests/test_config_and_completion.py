@@ -17,8 +17,19 @@ def test_data_directory_holds_the_runs(orbit: Orbit, busybox: str, tmp_path: Pat
     data = tmp_path / "big-disk"
     res = orbit("config", "data", str(data))
     assert res.code == 0, res.err
-    run_id = orbit.submit("--image", busybox, "--no-project", "--cpus", "1", "--mem", "0.25",
-                          "--", "sh", "-c", 'echo kept > "$ORBIT_OUTPUT/o.txt"')
+    run_id = orbit.submit(
+        "--image",
+        busybox,
+        "--no-project",
+        "--cpus",
+        "1",
+        "--mem",
+        "0.25",
+        "--",
+        "sh",
+        "-c",
+        'echo kept > "$ORBIT_OUTPUT/o.txt"',
+    )
     assert orbit("wait", run_id).code == 0
     assert (data / "runs" / run_id / "output" / "o.txt").read_text() == "kept\n"
     assert not (orbit.home / "runs" / run_id).exists()
@@ -34,8 +45,9 @@ def test_data_directory_holds_the_runs(orbit: Orbit, busybox: str, tmp_path: Pat
 
 def test_orbit_data_environment_overrides(orbit: Orbit, busybox: str, tmp_path: Path) -> None:
     orbit.environ["ORBIT_DATA"] = str(tmp_path / "via-env")
-    run_id = orbit.submit("--image", busybox, "--no-project", "--cpus", "1", "--mem", "0.25",
-                          "--", "true")
+    run_id = orbit.submit(
+        "--image", busybox, "--no-project", "--cpus", "1", "--mem", "0.25", "--", "true"
+    )
     assert (tmp_path / "via-env" / "runs" / run_id / "run.yaml").exists()
     assert orbit("wait", run_id).code == 0
 
@@ -53,18 +65,39 @@ def test_config_set_rejects_unknown_keys_and_bad_yaml(orbit: Orbit) -> None:
 
 def _complete(orbit: Orbit, line: str, tmp_path: Path) -> list[str]:
     out = tmp_path / "completions"
-    env = {**orbit.environ, "_ARGCOMPLETE": "1", "COMP_LINE": line, "COMP_POINT": str(len(line)),
-           "_ARGCOMPLETE_STDOUT_FILENAME": str(out), "_ARGCOMPLETE_IFS": "\n"}
+    env = {
+        **orbit.environ,
+        "_ARGCOMPLETE": "1",
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+        "_ARGCOMPLETE_STDOUT_FILENAME": str(out),
+        "_ARGCOMPLETE_IFS": "\n",
+    }
     subprocess.run([sys.executable, ORBIT_PY], env=env, capture_output=True, timeout=60)
-    return out.read_text().split("\n") if out.exists() else []
+    return [w.strip() for w in out.read_text().split("\n")] if out.exists() else []
 
 
 def test_tab_completion_offers_commands_ids_names_and_groups(
     orbit: Orbit, busybox: str, tmp_path: Path
 ) -> None:
     for name, group in (("alpha", "g-one"), ("beta", "g-two")):
-        orbit("run", "--image", busybox, "--no-project", "--cpus", "1", "--mem", "0.25", "-n", name,
-              "-g", group, "-w", "--", "true")
+        orbit(
+            "run",
+            "--image",
+            busybox,
+            "--no-project",
+            "--cpus",
+            "1",
+            "--mem",
+            "0.25",
+            "-n",
+            name,
+            "-g",
+            group,
+            "-w",
+            "--",
+            "true",
+        )
     assert "show" in _complete(orbit, "orbit sh", tmp_path)
     assert set(_complete(orbit, "orbit show ", tmp_path)) >= {"1", "2", "alpha", "beta"}
     assert _complete(orbit, "orbit logs al", tmp_path) == ["alpha"]
@@ -72,11 +105,15 @@ def test_tab_completion_offers_commands_ids_names_and_groups(
 
 
 def test_container_is_named_labelled_capped_and_reaped(orbit: Orbit, busybox: str) -> None:
-    run_id = orbit.submit("--image", busybox, "--no-project", "--cpus", "0.5", "--mem", "0.25",
-                          "--", "sleep", "30")
+    run_id = orbit.submit(
+        "--image", busybox, "--no-project", "--cpus", "0.5", "--mem", "0.25", "--", "sleep", "30"
+    )
     status = orbit.wait_for(run_id, lambda s: s["state"] == "running")
-    info = json.loads(subprocess.run(["docker", "inspect", status["container"]],
-                                     capture_output=True, text=True, check=True).stdout)[0]
+    info = json.loads(
+        subprocess.run(
+            ["docker", "inspect", status["container"]], capture_output=True, text=True, check=True
+        ).stdout
+    )[0]
     from orbit.store.home import Home
 
     tag = Home(orbit.home.resolve()).tag
@@ -84,7 +121,10 @@ def test_container_is_named_labelled_capped_and_reaped(orbit: Orbit, busybox: st
     labels = info["Config"]["Labels"]
     assert labels["orbit.run"] == run_id and labels["orbit.home"] == str(orbit.home.resolve())
     host = info["HostConfig"]
-    assert host["LogConfig"] == {"Type": "json-file", "Config": {"max-file": "3", "max-size": "20m"}}
+    assert host["LogConfig"] == {
+        "Type": "json-file",
+        "Config": {"max-file": "3", "max-size": "20m"},
+    }
     assert host["Init"] is True
     assert host["NanoCpus"] == 500_000_000 and host["Memory"] == 256 * 1024**2
     assert host["MemorySwap"] == host["Memory"]

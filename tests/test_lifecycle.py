@@ -34,6 +34,13 @@ def container_names(orbit: Orbit) -> list[str]:
     return out.split()
 
 
+def wait_no_containers(orbit: Orbit, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while container_names(orbit) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert container_names(orbit) == []
+
+
 def shepherd_pid(orbit: Orbit, run_id: str) -> int:
     path = orbit.run_dir(run_id) / "shepherd.pid"
     deadline = time.monotonic() + 20
@@ -114,7 +121,7 @@ def test_succeeding_run_leaves_a_complete_record(orbit: Orbit, busybox: str) -> 
     assert status["started_at"] <= status["finished_at"]
     exit_record = json.loads((run_dir / "exit.json").read_text())
     assert exit_record["exit_code"] == 0 and exit_record["oom_killed"] is False
-    assert container_names(orbit) == []  # removed once the record was complete
+    wait_no_containers(orbit)  # removed right after the record was complete
     assert not list((orbit.home / "active").iterdir())
     assert not list((orbit.home / "queue").iterdir())
 
@@ -261,7 +268,7 @@ def test_cancel_queued_and_running_runs(orbit: Orbit, busybox: str) -> None:
     assert time.monotonic() - started < 20
     status = orbit.status(running)
     assert status["state"] == "cancelled" and status["reason"] == "cancelled by user"
-    assert container_names(orbit) == []
+    wait_no_containers(orbit)
     assert "cancelled" in [e["event"] for e in orbit.events(queued)]
 
 
@@ -555,10 +562,7 @@ def test_reboot_is_recognised_and_settled_in_one_pass(orbit: Orbit, busybox: str
     status = orbit.status(run_id)
     assert status["state"] == "lost"
     assert status["reason"] == "the machine restarted while the run was active"
-    deadline = time.monotonic() + 20
-    while container_names(orbit) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert container_names(orbit) == []  # the leftover container is cleaned up
+    wait_no_containers(orbit)  # the leftover container is cleaned up
 
 
 def test_ten_concurrent_submissions_make_ten_runs(orbit: Orbit, busybox: str) -> None:

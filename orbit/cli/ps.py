@@ -39,7 +39,7 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
                 if not store.settle_unfinished_submit(run.id):
                     items.append(run)
             elif run.state.active:
-                items.append(index.row_for(run, 0))
+                items.append(index.row_for(run, None))
     out = []
     for entry in items:
         if isinstance(entry, Broken):

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import BinaryIO, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from orbit.cli.common import add_json, key_value, positive_float, print_json
 from orbit.cli.watch import follow_until_done
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
-from orbit.execute.submit import Request
+
+if TYPE_CHECKING:
+    from orbit.execute.submit import Request
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
@@ -85,6 +87,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def request_from(args: argparse.Namespace) -> Request:
+    from orbit.execute.submit import Request
+
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]

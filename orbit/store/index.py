@@ -1,8 +1,9 @@
 """index.jsonl: a listing cache so `ps -a` never opens 10,000 run directories.
 
 One JSON line per change of a run (last line per id wins; `"removed": true` is a tombstone).
-Each row remembers the mtime of the status.yaml it was made from; a row whose file changed
-since (a crash between the two writes, a hand edit) is ignored and the run read from disk.
+Each row remembers the stamp (mtime, size, inode) of the status.yaml it was made from; a row
+whose file changed since (a crash between the two writes, a hand edit) is ignored and the run
+read from disk.
 The index is never the truth: deleting it loses nothing.
 """
 
@@ -36,7 +37,7 @@ ROW_KEYS = (
 )
 
 
-def row_for(run: Run, status_mtime_ns: int) -> dict[str, Any]:
+def row_for(run: Run, stamp: list[int] | None) -> dict[str, Any]:
     spec, status = run.spec, run.status
     resources = spec.get("resources") or {}
     return {
@@ -55,7 +56,7 @@ def row_for(run: Run, status_mtime_ns: int) -> dict[str, Any]:
         "submitted_at": status.get("submitted_at"),
         "started_at": status.get("started_at"),
         "finished_at": status.get("finished_at"),
-        "st": status_mtime_ns,
+        "st": stamp,
     }
 
 
@@ -96,8 +97,10 @@ def rewrite(path: Path, rows: dict[str, dict[str, Any]]) -> None:
     atomic_write(path, data.encode(), durable=False)
 
 
-def status_mtime(run_dir: Path) -> int | None:
+def status_stamp(run_dir: Path) -> list[int] | None:
+    """What identifies one version of status.yaml: every atomic rewrite changes the inode."""
     try:
-        return os.stat(run_dir / "status.yaml").st_mtime_ns
+        st = os.stat(run_dir / "status.yaml")
     except OSError:
         return None
+    return [st.st_mtime_ns, st.st_size, st.st_ino]

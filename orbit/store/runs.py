@@ -29,7 +29,7 @@ from orbit.store.files import (
 )
 from orbit.store.home import Home
 from orbit.store.locks import locked
-from orbit.store.model import FORMAT, TRANSITIONS, Run, RunState, now_iso
+from orbit.store.model import FORMAT, LEASED, TRANSITIONS, Run, RunState, now_iso
 
 ABANDONED_SECONDS = 600  # a submit that has not finished writing its run by then never will
 
@@ -176,12 +176,7 @@ class RunStore:
             raise NotFoundError(f"no run {run_id!r}")
         spec = _check_format(path / "run.yaml", read_yaml(path / "run.yaml"))
         status = _check_format(path / "status.yaml", read_yaml(path / "status.yaml"))
-        try:
-            RunState(str(status.get("state")))
-        except ValueError:
-            raise CorruptError(
-                f"{path / 'status.yaml'}: unknown state {status.get('state')!r}"
-            ) from None
+        _check_status(path / "status.yaml", status)
         return Run(run_id, path, spec, status)
 
     def exists(self, run_id: str) -> bool:
@@ -255,7 +250,7 @@ class RunStore:
         fresh: dict[str, dict[str, Any]] = {}
         for run_id in sorted(names, key=_id_key):
             row = rows.get(run_id)
-            mtime = index.status_mtime(self.home.runs_dir / run_id)
+            mtime = index.status_stamp(self.home.runs_dir / run_id)
             if mtime is None:
                 try:
                     with os.scandir(self.run_dir(run_id)) as entries:
@@ -340,7 +335,7 @@ class RunStore:
         append_jsonl(self.run_dir(run_id) / "events.jsonl", line)
 
     def _index(self, run: Run) -> None:
-        mtime = index.status_mtime(run.dir)
+        mtime = index.status_stamp(run.dir)
         if mtime is not None:
             index.append(self.home.index_path, index.row_for(run, mtime))
 
@@ -365,6 +360,25 @@ class RunStore:
         shutil.rmtree(trash, ignore_errors=True)
         unlink_quiet(self.home.queue_dir / run.id)
         unlink_quiet(self.home.active_dir / run.id)
+
+
+def _check_status(path: Path, status: dict[str, Any]) -> None:
+    """A status.yaml cut at a line break is still valid YAML: check what each state needs."""
+    try:
+        state = RunState(str(status.get("state")))
+    except ValueError:
+        raise CorruptError(f"{path}: unknown state {status.get('state')!r}") from None
+    needed = ["reason", "submitted_at"]
+    if state in LEASED:
+        needed.append("lease")
+    if state.finished:
+        needed.append("finished_at")
+    missing = [key for key in needed if key not in status]
+    if missing:
+        raise CorruptError(f"{path}: missing {', '.join(missing)} (truncated or hand-edited?)")
+    lease = status.get("lease")
+    if state in LEASED and not (isinstance(lease, dict) and {"cpus", "mem_gb"} <= set(lease)):
+        raise CorruptError(f"{path}: lease is incomplete (truncated or hand-edited?)")
 
 
 def _check_format(path: Path, data: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,397 @@
+#!/usr/bin/env python3
+"""Latency of `orbit ps -a` over a large history, against a bare interpreter start.
+
+It fills a temporary ORBIT_HOME with finished runs (10,000 by default), then times, in
+alternation after one unmeasured warm-up of each,
+
+    python orbit.py ps -a > /dev/null      (every run: the listing index plus one stat per run)
+    python -c pass                         (the floor: interpreter start and exit)
+    python orbit.py ps > /dev/null         (active runs only: the queue/ and active/ markers)
+
+and prints the medians, p90s and last `ratio: X.XX (target ≤ 3)`, ps -a over `-c pass`.
+
+How the history is made: one template run goes through the real code path — RunStore.create,
+then the same store calls the tick and the shepherd make (admitted → started → exit.json →
+finalize), plus the lock and log files those processes leave behind — so its directory is
+exactly what a finished `orbit run` leaves. Every other run is written with RunStore.create too
+(state succeeded/failed/cancelled, its final status, and through `prepare` the same events,
+exit.json and leftover files), and its file set is checked against the template's. That writes
+index.jsonl as the CLI does; one `orbit ps -a` afterwards checks that it needs no rebuild.
+
+Standalone: `python benchmarks/bench_ps.py [--runs N] [--repeats N]`; no Docker needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+ORBIT_PY = REPO / "orbit.py"
+TARGET = 3.0
+sys.path.insert(0, str(REPO))
+
+from orbit.execute.exitrecord import finalize_from_exit, write_exit  # noqa: E402
+from orbit.execute.exitrecord import outcome as settle  # noqa: E402
+from orbit.store.files import append_jsonl, touch_exclusive, unlink_quiet  # noqa: E402
+from orbit.store.home import Home  # noqa: E402
+from orbit.store.model import Run, RunState, now_iso  # noqa: E402
+from orbit.store.runs import RunStore  # noqa: E402
+
+# Files a run's processes leave beside the record: the per-run lock (RunStore.update), the
+# shepherd's liveness lock, its log (execute/spawn.py) and pid (execute/shepherd.py). Checked
+# against a real `orbit run -w … -- true` (no output, hence no log.pos) at commit a63a3b0.
+LEFTOVERS = (".lock", "shepherd.lock", "shepherd.log", "shepherd.pid")
+IMAGES = ("orbit-test/python:3", "orbit-test/busybox:1", "pytorch/pytorch:2.3.1-cuda12.1-runtime")
+
+
+def p90(values: list[float]) -> float:
+    """The 90th percentile by nearest rank (an observed value, no interpolation)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
+
+
+def machine() -> str:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 0
+    return (
+        f"machine: nproc {usable}, {cpu or platform.machine()}, Linux {platform.release()}\n"
+        f"python:  {platform.python_version()} ({sys.executable})"
+    )
+
+
+# --- filling ORBIT_HOME ----------------------------------------------------------------------
+def spec_for(i: int, rng: random.Random) -> dict[str, Any]:
+    """A request shaped like execute/submit.py's, varied like a real history of sweeps."""
+    sweep = i // 40
+    lr, seed = rng.choice(("1e-3", "3e-4", "1e-4")), rng.randrange(5)
+    grouped = rng.random() < 0.6
+    copy = rng.random() < 0.7
+    command = ["python", "train.py", "--lr", lr, "--seed", str(seed)]
+    project: dict[str, Any] = {"mode": "none"}
+    if copy:
+        digest = f"{rng.getrandbits(256):064x}"
+        project = {
+            "mode": "copy",
+            "path": "/home/user/src/experiment",
+            "commit": f"{rng.getrandbits(160):040x}",
+            "dirty": rng.random() < 0.3,
+            "snapshot": digest,
+            "files": rng.randrange(20, 400),
+            "bytes": rng.randrange(10_000, 5_000_000),
+        }
+    return {
+        "name": f"lr{lr}-s{seed}-{i}" if rng.random() < 0.6 else None,
+        "group": f"sweep-{sweep}" if grouped else None,
+        "folder": "papers/ablation" if rng.random() < 0.2 else None,
+        "tags": {"lr": lr, "seed": str(seed)} if grouped else {},
+        "params": {},
+        "image": rng.choice(IMAGES),
+        "dockerfile": None,
+        "command": command,
+        "resources": {
+            "cpus": float(rng.choice((1, 2, 4, 8))),
+            "mem_gb": rng.choice((0.25, 4.0, 16.0, 32.0)),
+        },
+        "env": {"PYTHONUNBUFFERED": "1"} if rng.random() < 0.5 else {},
+        "pass_env": [],
+        "mounts": [],
+        "network": "bridge",
+        "timeout_min": rng.choice((None, None, 60.0, 240.0)),
+        "user": f"{os.getuid()}:{os.getgid()}",
+        "project": project,
+        "node": platform.node(),
+        "submitted_by": {"user": os.environ.get("USER") or str(os.getuid()), "pid": 4242},
+    }
+
+
+def outcome(roll: float, mem_gb: float) -> dict[str, Any]:
+    """An exit record (exit.json); a uniform `roll` gives a realistic mix of results."""
+    record: dict[str, Any] = {
+        "exit_code": 0,
+        "oom_killed": False,
+        "oom_kill_count": 0,
+        "kernel_oom_events": None,
+        "docker_oom_killed": False,
+        "timed_out": False,
+        "timeout_min": None,
+        "cancelled": False,
+        "mem_limit_gb": mem_gb,
+    }
+    if roll < 0.10:
+        record["exit_code"] = 1
+    elif roll < 0.13:
+        record.update(exit_code=137, oom_killed=True, oom_kill_count=1, docker_oom_killed=True)
+    elif roll < 0.15:
+        record.update(exit_code=None, cancelled=True)
+    return record
+
+
+def make_template(store: RunStore, rng: random.Random) -> Run:
+    """One run through the real calls: create (queued), admit, start, exit.json, finalize."""
+    home = store.home
+    spec = spec_for(0, rng)
+    spec["project"] = {"mode": "none"}
+    run = store.create(spec, reason="waiting for the scheduler", actor="cli:4242")
+    store.transition(  # sched/tick.py _admit
+        run.id,
+        RunState.STARTING,
+        actor="cli:4242",
+        event="admitted",
+        expect=[RunState.QUEUED],
+        reason="starting the container",
+        lease=dict(spec["resources"]),
+        admitted_at=now_iso(),
+    )
+    touch_exclusive(home.active_dir / run.id)
+    unlink_quiet(home.queue_dir / run.id)
+    for name in LEFTOVERS[1:]:  # execute/spawn.py, execute/shepherd.py
+        (run.dir / name).write_text("4243\n" if name.endswith(".pid") else "")
+    store.transition(  # execute/shepherd.py _watch
+        run.id,
+        RunState.RUNNING,
+        actor=f"shepherd:{run.id}",
+        event="started",
+        reason=None,
+        started_at=now_iso(),
+        container=f"orbit-{home.tag}-{run.id}",
+        container_id=f"{rng.getrandbits(256):064x}",
+    )
+    record = outcome(0.5, spec["resources"]["mem_gb"])  # a success
+    record.update(finished_at=now_iso(), peaks={"mem_bytes": 0, "cpu_cores": 0.0})
+    write_exit(run.dir, record)
+    finalize_from_exit(store, run.id, actor=f"shepherd:{run.id}")
+    return store.load(run.id)
+
+
+def file_set(run_dir: Path) -> set[str]:
+    return {p.name + ("/" if p.is_dir() else "") for p in run_dir.iterdir()}
+
+
+def make_finished(store: RunStore, i: int, rng: random.Random) -> Run:
+    """A finished run through RunStore.create with its final status, events and exit.json."""
+    spec = spec_for(i, rng)
+    res = spec["resources"]
+    record = outcome(rng.random(), res["mem_gb"])
+    state, reason = settle(record)
+    # create stamps submitted_at itself, a moment from now: the rest follows it.
+    base = datetime.now(UTC)
+    admitted_at = now_iso(base + timedelta(seconds=0.05))
+    started_at = now_iso(base + timedelta(seconds=0.5))
+    now = now_iso(base + timedelta(seconds=0.5 + rng.uniform(1, 30)))
+    peaks = {"mem_bytes": rng.randrange(1 << 20, 1 << 34), "cpu_cores": round(rng.random(), 2)}
+    record.update(finished_at=now, peaks=peaks)
+    actor = f"shepherd:{i}"
+    container = {
+        "container": f"orbit-{store.home.tag}-{i}",
+        "container_id": f"{rng.getrandbits(256):064x}",
+    }
+    status = {
+        "exit_code": record["exit_code"],
+        "started_at": started_at,
+        "finished_at": now,
+        "lease": dict(res),
+        "admitted_at": admitted_at,
+        **container,
+        "oom_killed": record["oom_killed"],
+        "peaks": peaks,
+    }
+
+    def prepare(run_id: str, staging: Path) -> None:
+        # create's own `submitted` line carries the final state: a real one says queued.
+        events = staging / "events.jsonl"
+        submitted = json.loads(events.read_text())
+        events.unlink()
+        append_jsonl(events, {**submitted, "state": "queued"})
+        admitted = {
+            "reason": "starting the container",
+            "lease": dict(res),
+            "admitted_at": admitted_at,
+        }
+        started = {"reason": None, "started_at": started_at, **container}
+        final = {
+            "reason": reason,
+            "exit_code": record["exit_code"],
+            "oom_killed": record["oom_killed"],
+            "finished_at": now,
+            "peaks": peaks,
+        }
+        lines = [
+            ("admitted", "starting", "cli:4242", admitted),
+            ("started", "running", actor, started),
+            (state.value, state.value, actor, final),
+        ]
+        for (event, st, who, fields), at in zip(lines, (admitted_at, started_at, now), strict=True):
+            append_jsonl(events, {"time": at, "event": event, "state": st, "actor": who, **fields})
+        write_exit(staging, record)
+        for name in LEFTOVERS:
+            (staging / name).write_text("4243\n" if name.endswith(".pid") else "")
+
+    extra = {"code.diff": b""} if spec["project"]["mode"] == "copy" else {}
+    return store.create(
+        spec,
+        state=state,
+        reason=reason or "",
+        actor="cli:4242",
+        extra_files=extra,
+        status_fields={**status, "reason": reason},
+        prepare=prepare,
+    )
+
+
+def fill(home: Home, n_runs: int) -> str:
+    """Write `n_runs` finished runs; a one-line account of how."""
+    store = RunStore(home)
+    rng = random.Random(1)
+    template = make_template(store, rng)
+    expected = file_set(template.dir)
+    print(f"template run {template.id}: {' '.join(sorted(expected))}")
+    t0 = time.perf_counter()
+    for i in range(2, n_runs + 1):
+        run = make_finished(store, i, rng)
+        if i == 2 or i % 1000 == 0:
+            got = file_set(run.dir) - {"code.diff"}
+            if got != expected:
+                raise SystemExit(
+                    f"bench_ps: run {run.id} has {sorted(got)}, not {sorted(expected)}"
+                )
+        if i % 2000 == 0:
+            print(f"  {i} runs …", flush=True)
+    took = time.perf_counter() - t0
+    per = took / max(1, n_runs - 1) * 1000
+    return f"{n_runs - 1} runs written with RunStore.create in {took:.1f} s ({per:.2f} ms/run)"
+
+
+# --- timing ----------------------------------------------------------------------------------
+def timed(cmd: list[str], env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"bench_ps: {' '.join(cmd)} failed:\n{proc.stderr.decode()}")
+    return elapsed
+
+
+def index_lines(home: Home) -> int:
+    try:
+        return len(home.index_path.read_bytes().splitlines())
+    except FileNotFoundError:
+        return 0
+
+
+def child_environ(root: Path, pycache: Path | None) -> dict[str, str]:
+    """The environment of the timed commands: with `pycache`, bytecode is cached there (as for
+    an installed package) even when PYTHONDONTWRITEBYTECODE is set, and the checkout stays clean."""
+    env = {**os.environ, "ORBIT_HOME": str(root)}
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
+    return env
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description="Time `orbit ps -a` over many finished runs against `python -c pass` "
+        "(and `orbit ps`), alternated, one warm-up of each.",
+    )
+    parser.add_argument("--runs", type=int, default=10_000, help="runs in the home (10,000)")
+    parser.add_argument("--repeats", type=int, default=15, help="timed runs of each (15)")
+    parser.add_argument(
+        "--home", type=Path, help="use this ORBIT_HOME (filled when it has no runs; kept)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the temporary ORBIT_HOME")
+    parser.add_argument(
+        "--orbit",
+        type=Path,
+        default=ORBIT_PY,
+        help="the orbit.py to time (default: this checkout's), e.g. a patched copy to compare",
+    )
+    parser.add_argument(
+        "--env-as-is",
+        action="store_true",
+        help="run the commands with this environment unchanged (by default bytecode is cached "
+        "in a temporary PYTHONPYCACHEPREFIX, even under PYTHONDONTWRITEBYTECODE)",
+    )
+    args = parser.parse_args()
+    if args.runs < 1 or args.repeats < 1:
+        parser.error("--runs and --repeats must be at least 1")
+
+    print("bench_ps: wall time of `orbit ps -a > /dev/null` vs `python -c pass` (and `orbit ps`)")
+    print(machine())
+    scratch = Path(tempfile.mkdtemp(prefix="orbit-bench-ps-"))
+    root = args.home.resolve() if args.home else scratch / "home"
+    home = Home.from_environ({"ORBIT_HOME": str(root)})
+    pycache = None if args.env_as_is else scratch / "pycache"
+    env = child_environ(root, pycache)
+    orbit_py = args.orbit.resolve()
+    print(f"orbit:   {orbit_py}")
+    print(f"ORBIT_HOME: {root}")
+    print(f"bytecode: {'as the environment says' if pycache is None else f'cached in {pycache}'}")
+    ps_all = [sys.executable, str(orbit_py), "ps", "-a"]
+    try:
+        runs_dir = home.runs_dir
+        existing = len(os.listdir(runs_dir)) if runs_dir.is_dir() else 0
+        if existing:
+            print(f"history: reusing {existing} existing run directories")
+        else:
+            print(f"history: {fill(home, args.runs)}")
+        before = index_lines(home)
+        timed(ps_all, env)
+        after = index_lines(home)
+        rebuilt = "no rebuild needed" if after == before else f"{after - before} rows appended"
+        print(f"index.jsonl: {before} lines before the first `ps -a`, {after} after ({rebuilt})")
+
+        commands = {
+            "ps -a": ps_all,
+            "-c pass": [sys.executable, "-c", "pass"],
+            "ps": [sys.executable, str(orbit_py), "ps"],
+        }
+        for cmd in commands.values():
+            timed(cmd, env)  # warm-up
+        times: dict[str, list[float]] = {k: [] for k in commands}
+        print(f"repeats: {args.repeats} (+1 warm-up each), alternated ps -a, -c pass, ps, …")
+        for _ in range(args.repeats):
+            for key, cmd in commands.items():
+                times[key].append(timed(cmd, env))
+    finally:
+        if args.home or args.keep:
+            print(f"kept ORBIT_HOME: {root}")
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print()
+    print(f"{'':10}{'median':>10}{'p90':>10}{'vs -c pass':>12}")
+    for key, values in times.items():
+        ratio = med[key] / med["-c pass"]
+        print(f"{key:10}{med[key] * 1000:8.1f}ms{p90(values) * 1000:8.1f}ms{ratio:11.2f}x")
+    print()
+    print(f"ratio: {med['ps -a'] / med['-c pass']:.2f} (target ≤ {TARGET:g})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""The `--json` contract: the exact keys agents may rely on. A change here must be deliberate
+(and documented in docs/), never a side effect."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from conftest import Orbit
+
+from orbit.cli import build_parser
+from orbit.store.home import Home
+from orbit.store.model import RunState
+from orbit.store.runs import RunStore
+
+RUN = {  # run --json, show --json
+    "id",
+    "name",
+    "group",
+    "folder",
+    "tags",
+    "params",
+    "state",
+    "reason",
+    "exit_code",
+    "oom_killed",
+    "image",
+    "command",
+    "resources",
+    "lease",
+    "peaks",
+    "timeout_min",
+    "project",
+    "submitted_at",
+    "started_at",
+    "finished_at",
+    "duration_s",
+    "container",
+    "metrics",
+    "dir",
+    "notes",
+}
+ROW = {  # each of ps --json's runs
+    "id",
+    "name",
+    "group",
+    "folder",
+    "tags",
+    "image",
+    "command",
+    "cpus",
+    "mem_gb",
+    "state",
+    "reason",
+    "exit_code",
+    "submitted_at",
+    "started_at",
+    "finished_at",
+}
+UNREADABLE_ROW = {"id", "state", "error"}
+NOTE = {"time", "author", "text"}
+CONFIG = {
+    "home",
+    "data_dir",
+    "default_image",
+    "default_cpus",
+    "default_mem_gb",
+    "total_cpus",
+    "total_mem_gb",
+    "snapshot_max_mb",
+    "pull_timeout_s",
+}
+SMALL = ("--no-project", "--cpus", "0.5", "--mem", "0.25")
+
+
+def keys(obj: Any) -> set[str]:
+    assert isinstance(obj, dict), obj
+    return set(obj)
+
+
+def ok_json(orbit: Orbit, *args: str) -> Any:
+    """`orbit ARGS --json`, the flag placed before `--` (config brings its own: it goes before
+    config's action)."""
+    if "--json" not in args:
+        cut = args.index("--") if "--" in args else len(args)
+        args = (*args[:cut], "--json", *args[cut:])
+    res = orbit(*args)
+    assert res.code == 0, res.err
+    return res.json()
+
+
+def test_json_of_a_finished_run(orbit: Orbit, busybox: str) -> None:
+    ran = ok_json(
+        orbit, "run", *SMALL, "--image", busybox, "-n", "c1", "-g", "g", "-w", "--", "echo", "hi"
+    )
+    assert keys(ran) == RUN
+    assert ran["state"] == "succeeded" and ran["id"] == "1"
+    assert keys(ran["resources"]) == {"cpus", "mem_gb"}
+    assert keys(ran["lease"]) == {"cpus", "mem_gb"}
+    assert keys(ran["metrics"]) == {"latest", "lines"}
+    assert keys(ran["peaks"]) == {"mem_bytes", "cpu_cores", "cpu_seconds"}
+    assert keys(ran["project"]) == {"mode"}
+
+    listed = ok_json(orbit, "ps", "-a")
+    assert keys(listed) == {"runs"}
+    assert [keys(r) for r in listed["runs"]] == [ROW]
+    assert ok_json(orbit, "ps") == {"runs": []}
+    assert [keys(r) for r in ok_json(orbit, "ps", "-g", "g")["runs"]] == []  # active only
+
+    shown = ok_json(orbit, "show", "c1")
+    assert keys(shown) == RUN
+
+    logs = ok_json(orbit, "logs", "1")
+    assert keys(logs) == {"id", "state", "offset", "log"}
+    assert logs["log"] == "hi\n"
+
+    waited = ok_json(orbit, "wait", "-g", "g")
+    assert keys(waited) == {"ok", "runs"}
+    assert [keys(r) for r in waited["runs"]] == [{"id", "name", "state", "reason", "exit_code"}]
+
+    noted = ok_json(orbit, "note", "1", "lr too high")
+    assert keys(noted) == {"id"} | NOTE
+    assert [keys(n) for n in ok_json(orbit, "show", "1")["notes"]] == [NOTE]
+
+    removed = ok_json(orbit, "rm", "--yes", "1")
+    assert removed == {"removed": ["1"]}
+
+
+def test_json_of_an_active_run_and_cancel(orbit: Orbit, busybox: str) -> None:
+    submitted = ok_json(orbit, "run", *SMALL, "--image", busybox, "--", "sleep", "30")
+    assert keys(submitted) == RUN
+    active = ok_json(orbit, "ps")
+    assert [keys(r) for r in active["runs"]] == [ROW]
+    cancelled = ok_json(orbit, "cancel", submitted["id"])
+    assert keys(cancelled) == {"runs"}
+    assert [keys(r) for r in cancelled["runs"]] == [{"id", "state", "reason"}]
+    assert cancelled["runs"][0]["state"] == "cancelled"
+
+
+def test_json_of_an_unreadable_run(orbit: Orbit) -> None:
+    store = RunStore(Home(orbit.home))
+    run = store.create({"command": ["true"]}, state=RunState.QUEUED, reason="x", actor="test")
+    run.path("status.yaml").write_text("state: [\n")
+    for args in (("ps",), ("ps", "-a")):
+        rows = ok_json(orbit, *args)["runs"]
+        assert [keys(r) for r in rows] == [UNREADABLE_ROW]
+        assert rows[0]["state"] == "unreadable"
+
+
+def test_json_of_doctor_config_and_tick(orbit: Orbit, busybox: str) -> None:
+    res = orbit("doctor", "--json")
+    assert res.code in (0, 1), res.err  # 1: some check failed on this machine, still JSON
+    doctor = res.json()
+    assert keys(doctor) == {"ok", "checks"}
+    assert doctor["checks"] and all(
+        keys(c) == {"name", "status", "detail", "fix"} for c in doctor["checks"]
+    )
+
+    assert keys(ok_json(orbit, "config", "--json")) == CONFIG
+    assert ok_json(orbit, "config", "--json", "set", "pull_timeout_s", "30") == {
+        "key": "pull_timeout_s",
+        "value": 30,
+    }
+    data = orbit.home.parent / "data"
+    moved = ok_json(orbit, "config", "--json", "data", str(data))
+    assert moved == {"data_dir": str(data), "moved": []}
+
+    tick = ok_json(orbit, "scheduler", "tick")
+    assert keys(tick) == {"ran", "admitted", "waiting", "repaired", "problems"}
+
+
+def test_every_command_has_json() -> None:
+    """New commands get --json too (completion prints shell code; _shepherd is internal)."""
+    exempt = {"orbit completion", "orbit _shepherd"}
+    missing = []
+
+    def walk(parser: argparse.ArgumentParser, inherited: bool) -> None:
+        has_json = inherited or any("--json" in a.option_strings for a in parser._actions)
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        for action in subs:
+            for child in dict.fromkeys(action.choices.values()):
+                walk(child, has_json)
+        if not subs and not has_json and parser.prog not in exempt:
+            missing.append(parser.prog)
+
+    walk(build_parser(), False)
+    assert missing == []

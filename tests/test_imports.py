@@ -1,0 +1,69 @@
+"""Imports stay lazy: the commands people type most never load the Docker SDK.
+
+Each command runs as a real `python -X importtime orbit.py …` process; the interpreter's own
+import log says which modules were loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ORBIT_PY
+
+from orbit.store.home import Home
+from orbit.store.model import RunState
+from orbit.store.runs import RunStore
+
+HEAVY = ("docker", "requests")
+
+
+def imported_modules(home: Path, *args: str) -> tuple[str, set[str]]:
+    """Run `orbit ARGS`; its stdout and the set of modules it imported."""
+    env = {**os.environ, "ORBIT_HOME": str(home)}
+    env.pop("ORBIT_DATA", None)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", ORBIT_PY, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    modules = set()
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            if name != "package":  # the header line
+                modules.add(name)
+    return proc.stdout, modules
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A home with a queued and a finished run, so `ps` has rows to read."""
+    store = RunStore(Home(tmp_path / "home"))
+    for state, name in ((RunState.SUCCEEDED, "finished-one"), (RunState.QUEUED, "queued-one")):
+        spec = {"name": name, "image": "orbit-test/busybox:1", "command": ["true"]}
+        store.create(spec, state=state, reason="", actor="test")
+    return store.home.root
+
+
+@pytest.mark.parametrize(
+    ("args", "shows"),
+    [
+        (["--help"], "Run experiments in Docker"),
+        (["ps"], "queued-one"),  # read from the run directory
+        (["ps", "-a"], "finished-one"),  # read from the index
+    ],
+    ids=["help", "ps", "ps-a"],
+)
+def test_command_does_not_import_docker(home: Path, args: list[str], shows: str) -> None:
+    out, modules = imported_modules(home, *args)
+    assert shows in out
+    assert "orbit.cli" in modules  # the log was read: a parse that found nothing proves nothing
+    heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
+    assert heavy == []
