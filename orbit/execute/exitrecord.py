@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from orbit.errors import ConflictError
+from orbit.errors import ConflictError, OrbitError
 from orbit.sched.resources import fmt_num
 from orbit.store.files import atomic_write, unlink_quiet
 from orbit.store.model import FORMAT, RunState, now_iso
@@ -67,6 +67,15 @@ def finalize_from_exit(store: RunStore, run_id: str, *, actor: str) -> None:
     if record is None:
         return
     state, reason = outcome(record)
+    finished_at = record.get("finished_at") or now_iso()
+    try:
+        started_at = store.load(run_id).status.get("started_at")
+    except OrbitError:
+        started_at = None
+    if started_at and finished_at < started_at:
+        # Docker stamps StartedAt when the start call returns, which can be after a very
+        # short process already exited.
+        finished_at = started_at
     try:
         store.transition(
             run_id,
@@ -76,7 +85,7 @@ def finalize_from_exit(store: RunStore, run_id: str, *, actor: str) -> None:
             reason=reason,
             exit_code=record.get("exit_code"),
             oom_killed=bool(record.get("oom_killed")),
-            finished_at=record.get("finished_at") or now_iso(),
+            finished_at=finished_at,
             peaks=record.get("peaks") or {},
         )
     except ConflictError:
