@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from orbit.cli import main
+from orbit.__main__ import entry
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    entry()

@@ -49,21 +49,17 @@ def shepherd_pid(orbit: Orbit, run_id: str) -> int:
     return int(path.read_text())
 
 
-def wait_gone(pid: int, timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        # a killed child of ours stays a zombie until reaped; it no longer holds any lock
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
-                return
-        except OSError:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"pid {pid} still alive")
+def kill_shepherd(orbit: Orbit, run_id: str) -> None:
+    """SIGKILL the run's shepherd and wait until the kernel has released its lock (the thread
+    group leader can read as a zombie while its other threads still hold the files)."""
+    from orbit.store.locks import is_locked
+
+    os.kill(shepherd_pid(orbit, run_id), signal.SIGKILL)
+    lock = orbit.run_dir(run_id) / "shepherd.lock"
+    deadline = time.monotonic() + 10
+    while is_locked(lock):
+        assert time.monotonic() < deadline, "the killed shepherd still holds its lock"
+        time.sleep(0.02)
 
 
 def test_succeeding_run_leaves_a_complete_record(orbit: Orbit, busybox: str) -> None:
@@ -518,9 +514,7 @@ def test_killed_shepherd_is_replaced_and_the_log_is_complete(orbit: Orbit, busyb
     )
     orbit.wait_for(run_id, lambda s: s["state"] == "running")
     time.sleep(1.0)
-    pid = shepherd_pid(orbit, run_id)
-    os.kill(pid, signal.SIGKILL)
-    wait_gone(pid)
+    kill_shepherd(orbit, run_id)
     assert orbit.status(run_id)["state"] == "running"
     tick = orbit("scheduler", "tick", "--json")
     assert run_id in tick.json()["repaired"]
@@ -537,9 +531,7 @@ def test_vanished_container_makes_the_run_lost(orbit: Orbit, busybox: str) -> No
         "--image", busybox, "--no-project", "--cpus", "1", "--mem", "0.25", "--", "sleep", "60"
     )
     status = orbit.wait_for(run_id, lambda s: s["state"] == "running")
-    pid = shepherd_pid(orbit, run_id)
-    os.kill(pid, signal.SIGKILL)
-    wait_gone(pid)
+    kill_shepherd(orbit, run_id)
     subprocess.run(["docker", "rm", "-f", status["container"]], check=True, capture_output=True)
     orbit("scheduler", "tick")
     status = orbit.wait_for(run_id, lambda s: s["state"] != "running")
@@ -553,9 +545,7 @@ def test_reboot_is_recognised_and_settled_in_one_pass(orbit: Orbit, busybox: str
         "--image", busybox, "--no-project", "--cpus", "1", "--mem", "0.25", "--", "sleep", "60"
     )
     orbit.wait_for(run_id, lambda s: s["state"] == "running")
-    pid = shepherd_pid(orbit, run_id)
-    os.kill(pid, signal.SIGKILL)  # a reboot takes the shepherd with it
-    wait_gone(pid)
+    kill_shepherd(orbit, run_id)  # a reboot takes the shepherd with it
     (orbit.home / "runtime" / "boot_id").write_text("a-previous-boot\n")
     res = orbit("scheduler", "tick", "--json")
     assert run_id in res.json()["repaired"]

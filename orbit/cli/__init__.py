@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from collections.abc import Sequence
@@ -12,23 +13,24 @@ from orbit import __version__
 from orbit.env import Env
 from orbit.errors import ExitCode, OrbitError, UsageError
 
-# Each module has add_parser(subparsers) and run(args, env) -> int. Imported at startup, so
-# they keep their heavy imports (docker, psutil) inside functions.
-COMMANDS = (
-    "run",
-    "ps",
-    "show",
-    "logs",
-    "wait",
-    "cancel",
-    "rm",
-    "note",
-    "doctor",
-    "config",
-    "scheduler",
-    "completion",
-    "shepherd",
-)
+# Command name → module. Each module has add_parser(subparsers) and run(args, env) -> int and
+# keeps its heavy imports (docker, psutil) inside functions. Only the invoked command's module
+# is imported; help and tab completion import them all.
+COMMANDS = {
+    "run": "run",
+    "ps": "ps",
+    "show": "show",
+    "logs": "logs",
+    "wait": "wait",
+    "cancel": "cancel",
+    "rm": "rm",
+    "note": "note",
+    "doctor": "doctor",
+    "config": "config",
+    "scheduler": "scheduler",
+    "completion": "completion",
+    "_shepherd": "shepherd",
+}
 
 
 class Parser(argparse.ArgumentParser):
@@ -39,7 +41,7 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = Parser(
         prog="orbit",
         description="Run experiments in Docker with fair leases and a complete record.",
@@ -47,19 +49,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"orbit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        import_module(f"orbit.cli.{name}").add_parser(sub)
+    for name, module in COMMANDS.items():
+        if only is None or name == only:
+            import_module(f"orbit.cli.{module}").add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None, env: Env | None = None) -> int:
     env = env or Env()
-    parser = build_parser()
-    if "_ARGCOMPLETE" in os.environ:  # only a completing shell pays for argcomplete
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    first = args_list[0] if args_list else None
+    completing = "_ARGCOMPLETE" in os.environ
+    parser = build_parser(first if first in COMMANDS and not completing else None)
+    # Imports are done: keep the collector from scanning them again while rows are loaded.
+    gc.freeze()
+    if completing:  # only a completing shell pays for argcomplete
         import argcomplete
 
         argcomplete.autocomplete(parser)
-    args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         try:
             args = parser.parse_args(args_list)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime
 from typing import Any
 
 from orbit.cli.common import add_json, ago, group_option, print_json, table
@@ -18,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
-    """Index-shaped rows; an unreadable run becomes a row with `error` set."""
+    """Index-shaped rows (with the cache's `st` key); an unreadable run has `error` set."""
     from orbit.cli.watch import needs_repair
     from orbit.store import index
     from orbit.store.model import Run
@@ -50,20 +51,20 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
             continue
         if not all_runs and item.get("state") not in ("queued", "starting", "running"):
             continue
-        row = {k: v for k, v in item.items() if k != "st"}
-        out.append(row)
+        out.append(item)
     return out
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
     found = rows(env, args.all, args.group)
     if args.json:
-        print_json(env, {"runs": found})
+        print_json(env, {"runs": [{k: v for k, v in r.items() if k != "st"} for r in found]})
         return 0
     if not found:
         print("no runs" if args.all else "no active runs (orbit ps -a lists all)", file=env.stdout)
         return 0
     body = []
+    now = datetime.now(UTC)
     for r in found:
         if "error" in r:
             body.append([r["id"], "", "unreadable", "", "", "", r["error"]])
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
                 str(r.get("name") or ""),
                 state,
                 str(r.get("group") or ""),
-                ago(r.get("submitted_at")),
+                ago(r.get("submitted_at"), now),
                 res,
                 str(note),
             ]

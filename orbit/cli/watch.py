@@ -12,7 +12,7 @@ from orbit.env import Env
 from orbit.store.model import Run
 from orbit.store.runs import RunStore
 
-POLL_SECONDS = 0.05
+POLL_SECONDS = 0.02
 TICK_EVERY_SECONDS = 5.0
 
 

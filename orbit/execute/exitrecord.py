@@ -13,7 +13,7 @@ from typing import Any
 
 from orbit.errors import ConflictError, OrbitError
 from orbit.sched.resources import fmt_num
-from orbit.store.files import atomic_write, unlink_quiet
+from orbit.store.files import atomic_write
 from orbit.store.model import FORMAT, RunState, now_iso
 from orbit.store.runs import RunStore
 
@@ -90,4 +90,4 @@ def finalize_from_exit(store: RunStore, run_id: str, *, actor: str) -> None:
         )
     except ConflictError:
         pass  # already finished (e.g. by a racing tick)
-    unlink_quiet(store.home.active_dir / run_id)
+    # The active/ marker stays until the container is removed (the shepherd's last step).

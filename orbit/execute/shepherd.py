@@ -301,27 +301,29 @@ class Shepherd:
                 container.remove(force=True)
             except Exception as exc:
                 log.info("could not remove container: %s", exc)
-        self._settle_leftovers(run)
+        self._settle_leftovers(run)  # then the marker goes
 
     def _settle_leftovers(self, run: Run) -> None:
-        """A finished run whose container still exists (e.g. after a reboot): save its log
-        tail, then remove it. Its secrets are deleted in any case."""
-        unlink_quiet(secrets_path(self.home, run.id))
+        """The last step for a finished run: if its container still exists (e.g. after a
+        reboot), save the rest of its log and remove it; then drop the secrets and the active/
+        marker. When Docker cannot be reached the marker stays, so a later tick tries again."""
         try:
             client = docker_ops.connect()
         except DockerError:
             return
         container = docker_ops.find_container(client, self.home, run.id)
-        if container is None:
-            return
-        writer = LogWriter(run.dir, redact=list(self._secrets(run).values()))
-        for stream in STREAMS:
-            self._follow(client, container.id, writer, stream, False)
-        writer.close()
-        try:
-            container.remove(force=True)
-        except Exception as exc:
-            log.info("could not remove container: %s", exc)
+        if container is not None:
+            writer = LogWriter(run.dir, redact=list(self._secrets(run).values()))
+            for stream in STREAMS:
+                self._follow(client, container.id, writer, stream, False)
+            writer.close()
+            try:
+                container.remove(force=True)
+            except Exception as exc:
+                log.info("could not remove container: %s", exc)
+                return
+        unlink_quiet(secrets_path(self.home, run.id))
+        unlink_quiet(self.home.active_dir / run.id)
 
 
 def _start_error(exc: Exception) -> str:

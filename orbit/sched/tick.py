@@ -116,12 +116,14 @@ def _tick_once(
                     # Its exit is known: release the lease now; the new shepherd only cleans up.
                     finalize_from_exit(store, run.id, actor=actor)
                     leased.pop()
-                    unlink_quiet(a_marker)
                 log.info("run %s has no live shepherd; starting one", run.id)
                 spawn(home, run.id)
                 report.repaired.append(run.id)
-        else:
-            unlink_quiet(a_marker)  # finished: its lease is released
+        elif not is_locked(run.path("shepherd.lock")):
+            # Finished, but the marker says its container may still exist: a shepherd removes
+            # it and then the marker. A finished run holds no lease either way.
+            spawn(home, run.id)
+            report.repaired.append(run.id)
     used = Amount(0, 0)
     for run in leased:
         used = used + lease_of(run)
@@ -203,8 +205,7 @@ def _check_boot(
                     reason="the machine restarted while the run was active",
                     finished_at=now_iso(),
                 )
-            unlink_quiet(home.active_dir / item.id)
-            spawn(home, item.id)
+            spawn(home, item.id)  # removes what is left of the container, then the marker
             report.repaired.append(item.id)
     if previous != boot or not path.exists():
         atomic_write(path, boot.encode())

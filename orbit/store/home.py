@@ -143,7 +143,7 @@ class Home:
         return settings
 
     def set_config(self, key: str, value: Any) -> None:
-        problem = check_setting(key, value)
+        problem = check_setting(key, value) if value is not None else None
         if problem:
             raise UsageError(problem)
         current = read_yaml(self.config_path) if self.config_path.exists() else {}

@@ -10,8 +10,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
-import portalocker
-
 from orbit.errors import ExitCode, OrbitError
 
 
@@ -21,6 +19,8 @@ class LockTimeout(OrbitError):
 
 def try_lock(path: Path, timeout: float = 0.0) -> IO[str] | None:
     """An open file holding an exclusive lock on `path`, or None when another holds it."""
+    import portalocker  # imported here: it costs ~45 ms and many commands take no lock
+
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a")  # noqa: SIM115 - the caller owns the handle for the lock's lifetime
     deadline = time.monotonic() + timeout
@@ -36,6 +36,8 @@ def try_lock(path: Path, timeout: float = 0.0) -> IO[str] | None:
 
 
 def release(handle: IO[str]) -> None:
+    import portalocker
+
     try:
         portalocker.unlock(handle)
     finally:

@@ -124,6 +124,7 @@ class RunStore:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             unlink_quiet(self.home.queue_dir / run_id)
+            unlink_quiet(self.home.secrets_dir / f"{run_id}.json")
             try:
                 final.rmdir()
             except OSError:
@@ -153,6 +154,7 @@ class RunStore:
         age = time.time() - max(_mtime(final), _mtime(staging))
         if age > ABANDONED_SECONDS:
             shutil.rmtree(staging, ignore_errors=True)
+            unlink_quiet(self.home.secrets_dir / f"{run_id}.json")
             try:
                 final.rmdir()
             except OSError:
@@ -248,9 +250,15 @@ class RunStore:
         names = self._dir_names()
         out: list[dict[str, Any] | Broken] = []
         fresh: dict[str, dict[str, Any]] = {}
+        runs_dir = str(self.home.runs_dir)  # plain strings: pathlib costs more than the stat
+        stat = os.stat
         for run_id in sorted(names, key=_id_key):
             row = rows.get(run_id)
-            mtime = index.status_stamp(self.home.runs_dir / run_id)
+            try:
+                st = stat(f"{runs_dir}/{run_id}/status.yaml")
+                mtime: list[int] | None = [st.st_mtime_ns, st.st_size, st.st_ino]
+            except OSError:
+                mtime = None
             if mtime is None:
                 try:
                     with os.scandir(self.run_dir(run_id)) as entries:
