@@ -34,7 +34,7 @@ def _device(path: Path) -> int | None:
         return None
 
 
-def check_docker() -> tuple[list[Check], str | None]:
+def check_docker() -> tuple[list[Check], dict[str, Any]]:
     from orbit.errors import DockerError
     from orbit.execute.docker_ops import connect
 
@@ -45,7 +45,7 @@ def check_docker() -> tuple[list[Check], str | None]:
     except DockerError as exc:
         fix = str(exc).split("; ", 1)[-1]
         checks.append(Check("docker", FAIL, str(exc).split(";")[0], fix))
-        return checks, None
+        return checks, {}
     info = client.info()
     version = client.version().get("Version", "?")
     cgroup = f"cgroup v{info.get('CgroupVersion', '?')}, {info.get('CgroupDriver', '?')} driver"
@@ -61,7 +61,7 @@ def check_docker() -> tuple[list[Check], str | None]:
         )
     else:
         checks.append(Check("docker access", OK, f"user {os.getuid()} can use the engine"))
-    return checks, info.get("DockerRootDir")
+    return checks, info
 
 
 def check_disk(label: str, path: Path) -> Check:
@@ -80,26 +80,57 @@ def check_disk(label: str, path: Path) -> Check:
     return Check(label, OK, detail)
 
 
-def check_gpus() -> Check:
+def check_gpus(home: Home, runtimes: list[str]) -> list[Check]:
+    """The GPU source (stand-in or NVML) and how GPUs would reach containers (CDI or runtime)."""
+    from orbit.errors import OrbitError
+    from orbit.execute.docker_ops import cdi_spec, gpu_mode
+    from orbit.sched.gpus import open_gpus
+
     try:
-        import pynvml
-    except ImportError:
-        return Check("gpus", WARN, "NVML (nvidia-ml-py) not installed", "pip install nvidia-ml-py")
-    try:
-        pynvml.nvmlInit()
-        try:
-            count = pynvml.nvmlDeviceGetCount()
-            driver = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-    except pynvml.NVMLError as exc:
-        return Check(
-            "gpus",
-            WARN,
-            f"no GPU usable through NVML ({exc}); CPU runs work",
-            "install the NVIDIA driver for GPU runs",
+        reader = open_gpus(home)
+        gpus = reader.read()
+    except OrbitError as exc:
+        return [Check("gpus", FAIL, str(exc), "fix the stand-in file (docs/gpus.md)")]
+    if reader.kind == "fake":
+        names = ", ".join(f"{g.index}: {g.name}" for g in gpus) or "none listed"
+        return [Check("gpus", OK, f"stand-in GPUs from ORBIT_FAKE_GPUS/fake_gpus ({names})")]
+    if reader.kind == "none":
+        return [
+            Check(
+                "gpus",
+                WARN,
+                "no GPU usable through NVML; CPU runs work",
+                "for GPU runs install the NVIDIA driver; to try Orbit's GPU scheduling without "
+                "one, see docs/gpus.md (ORBIT_FAKE_GPUS)",
+            )
+        ]
+    checks = [
+        Check("gpus", OK, f"{len(gpus)} GPU(s) through NVML: " + ", ".join(g.name for g in gpus))
+    ]
+    spec = cdi_spec()
+    if gpu_mode(home) == "cdi" and spec is not None:
+        checks.append(Check("gpu access", OK, f"CDI spec {spec}: GPUs are passed by CDI name"))
+    elif "nvidia" in runtimes:
+        checks.append(
+            Check(
+                "gpu access",
+                OK,
+                "NVIDIA runtime registered with Docker: GPUs are passed as device requests by UUID",
+                "",
+            )
         )
-    return Check("gpus", OK, f"{count} GPU(s), driver {driver}")
+    else:
+        checks.append(
+            Check(
+                "gpu access",
+                FAIL,
+                "neither a CDI spec for nvidia.com/gpu nor the NVIDIA runtime in Docker",
+                "install the NVIDIA Container Toolkit, then either "
+                "`nvidia-ctk runtime configure --runtime=docker` or a CDI spec: "
+                "`nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`",
+            )
+        )
+    return checks
 
 
 def check_python() -> list[Check]:
@@ -120,11 +151,11 @@ def check_python() -> list[Check]:
 
 def run_checks(home: Home) -> list[dict[str, Any]]:
     checks: list[Check] = []
-    docker_checks, docker_root = check_docker()
+    docker_checks, info = check_docker()
     checks.extend(docker_checks)
     checks.append(check_disk("data directory", home.data_dir))
-    if docker_root:
-        checks.append(check_disk("docker data root", Path(docker_root)))
-    checks.append(check_gpus())
+    if info.get("DockerRootDir"):
+        checks.append(check_disk("docker data root", Path(info["DockerRootDir"])))
+    checks.extend(check_gpus(home, list(info.get("Runtimes") or {})))
     checks.extend(check_python())
     return [asdict(c) for c in checks]

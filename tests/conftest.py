@@ -49,6 +49,9 @@ class Orbit:
         self.cwd = cwd
         self.environ = {**os.environ, "ORBIT_HOME": str(home)}
         self.environ.pop("ORBIT_DATA", None)
+        # Tests share this machine with their own load (pytest, dockerd, parallel suites): a
+        # home does not subtract use outside Orbit unless a test turns it on to test it.
+        self.configure(count_outside_use=False)
 
     def __call__(self, *args: str, stdin: str = "", cwd: Path | None = None) -> Result:
         out, err = io.StringIO(), io.StringIO()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from conftest import Orbit
@@ -50,6 +51,7 @@ ROW = {  # each of ps --json's runs
     "command",
     "cpus",
     "mem_gb",
+    "gpus",
     "state",
     "reason",
     "exit_code",
@@ -69,6 +71,26 @@ CONFIG = {
     "total_mem_gb",
     "snapshot_max_mb",
     "pull_timeout_s",
+    "count_outside_use",
+    "outside_cpu_min",
+    "outside_mem_min_gb",
+    "reserve_after_s",
+    "fake_gpus",
+    "allowed_gpus",
+    "gpu_outside_min_gb",
+    "scheduler_interval_s",
+}
+RESOURCES = {"gpu_source", "gpus", "cpus", "memory", "leases", "queue", "problems"}
+GPU = {
+    "index",
+    "uuid",
+    "name",
+    "memory_total_gb",
+    "memory_used_gb",
+    "utilization",
+    "allowed",
+    "holder",
+    "processes",
 }
 SMALL = ("--no-project", "--cpus", "0.5", "--mem", "0.25")
 
@@ -95,8 +117,8 @@ def test_json_of_a_finished_run(orbit: Orbit, busybox: str) -> None:
     )
     assert keys(ran) == RUN
     assert ran["state"] == "succeeded" and ran["id"] == "1"
-    assert keys(ran["resources"]) == {"cpus", "mem_gb"}
-    assert keys(ran["lease"]) == {"cpus", "mem_gb"}
+    assert keys(ran["resources"]) == {"cpus", "mem_gb", "gpus", "gpu_mem_gb", "gpu_ids"}
+    assert keys(ran["lease"]) == {"cpus", "mem_gb", "gpus"}
     assert keys(ran["metrics"]) == {"latest", "lines"}
     assert keys(ran["peaks"]) == {"mem_bytes", "cpu_cores", "cpu_seconds"}
     assert keys(ran["project"]) == {"mode"}
@@ -185,3 +207,23 @@ def test_every_command_has_json() -> None:
 
     walk(build_parser(), False)
     assert missing == []
+
+
+def test_json_of_resources(orbit: Orbit, busybox: str, tmp_path: Path) -> None:
+    fake = tmp_path / "gpus.yaml"
+    fake.write_text("gpus:\n  - {index: 0, memory_gb: 80}\n")
+    orbit.environ["ORBIT_FAKE_GPUS"] = str(fake)
+    orbit.configure(count_outside_use=False)
+    run_id = orbit.submit("--image", busybox, *SMALL, "--gpus", "1", "--", "sleep", "30")
+    orbit.wait_for(run_id, lambda s: s["state"] == "running")
+    data = ok_json(orbit, "resources")
+    assert keys(data) == RESOURCES
+    assert [keys(g) for g in data["gpus"]] == [GPU]
+    assert data["gpus"][0]["holder"] == f"leased to run {run_id}"
+    assert keys(data["cpus"]) == {"total", "leased", "outside", "outside_counted", "load"}
+    assert keys(data["memory"]) == {"total_gb", "leased_gb", "outside_gb", "outside_counted_gb"}
+    assert [keys(lease) for lease in data["leases"]] == [
+        {"id", "name", "state", "cpus", "mem_gb", "gpus"}
+    ]
+    assert data["leases"][0]["gpus"] == [0]
+    assert orbit("cancel", run_id).code == 0

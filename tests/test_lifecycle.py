@@ -96,7 +96,13 @@ def test_succeeding_run_leaves_a_complete_record(orbit: Orbit, busybox: str) -> 
     run_id = shown["id"]
     assert shown["state"] == "succeeded" and shown["exit_code"] == 0 and shown["reason"] is None
     assert shown["metrics"]["latest"] == {"step": 2, "loss": 0.25}
-    assert shown["resources"] == {"cpus": 0.5, "mem_gb": 0.25}
+    assert shown["resources"] == {
+        "cpus": 0.5,
+        "mem_gb": 0.25,
+        "gpus": 0,
+        "gpu_mem_gb": None,
+        "gpu_ids": None,
+    }
     run_dir = orbit.run_dir(run_id)
     log = (run_dir / "log.txt").read_text()
     assert "hello from orbit" in log and "to stderr" in log and f"id={run_id}" in log

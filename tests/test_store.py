@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 
 from orbit.errors import ConflictError, CorruptError, ExitCode, NotFoundError
-from orbit.sched.plan import Admit, Request, Wait, never_fits, plan
-from orbit.sched.resources import Amount
 from orbit.store import index
 from orbit.store.files import append_jsonl, atomic_write, read_jsonl, read_yaml, write_yaml
 from orbit.store.home import Home
@@ -373,54 +371,3 @@ def test_remove_deletes_a_finished_run_for_good(store: RunStore) -> None:
     assert [r["name"] for r in store.list_rows() if isinstance(r, dict)] == ["keep"]
     with pytest.raises(NotFoundError):
         store.resolve("gone")
-
-
-# --- plan (pure) ------------------------------------------------------------------------------
-def req(run_id: str, cpus: float, mem_gb: float = 1) -> Request:
-    return Request(run_id, Amount(cpus, mem_gb))
-
-
-def test_plan_admits_in_submission_order() -> None:
-    decisions = plan([req("1", 2), req("2", 2), req("3", 2)], Amount(0, 0), Amount(4, 64))
-    assert decisions == [
-        Admit("1", Amount(2, 1)),
-        Admit("2", Amount(2, 1)),
-        Wait("3", "waiting for 2 CPUs: 4 of 4 leased"),
-    ]
-
-
-def test_plan_backfills_small_runs_past_a_big_one() -> None:
-    queue = [req("1", 8), req("2", 2), req("3", 2)]
-    decisions = plan(queue, Amount(6, 10), Amount(8, 64))
-    assert decisions == [
-        Wait("1", "waiting for 8 CPUs: 6 of 8 leased"),
-        Admit("2", Amount(2, 1)),
-        Wait("3", "waiting for 2 CPUs: 8 of 8 leased"),
-    ]
-
-
-def test_plan_reasons_name_every_missing_resource() -> None:
-    decisions = plan([req("5", 1.5, 40), req("6", 0.5, 4)], Amount(7, 30), Amount(8, 64))
-    assert decisions == [
-        Wait(
-            "5",
-            "waiting for 1.5 CPUs: 7 of 8 leased; and for 40 GiB memory: 30 of 64 GiB leased",
-        ),
-        Admit("6", Amount(0.5, 4)),
-    ]
-
-
-def test_plan_fits_exactly_despite_float_sums() -> None:
-    queue = [req(str(i), 0.1, 0.1) for i in range(10)]
-    decisions = plan(queue, Amount(0, 0), Amount(1, 1))
-    assert all(isinstance(d, Admit) for d in decisions)
-    assert plan(queue, Amount(0, 0), Amount(1, 1)) == decisions  # no hidden state
-
-
-def test_never_fits() -> None:
-    totals = Amount(2, 23.4)
-    assert never_fits(Amount(999, 1), totals) == "needs 999 CPUs but this machine has 2 CPUs"
-    assert never_fits(Amount(1, 64), totals) == (
-        "needs 64 GiB memory but this machine has 23.4 GiB"
-    )
-    assert never_fits(Amount(2, 23.4), totals) is None

@@ -18,12 +18,17 @@ from orbit.errors import ExitCode, OrbitError, UsageError
 # is imported; help and tab completion import them all.
 COMMANDS = {
     "run": "run",
+    "sweep": "sweep",
     "ps": "ps",
+    "resources": "resources",
     "show": "show",
     "logs": "logs",
     "wait": "wait",
     "cancel": "cancel",
     "rm": "rm",
+    "mv": "mv",
+    "folders": "folders",
+    "export": "export",
     "note": "note",
     "doctor": "doctor",
     "config": "config",

@@ -60,6 +60,7 @@ def set_value(args: argparse.Namespace, env: Env) -> int:
 
 
 def set_data(args: argparse.Namespace, env: Env) -> int:
+    from orbit.store.model import Run
     from orbit.store.runs import RunStore, id_key
 
     home = env.home
@@ -82,7 +83,7 @@ def set_data(args: argparse.Namespace, env: Env) -> int:
             raise UsageError(
                 f"{old_runs} holds {len(existing)} runs; add --move to move them to {new}/runs"
             )
-        if store.active_ids():
+        if any(isinstance(r, Run) and r.state.active for r in store.load_many(store.active_ids())):
             raise ConflictError("runs are active; wait for them or cancel them before moving")
     new.mkdir(parents=True, exist_ok=True)
     (new / "runs").mkdir(exist_ok=True)

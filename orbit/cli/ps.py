@@ -61,7 +61,13 @@ def run(args: argparse.Namespace, env: Env) -> int:
         print_json(env, {"runs": [{k: v for k, v in r.items() if k != "st"} for r in found]})
         return 0
     if not found:
-        print("no runs" if args.all else "no active runs (orbit ps -a lists all)", file=env.stdout)
+        if args.all:
+            text = f"no runs in group {args.group}" if args.group else "no runs"
+        elif args.group:
+            text = f"no active runs in group {args.group} (orbit ps -a -g {args.group} lists all)"
+        else:
+            text = "no active runs (orbit ps -a lists all)"
+        print(text, file=env.stdout)
         return 0
     body = []
     now = datetime.now(UTC)

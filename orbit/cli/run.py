@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, BinaryIO, TextIO
 
-from orbit.cli.common import add_json, key_value, positive_float, print_json
+from orbit.cli.common import (
+    add_json,
+    index_list,
+    key_value,
+    non_negative_int,
+    positive_float,
+    print_json,
+)
 from orbit.cli.watch import follow_until_done
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
@@ -23,6 +30,19 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--mem", type=positive_float, metavar="GB", help="memory limit in GiB (default 16)"
+    )
+    p.add_argument("--gpus", type=non_negative_int, default=0, help="number of GPUs (default 0)")
+    p.add_argument(
+        "--gpu-mem",
+        type=positive_float,
+        metavar="GB",
+        help="minimum free memory on each leased GPU, in GiB",
+    )
+    p.add_argument(
+        "--gpu-ids",
+        type=index_list,
+        metavar="0,2",
+        help="pin these GPUs (host indices, as nvidia-smi shows them)",
     )
     p.add_argument("-n", "--name", help="a name for the run")
     p.add_argument("-g", "--group", help="group (for sweeps and `wait -g`)")
@@ -88,6 +108,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def request_from(args: argparse.Namespace) -> Request:
     from orbit.execute.submit import Request
+    from orbit.store.folders import normalize
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -102,7 +123,7 @@ def request_from(args: argparse.Namespace) -> Request:
         mem_gb=args.mem,
         name=args.name,
         group=args.group,
-        folder=args.folder,
+        folder=normalize(args.folder),
         tags=dict(args.tag),
         mounts=args.mount,
         env=args.env,
@@ -113,6 +134,9 @@ def request_from(args: argparse.Namespace) -> Request:
         network="none" if args.no_network else "host" if args.host_network else "bridge",
         timeout_min=args.timeout,
         root=args.root,
+        gpus=args.gpus,
+        gpu_mem_gb=args.gpu_mem,
+        gpu_ids=args.gpu_ids,
     )
 
 

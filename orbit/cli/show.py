@@ -46,8 +46,18 @@ def run(args: argparse.Namespace, env: Env) -> int:
     w(f"  image      {d.get('image')}\n")
     w(f"  command    {' '.join(d['command'])}\n")
     res = d.get("resources") or {}
-    w(f"  resources  {res.get('cpus')} CPUs, {res.get('mem_gb')} GiB memory")
+    gpu_txt = ""
+    if res.get("gpus"):
+        gpu_txt = f", {res['gpus']} GPU" + ("s" if res["gpus"] != 1 else "")
+        if res.get("gpu_mem_gb"):
+            gpu_txt += f" with ≥ {res['gpu_mem_gb']} GiB"
+        if res.get("gpu_ids"):
+            gpu_txt += " (pinned " + ",".join(str(i) for i in res["gpu_ids"]) + ")"
+    w(f"  resources  {res.get('cpus')} CPUs, {res.get('mem_gb')} GiB memory{gpu_txt}")
     w(f", timeout {d['timeout_min']} min\n" if d.get("timeout_min") else "\n")
+    lease_gpus = (d.get("lease") or {}).get("gpus") or []
+    if lease_gpus:
+        w("  gpus       " + ", ".join(f"GPU {g['index']} ({g['uuid']})" for g in lease_gpus) + "\n")
     peaks = d.get("peaks") or {}
     if peaks:
         w(

@@ -161,6 +161,54 @@ def build_image(
     return tag, False, log
 
 
+CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
+
+
+def cdi_spec() -> Path | None:
+    """A CDI spec that defines NVIDIA GPUs (`nvidia-ctk cdi generate`), if there is one."""
+    for folder in CDI_DIRS:
+        try:
+            for path in sorted(folder.iterdir()):
+                if path.suffix in (".yaml", ".yml", ".json") and "nvidia.com/gpu" in path.read_text(
+                    errors="replace"
+                ):
+                    return path
+        except OSError:
+            continue
+    return None
+
+
+def gpu_mode(home: Home) -> str:
+    """How leased GPUs reach a container: "fake" (the stand-in: environment only), "cdi"
+    (CDI device names) or "nvidia" (device requests for the NVIDIA runtime)."""
+    if home.environ.get("ORBIT_FAKE_GPUS") or home.config.get("fake_gpus"):
+        return "fake"
+    return "cdi" if cdi_spec() is not None else "nvidia"
+
+
+def gpu_access(mode: str, gpus: list[dict[str, Any]]) -> tuple[list[Any], dict[str, str]]:
+    """Docker device requests and environment that make exactly `gpus` visible."""
+    import docker.types
+
+    uuids = [str(g["uuid"]) for g in gpus]
+    if not uuids:
+        # Images such as nvidia/cuda default to every GPU under the NVIDIA runtime: none here.
+        return [], {"NVIDIA_VISIBLE_DEVICES": "none"}
+    env = {
+        "NVIDIA_VISIBLE_DEVICES": ",".join(uuids),
+        "CUDA_VISIBLE_DEVICES": ",".join(uuids),  # CUDA accepts UUIDs: no index mismatch
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "ORBIT_GPU_HOST_INDICES": ",".join(str(g.get("index")) for g in gpus),
+    }
+    if mode == "fake":
+        return [], env
+    if mode == "cdi":
+        ids = [f"nvidia.com/gpu={u}" for u in uuids]
+        return [docker.types.DeviceRequest(driver="cdi", device_ids=ids)], env
+    request = docker.types.DeviceRequest(driver="nvidia", device_ids=uuids, capabilities=[["gpu"]])
+    return [request], env
+
+
 def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str, Any]:
     """Keyword arguments for `containers.create` from the run's request."""
     import docker.types
@@ -168,7 +216,10 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
     spec = run.spec
     res = spec.get("resources") or {}
     mem_bytes = int(float(res["mem_gb"]) * GIB)
+    gpus = (run.status.get("lease") or {}).get("gpus") or []
+    device_requests, gpu_env = gpu_access(gpu_mode(home), gpus)
     env = {
+        **gpu_env,
         "ORBIT_RUN_ID": run.id,
         "ORBIT_OUTPUT": "/orbit/output",
         "ORBIT_METRICS": "/orbit/metrics.jsonl",
@@ -203,6 +254,7 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
         "memswap_limit": mem_bytes,
         "network_mode": network,
         "init": True,
+        "device_requests": device_requests or None,
         "detach": True,
         "log_config": docker.types.LogConfig(
             type="json-file", config={"max-size": "20m", "max-file": "3"}

@@ -13,7 +13,8 @@ from typing import Any
 
 from orbit.errors import DockerError, UsageError
 from orbit.execute import docker_ops, snapshot
-from orbit.sched.plan import never_fits
+from orbit.sched.plan import GpuSlot, never_fits
+from orbit.sched.plan import Request as PlanRequest
 from orbit.sched.resources import Amount, machine_totals
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
@@ -44,6 +45,10 @@ class Request:
     timeout_min: float | None = None
     root: bool = False
     params: dict[str, str] = field(default_factory=dict)
+    group_cap: int | None = None  # at most this many runs of the group hold a lease at once
+    gpus: int = 0
+    gpu_mem_gb: float | None = None  # minimum free memory on each leased GPU
+    gpu_ids: list[int] | None = None  # pin these host GPU indices
 
 
 def parse_env(items: list[str]) -> dict[str, str]:
@@ -78,9 +83,30 @@ def _resources(home: Home, req: Request) -> Amount:
     cpus = req.cpus if req.cpus is not None else min(float(cfg["default_cpus"]), totals.cpus)
     mem = req.mem_gb if req.mem_gb is not None else min(float(cfg["default_mem_gb"]), totals.mem_gb)
     need = Amount(float(cpus), float(mem))
-    why = never_fits(need, totals)
+    if req.gpus < 0:
+        raise UsageError("--gpus must be 0 or more")
+    if req.gpu_ids and not req.gpus:
+        req.gpus = len(set(req.gpu_ids))
+    if (req.gpu_mem_gb or req.gpu_ids) and not req.gpus:
+        raise UsageError("--gpu-mem and --gpu-ids need --gpus")
+    slots: tuple[GpuSlot, ...] = ()
+    if req.gpus:
+        from orbit.sched.gpus import allowed_indices
+        from orbit.sched.pool import gpu_slots, read_gpus
+
+        gpus, _ = read_gpus(home)
+        slots = gpu_slots(gpus, allowed_indices(home), [], float("inf"))
+    probe = PlanRequest(
+        run_id="",
+        need=need,
+        gpus=req.gpus,
+        gpu_mem_gb=req.gpu_mem_gb,
+        gpu_ids=tuple(req.gpu_ids) if req.gpu_ids else None,
+    )
+    why = never_fits(probe, totals, slots)
     if why:
-        raise UsageError(f"this run can never start: it {why}")
+        subject = "it " if why.startswith("needs ") else ""  # "pinned GPU 7 does not exist"
+        raise UsageError(f"this run can never start: {subject}{why}")
     return need
 
 
@@ -145,13 +171,20 @@ def submit(
     spec: dict[str, Any] = {
         "name": req.name,
         "group": req.group,
+        "group_cap": req.group_cap,
         "folder": req.folder,
         "tags": req.tags,
         "params": req.params,
         "image": image,
         "dockerfile": None,
         "command": req.command,
-        "resources": {"cpus": need.cpus, "mem_gb": need.mem_gb},
+        "resources": {
+            "cpus": need.cpus,
+            "mem_gb": need.mem_gb,
+            "gpus": req.gpus,
+            "gpu_mem_gb": req.gpu_mem_gb,
+            "gpu_ids": sorted(set(req.gpu_ids)) if req.gpu_ids else None,
+        },
         "env": env,
         "pass_env": sorted(secrets),
         "mounts": mounts,

@@ -10,15 +10,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from orbit.execute.exitrecord import finalize_from_exit, read_exit
+from orbit.sched import pool
 from orbit.sched.plan import Admit, Request, Wait, plan
-from orbit.sched.resources import Amount, machine_totals
+from orbit.sched.resources import Amount
 from orbit.store.files import atomic_write, touch_exclusive, unlink_quiet
 from orbit.store.home import Home, current_boot_id
 from orbit.store.locks import is_locked, release, try_lock
-from orbit.store.model import LEASED, Run, RunState, now_iso
+from orbit.store.model import LEASED, Run, RunState, now_iso, parse_iso
 from orbit.store.runs import Broken, RunStore
 
 log = logging.getLogger(__name__)
@@ -44,14 +45,20 @@ class TickReport:
         }
 
 
-def lease_of(run: Run) -> Amount:
-    lease = run.status.get("lease") or {}
-    return Amount(float(lease.get("cpus") or 0), float(lease.get("mem_gb") or 0))
-
-
-def request_of(run: Run) -> Amount:
+def request_of(run: Run) -> Request:
     res = run.spec.get("resources") or {}
-    return Amount(float(res.get("cpus") or 0), float(res.get("mem_gb") or 0))
+    ids = res.get("gpu_ids")
+    return Request(
+        run_id=run.id,
+        need=Amount(float(res.get("cpus") or 0), float(res.get("mem_gb") or 0)),
+        gpus=int(res.get("gpus") or 0),
+        gpu_mem_gb=float(res["gpu_mem_gb"]) if res.get("gpu_mem_gb") else None,
+        gpu_ids=tuple(int(i) for i in ids) if ids else None,
+        group=run.spec.get("group"),
+        group_cap=run.spec.get("group_cap"),
+        submitted_at=parse_iso(run.status.get("submitted_at")),
+        label=run.label,
+    )
 
 
 def request_tick(home: Home) -> None:
@@ -124,15 +131,20 @@ def _tick_once(
             # it and then the marker. A finished run holds no lease either way.
             spawn(home, run.id)
             report.repaired.append(run.id)
-    used = Amount(0, 0)
-    for run in leased:
-        used = used + lease_of(run)
-    decisions = plan([Request(r.id, request_of(r)) for r in queued], used, machine_totals(home))
+    if not queued:
+        return
+    requests = [request_of(r) for r in queued]
+    by_id = {r.id: r for r in queued}
+    snap = pool.build(home, leased, with_gpus=any(r.gpus > 0 for r in requests))
+    report.problems.extend(snap.problems)
+    when = now or datetime.now(UTC)
+    decisions = plan(requests, snap.pool, when, float(home.config["reserve_after_s"]))
     for decision in decisions:
         if isinstance(decision, Admit):
             _admit(home, store, decision, actor, spawn, report, now)
         elif isinstance(decision, Wait):
-            _set_reason(store, decision, actor)
+            if by_id[decision.run_id].status.get("reason") != decision.reason:
+                _set_reason(store, decision, actor)  # only when it changed: ticks stay cheap
             report.waiting[decision.run_id] = decision.reason
 
 
@@ -155,7 +167,11 @@ def _admit(
             event="admitted",
             expect=[RunState.QUEUED],
             reason="starting the container",
-            lease={"cpus": d.lease.cpus, "mem_gb": d.lease.mem_gb},
+            lease={
+                "cpus": d.lease.cpus,
+                "mem_gb": d.lease.mem_gb,
+                "gpus": [{"index": g.index, "uuid": g.uuid} for g in d.gpus],
+            },
             admitted_at=now_iso(now),
         )
     except Exception as exc:  # cancelled meanwhile, or unreadable: skip it this time

@@ -6,6 +6,7 @@ import json
 import os
 from typing import Any
 
+from orbit.store.folders import of_run
 from orbit.store.model import Run, parse_iso
 from orbit.store.runs import RunStore
 
@@ -57,7 +58,7 @@ def describe(store: RunStore, run: Run, *, notes: bool = True) -> dict[str, Any]
         "id": run.id,
         "name": spec.get("name"),
         "group": spec.get("group"),
-        "folder": spec.get("folder"),
+        "folder": of_run(run),  # `orbit mv` changes it in status.yaml
         "tags": spec.get("tags") or {},
         "params": spec.get("params") or {},
         "state": status.get("state"),

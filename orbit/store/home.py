@@ -35,12 +35,31 @@ DEFAULTS: dict[str, Any] = {
     "total_mem_gb": None,  # override psutil's total memory
     "snapshot_max_mb": 500,  # refuse larger code snapshots (put data in mounts)
     "pull_timeout_s": 120,  # give up pulling a missing image after this long
+    "scheduler_interval_s": 30,  # seconds between ticks of the systemd timer and `scheduler run`
+    # Scheduling (docs/scheduling.md)
+    "count_outside_use": True,  # subtract CPU/memory used outside Orbit from what it leases
+    "outside_cpu_min": 0.5,  # cores of outside CPU use that are ignored (noise)
+    "outside_mem_min_gb": 1.0,  # GiB of outside memory use that are ignored
+    "reserve_after_s": 300,  # a run waiting longer reserves resources against backfill
+    # GPUs (docs/gpus.md)
+    "fake_gpus": None,  # path of a YAML stand-in for NVML; ORBIT_FAKE_GPUS overrides
+    "allowed_gpus": None,  # GPU indices Orbit may use, e.g. [0, 1]; ORBIT_GPUS overrides
+    "gpu_outside_min_gb": 1.0,  # a GPU is busy outside Orbit above this much foreign memory
 }
 
 
-POSITIVE = ("default_cpus", "default_mem_gb", "snapshot_max_mb", "pull_timeout_s")
+POSITIVE = (
+    "default_cpus",
+    "default_mem_gb",
+    "snapshot_max_mb",
+    "pull_timeout_s",
+    "reserve_after_s",
+    "scheduler_interval_s",
+)
 OPTIONAL_POSITIVE = ("total_cpus", "total_mem_gb")
-OPTIONAL_TEXT = ("data_dir", "default_image")
+OPTIONAL_TEXT = ("data_dir", "default_image", "fake_gpus")
+NON_NEGATIVE = ("outside_cpu_min", "outside_mem_min_gb", "gpu_outside_min_gb")
+BOOLEAN = ("count_outside_use",)
 
 
 def check_setting(key: str, value: Any) -> str | None:
@@ -51,7 +70,14 @@ def check_setting(key: str, value: Any) -> str | None:
         return None
     if key in OPTIONAL_TEXT:
         return None if isinstance(value, str) and value else f"{key} must be a non-empty string"
+    if key in BOOLEAN:
+        return None if isinstance(value, bool) else f"{key} must be true or false, got {value!r}"
+    if key == "allowed_gpus":
+        ok = isinstance(value, list) and all(isinstance(v, int) and v >= 0 for v in value)
+        return None if ok else f"allowed_gpus must be a list of GPU indices, got {value!r}"
     number = isinstance(value, int | float) and not isinstance(value, bool)
+    if key in NON_NEGATIVE:
+        return None if number and value >= 0 else f"{key} must be a number ≥ 0, got {value!r}"
     if not number or value <= 0:
         return f"{key} must be a positive number, got {value!r}"
     return None

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from orbit.store.files import append_jsonl, atomic_write
+from orbit.store.folders import of_status
 from orbit.store.model import Run
 
 # Fields of a row, so readers know what they can rely on (docs/run-directory.md).
@@ -28,6 +29,7 @@ ROW_KEYS = (
     "command",
     "cpus",
     "mem_gb",
+    "gpus",
     "state",
     "reason",
     "exit_code",
@@ -44,12 +46,13 @@ def row_for(run: Run, stamp: list[int] | None) -> dict[str, Any]:
         "id": run.id,
         "name": spec.get("name"),
         "group": spec.get("group"),
-        "folder": spec.get("folder"),
+        "folder": of_status(spec, status),  # `orbit mv` changes it in status.yaml
         "tags": spec.get("tags") or {},
         "image": spec.get("image"),
         "command": spec.get("command") or [],
         "cpus": resources.get("cpus"),
         "mem_gb": resources.get("mem_gb"),
+        "gpus": resources.get("gpus") or 0,
         "state": status.get("state"),
         "reason": status.get("reason"),
         "exit_code": status.get("exit_code"),

@@ -100,6 +100,7 @@ class RunStore:
                 "started_at": None,
                 "finished_at": finished_at,
                 **(status_fields or {}),
+                "updated_at": now,  # always the last key: a file cut short lacks it
             }
             write_yaml(staging / "run.yaml", spec, durable=False)
             write_yaml(staging / "status.yaml", status, durable=False)
@@ -329,6 +330,8 @@ class RunStore:
             if fields is None:
                 return run
             status = {**run.status, **fields, "format": FORMAT}
+            status.pop("updated_at", None)
+            status["updated_at"] = now_iso()  # always the last key: a file cut short lacks it
             write_yaml(path / "status.yaml", status)
             run.status = status
             if event:
@@ -376,7 +379,7 @@ def _check_status(path: Path, status: dict[str, Any]) -> None:
         state = RunState(str(status.get("state")))
     except ValueError:
         raise CorruptError(f"{path}: unknown state {status.get('state')!r}") from None
-    needed = ["reason", "submitted_at"]
+    needed = ["reason", "submitted_at", "updated_at"]
     if state in LEASED:
         needed.append("lease")
     if state.finished:

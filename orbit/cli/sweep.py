@@ -1,0 +1,231 @@
+"""orbit sweep [run options] -g GROUP -p KEY=V1,V2 … -- COMMAND {KEY} …: one run per
+combination of the parameters (the cartesian product), each recording its `params`."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from orbit.cli.common import add_json, print_json, table
+from orbit.cli.run import add_run_options, request_from
+from orbit.env import Env
+from orbit.errors import ExitCode, OrbitError, UsageError
+
+if TYPE_CHECKING:
+    from orbit.execute.submit import Request
+    from orbit.store.model import Run
+
+KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+# `{{` and `}}` are literal braces; any other `{…}` is a placeholder and must name a parameter.
+TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {text!r}")
+    return value
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="submit one run per combination of parameters",
+        description="Submit the cartesian product of the -p values as runs of one group. "
+        "{KEY} in the command and in -n is replaced by the run's value ({{ and }} are literal "
+        "braces). Options go before `--`, the command after.",
+    )
+    add_run_options(p)
+    p.add_argument(
+        "-p",
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="a parameter and its values, comma-separated (repeatable; one -p per key)",
+    )
+    p.add_argument(
+        "--max-running",
+        type=positive_int,
+        metavar="N",
+        help="at most N runs of the group hold resources at once",
+    )
+    p.add_argument(
+        "-w",
+        "--wait",
+        action="store_true",
+        help="wait until every run of the sweep has finished; exit 1 if any did not succeed",
+    )
+    add_json(p)
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND")
+    p.set_defaults(func=run)
+
+
+def parse_params(items: list[str]) -> dict[str, list[str]]:
+    if not items:
+        raise UsageError("give at least one parameter: -p KEY=V1,V2")
+    params: dict[str, list[str]] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not KEY.match(key):
+            raise UsageError(
+                f"-p expects KEY=V1,V2 with KEY a name like lr or batch_size, got {item!r}"
+            )
+        if key in params:
+            raise UsageError(f"-p {key} is given twice; list all its values in one -p {key}=…")
+        values = text.split(",")
+        if any(v == "" for v in values):
+            raise UsageError(f"-p {key}: empty value in {text!r}")
+        dup = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if dup is not None:
+            raise UsageError(f"-p {key}: value {dup!r} is given twice")
+        params[key] = values
+    return params
+
+
+def check_placeholders(text: str, keys: list[str], where: str) -> None:
+    for m in TOKEN.finditer(text):
+        name = m.group(1)
+        if name is not None and name not in keys:
+            raise UsageError(
+                f"unknown placeholder {{{name}}} in {where}: the parameters are "
+                f"{', '.join(keys)} (write {{{{ and }}}} for literal braces)"
+            )
+
+
+def expand(text: str, values: Mapping[str, str]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        token = m.group(0)
+        if token == "{{":
+            return "{"
+        if token == "}}":
+            return "}"
+        return values[m.group(1)]
+
+    return TOKEN.sub(sub, text)
+
+
+def plan(base: Request, params: dict[str, list[str]], cap: int | None) -> list[Request]:
+    """One request per combination (the last -p varies fastest); raises before any is sent."""
+    keys = list(params)
+    for arg in base.command:
+        check_placeholders(arg, keys, "the command")
+    if base.name:
+        check_placeholders(base.name, keys, "the name (-n)")
+    requests = []
+    for combo in itertools.product(*params.values()):
+        values = dict(zip(keys, combo, strict=True))
+        requests.append(
+            replace(
+                base,
+                command=[expand(arg, values) for arg in base.command],
+                name=expand(base.name, values) if base.name else None,
+                params=values,
+                group_cap=cap,
+            )
+        )
+    names = [r.name for r in requests if r.name]
+    if len(set(names)) < len(names):
+        dup = next(n for i, n in enumerate(names) if n in names[:i])
+        raise UsageError(
+            f"-n {base.name!r} gives several runs the name {dup!r}: use a placeholder for each "
+            f"parameter, e.g. -n {'-'.join(f'{k}{{{k}}}' for k in keys)}"
+        )
+    return requests
+
+
+def run(args: argparse.Namespace, env: Env) -> int:
+    from orbit.cli.wait import Progress, print_results, result, wait_for
+    from orbit.execute.submit import submit
+    from orbit.store.runs import RunStore
+
+    if not args.group:
+        raise UsageError("a sweep needs a group: -g GROUP (then `orbit wait -g GROUP`)")
+    base = request_from(args)
+    if not base.command:
+        raise UsageError("no command given: put it after `--`, e.g. -- python train.py --lr {lr}")
+    requests = plan(base, parse_params(args.param), args.max_running)
+
+    def progress(text: str) -> None:
+        if env.stderr.isatty():  # build output, as for `orbit run`
+            env.stderr.write(text)
+            env.stderr.flush()
+
+    # The first submit checks and prepares everything the runs share (resources, image,
+    # mounts, snapshot); the others differ only in command, name and params.
+    submitted: list[Run] = []
+    try:
+        for req in requests:
+            submitted.append(
+                submit(
+                    env.home,
+                    req,
+                    cwd=env.cwd,
+                    environ=env.environ,
+                    actor=env.actor,
+                    progress=progress,
+                )
+            )
+    except BaseException as exc:
+        if submitted:
+            ids = " ".join(r.id for r in submitted)
+            note = (
+                f"the sweep stopped after {len(submitted)} of {len(requests)} runs ({ids}), "
+                f"which stay in group {args.group!r}"
+            )
+            if isinstance(exc, OrbitError):
+                exc.args = (f"{exc}; {note}",)
+            else:
+                print(f"orbit: {note}", file=env.stderr)
+        raise
+    env.tick()
+    store = RunStore(env.home)
+    runs = [store.load(r.id) for r in submitted]
+    snapshots = {(r.spec.get("project") or {}).get("snapshot") for r in runs}
+    if len(snapshots) > 1:
+        print(
+            "orbit: warning: the project changed while the sweep was submitted; the runs do "
+            "not all have the same code (see project.snapshot in their run.yaml)",
+            file=env.stderr,
+        )
+
+    def entry(r: Run) -> dict[str, Any]:
+        return {"id": r.id, "name": r.name or None, "params": r.spec.get("params") or {}}
+
+    if not args.json:
+        cap = f" (at most {args.max_running} running at once)" if args.max_running else ""
+        print(f"submitted {len(runs)} runs to group {args.group}{cap}", file=env.stdout)
+        body = [
+            [
+                r.id,
+                r.name,
+                r.state.value,
+                " ".join(f"{k}={v}" for k, v in entry(r)["params"].items()),
+            ]
+            for r in runs
+        ]
+        table(env.stdout, ["ID", "NAME", "STATE", "PARAMS"], body)
+        env.stdout.flush()
+    if not args.wait:
+        if args.json:
+            print_json(env, {"group": args.group, "runs": [entry(r) for r in runs]})
+        return int(ExitCode.OK)
+
+    live = None if args.json else Progress(env.stderr, args.group)
+    runs = wait_for(env, store, [r.id for r in runs], live)
+    ok = all(r.state.value == "succeeded" for r in runs)
+    if args.json:
+        print_json(
+            env,
+            {"group": args.group, "ok": ok, "runs": [{**entry(r), **result(r)} for r in runs]},
+        )
+    else:
+        print_results(env, [result(r) for r in runs])
+    return int(ExitCode.OK if ok else ExitCode.RUN_FAILED)
