@@ -14,7 +14,17 @@ from orbit.store.home import Home
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_FREE_GB = 10.0
-PACKAGES = ("docker", "nvidia-ml-py", "psutil", "portalocker", "argcomplete", "pyyaml", "bottle")
+PACKAGES = (
+    "docker",
+    "nvidia-ml-py",
+    "psutil",
+    "portalocker",
+    "argcomplete",
+    "pyyaml",
+    "jsonlines",
+    "bottle",
+    "apscheduler",
+)
 
 
 @dataclass

@@ -89,6 +89,8 @@ def collect(env: Env) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
+    from orbit.sched.plan import fmt_cpus
+
     data = collect(env)
     if args.json:
         print_json(env, data)
@@ -114,7 +116,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     for lease in data["leases"]:
         label = f"{lease['id']} ({lease['name']})" if lease["name"] else lease["id"]
         gpu_txt = f", GPU {','.join(str(i) for i in lease['gpus'])}" if lease["gpus"] else ""
-        amounts = f"{lease['cpus']:g} CPUs, {lease['mem_gb']:g} GiB{gpu_txt}"
+        amounts = f"{fmt_cpus(lease['cpus'])}, {lease['mem_gb']:g} GiB{gpu_txt}"
         w(f"  {label}  {lease['state']}  {amounts}\n")
     w("Queue:\n" if data["queue"] else "Queue: empty\n")
     for q in data["queue"]:

@@ -77,7 +77,7 @@ def measure(home: Home, leased: list[Run], totals: Amount) -> Outside:
         return NONE
     import psutil
 
-    now = time.monotonic()
+    now = time.time()  # wall clock: a monotonic one restarts at boot
     times = psutil.cpu_times()
     busy = sum(
         getattr(times, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq", "steal")
@@ -119,7 +119,7 @@ def measure(home: Home, leased: list[Run], totals: Amount) -> Outside:
             outside_cpu, load = json.loads((home.runtime_dir / "cpu_outside.json").read_text())
         except (OSError, ValueError, TypeError):
             outside_cpu, load = 0.0, 0.0
-    if dt is None or dt >= MIN_INTERVAL_S:
+    if dt is None or dt >= MIN_INTERVAL_S or dt < 0:  # < 0: the clock went back
         sample = {"t": now, "busy": busy, "orbit": orbit_cpu}
         atomic_write(sample_path, json.dumps(sample).encode(), durable=False)
     vm = psutil.virtual_memory()

@@ -52,8 +52,11 @@ def interval_of(home: Home, requested: float | None) -> float:
 def tick_environment(home: Home) -> dict[str, str]:
     """The variables a supervised tick needs: which home, and where the package is."""
     env = {"ORBIT_HOME": str(home.root), "PYTHONPATH": str(PACKAGE_PARENT)}
-    if home.environ.get("ORBIT_DATA"):
-        env["ORBIT_DATA"] = home.environ["ORBIT_DATA"]
+    # The variables that change what a tick decides travel with it, or a supervised tick
+    # would decide differently from the one in `orbit run`.
+    for name in ("ORBIT_DATA", "ORBIT_GPUS", "ORBIT_FAKE_GPUS"):
+        if home.environ.get(name):
+            env[name] = home.environ[name]
     return env
 
 

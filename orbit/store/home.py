@@ -66,7 +66,7 @@ def check_setting(key: str, value: Any) -> str | None:
     """Why `value` is not valid for `key`, or None."""
     if key not in DEFAULTS:
         return f"unknown setting {key!r} (known: {', '.join(sorted(DEFAULTS))})"
-    if value is None and key not in POSITIVE:
+    if value is None and key not in (*POSITIVE, *NON_NEGATIVE, *BOOLEAN):
         return None
     if key in OPTIONAL_TEXT:
         return None if isinstance(value, str) and value else f"{key} must be a non-empty string"
