@@ -173,6 +173,8 @@ def run(args: argparse.Namespace, env: Env) -> int:
                     progress=progress,
                 )
             )
+            if len(submitted) == 1:
+                env.tick()  # start work while the rest are written
     except BaseException as exc:
         if submitted:
             ids = " ".join(r.id for r in submitted)

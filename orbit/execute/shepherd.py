@@ -49,15 +49,14 @@ def run_shepherd(home: Home, run_id: str, *, spawner: Spawner) -> None:
     try:
         # For people and tests only; liveness is the lock, never this pid.
         atomic_write(home.runs_dir / run_id / "shepherd.pid", f"{os.getpid()}\n".encode())
-        settled = Shepherd(home, run_id).run()
+        shepherd = Shepherd(home, run_id, spawner)
+        settled = shepherd.run()
     finally:
         release(lock)
-    if settled:
+    if settled and not shepherd.ticked:
         # The run's lease is free: let the queue move. A shepherd that could not make progress
         # (Docker down) does not tick, or the tick would start it again at once, in a loop.
-        from orbit.sched.tick import tick
-
-        tick(home, spawn=spawner, actor=f"shepherd:{run_id}")
+        shepherd.tick()
 
 
 def secrets_path(home: Home, run_id: str) -> Path:
@@ -65,11 +64,19 @@ def secrets_path(home: Home, run_id: str) -> Path:
 
 
 class Shepherd:
-    def __init__(self, home: Home, run_id: str) -> None:
+    def __init__(self, home: Home, run_id: str, spawner: Spawner) -> None:
         self.home = home
         self.store = RunStore(home)
         self.run_id = run_id
         self.actor = f"shepherd:{run_id}"
+        self.spawner = spawner
+        self.ticked = False
+
+    def tick(self) -> None:
+        from orbit.sched.tick import tick
+
+        tick(self.home, spawn=self.spawner, actor=self.actor)
+        self.ticked = True
 
     def run(self) -> bool:
         """Watch the run to its end; True when it is finished (now or before)."""
@@ -296,6 +303,7 @@ class Shepherd:
     def _finish(self, run: Run, container: Container | None) -> None:
         unlink_quiet(secrets_path(self.home, run.id))
         finalize_from_exit(self.store, run.id, actor=self.actor)
+        self.tick()  # the lease is free now: refill it before the slower clean-up
         if container is not None:
             try:
                 container.remove(force=True)

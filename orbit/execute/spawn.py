@@ -62,8 +62,9 @@ def _spawn(home: Home, run_id: str, *, in_place: bool) -> None:
             package_parent = str(Path(__file__).resolve().parents[2])
             path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
             env = {**os.environ, "ORBIT_HOME": str(home.root), "PYTHONPATH": path}
-            if home.environ.get("ORBIT_DATA"):
-                env["ORBIT_DATA"] = home.environ["ORBIT_DATA"]
+            for name in ("ORBIT_DATA", "ORBIT_FAKE_GPUS", "ORBIT_GPUS"):  # as the tick saw them
+                if home.environ.get(name):
+                    env[name] = home.environ[name]
             os.execve(sys.executable, [sys.executable, "-m", "orbit", "_shepherd", run_id], env)
         for handler in list(logging.root.handlers):
             logging.root.removeHandler(handler)

@@ -85,6 +85,10 @@ def read_gpus(home: Home) -> tuple[list[Gpu], str]:
     return reader.read(), reader.kind
 
 
+def measure_outside(home: Home, leased: list[Run]) -> Outside:
+    return measure(home, leased, machine_totals(home))
+
+
 def build(home: Home, leased: list[Run], *, with_gpus: bool = True) -> Snapshot:
     totals = machine_totals(home)
     used = Amount(0, 0)
@@ -109,10 +113,13 @@ def build(home: Home, leased: list[Run], *, with_gpus: bool = True) -> Snapshot:
     cpu_note = mem_note = ""
     if outside.counted.cpus > 0:
         cpu_note = (
-            f"CPUs busy outside Orbit (load {outside.load:.1f} of {fmt_num(outside.machine_cpus)})"
+            # Rounded to a half core: a reason that changed with every tick would be rewritten
+            # (and fsynced) for every queued run on every tick.
+            f"CPUs busy outside Orbit (load {round(outside.load * 2) / 2:g} of "
+            f"{fmt_num(outside.machine_cpus)})"
         )
     if outside.counted.mem_gb > 0:
-        mem_note = f"{outside.mem_gb:.1f} GiB in use outside Orbit"
+        mem_note = f"{round(outside.mem_gb * 2) / 2:g} GiB in use outside Orbit"
     pool = Pool(
         totals=totals,
         leased=used,

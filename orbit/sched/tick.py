@@ -132,6 +132,9 @@ def _tick_once(
             spawn(home, run.id)
             report.repaired.append(run.id)
     if not queued:
+        if home.config.get("count_outside_use", True):
+            # Keep the CPU baseline fresh, so the next submit is judged on a recent measurement.
+            pool.measure_outside(home, leased)
         return
     requests = [request_of(r) for r in queued]
     by_id = {r.id: r for r in queued}

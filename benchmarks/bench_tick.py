@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""Cost of one scheduler tick with a long history and a full queue, and whether it grows.
+
+Two temporary homes hold 100 queued runs that cannot start (each asks for every CPU while one
+running run leases them all) and a history of finished runs: 1,000 in one, 10,000 in the
+other. It times, after one unmeasured warm-up, alternating the homes,
+
+    in-process:  orbit.sched.tick.tick(home, spawn=<refuses>)       (median of --repeats, 20)
+    end to end:  python orbit.py scheduler tick > /dev/null         (median of --e2e, 10)
+    baseline:    python -c pass                                     (alternated with the above)
+
+The tick must never start a shepherd here (nothing fits, and the running run's shepherd is
+alive: this script holds its lock), so the spawner raises if it is called. With nothing
+changed between ticks this is the steady state a supervisor sees every few seconds; the
+script also times ticks where every queued run's reason changes each time (the totals
+alternate between 4 and 5 CPUs), which rewrites 100 status files per tick, and ticks with
+count_outside_use on, 0.35 s apart, counting the statuses they rewrite (on a busy machine
+the reasons quote the load, which changes from tick to tick).
+
+Last line: `ratio: X.XX (target ≤ 1.25)`, the steady in-process median with 10,000 finished
+runs over the one with 1,000: a tick must touch only the queue/ and active/ markers and the runs
+they name, so the history must not show. The absolute target is < 100 ms in-process.
+
+Standalone: `python benchmarks/bench_tick.py [--finished 1000,10000] [--repeats N]`; no Docker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+ORBIT_PY = REPO / "orbit.py"
+TARGET_RATIO = 1.25
+TARGET_MS = 100.0
+QUEUED = 100
+TOTAL_CPUS = 4.0
+OUTSIDE_GAP_S = 0.35  # sched/outside.py measures only over at least 0.3 s
+sys.path.insert(0, str(REPO))
+
+from orbit.store.files import touch_exclusive, unlink_quiet, write_yaml  # noqa: E402
+from orbit.store.home import Home  # noqa: E402
+from orbit.store.locks import try_lock  # noqa: E402
+from orbit.store.model import RunState, now_iso  # noqa: E402
+from orbit.store.runs import RunStore  # noqa: E402
+
+
+def p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
+
+
+def machine() -> str:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 0
+    return (
+        f"machine: nproc {usable}, {cpu or platform.machine()}, Linux {platform.release()}, "
+        f"load {os.getloadavg()[0]:.1f}\n"
+        f"python:  {platform.python_version()} ({sys.executable})"
+    )
+
+
+def spec(i: int, cpus: float, command: list[str]) -> dict[str, Any]:
+    """A request shaped like execute/submit.py's."""
+    return {
+        "name": f"run-{i}",
+        "group": f"sweep-{i // 50}",
+        "group_cap": None,
+        "folder": None,
+        "tags": {"seed": str(i % 5)},
+        "params": {},
+        "image": "orbit-test/busybox:1",
+        "dockerfile": None,
+        "command": command,
+        "resources": {
+            "cpus": cpus,
+            "mem_gb": 0.25,
+            "gpus": 0,
+            "gpu_mem_gb": None,
+            "gpu_ids": None,
+        },
+        "env": {},
+        "pass_env": [],
+        "mounts": [],
+        "network": "bridge",
+        "timeout_min": None,
+        "user": f"{os.getuid()}:{os.getgid()}",
+        "project": {"mode": "none"},
+        "node": platform.node(),
+        "submitted_by": {"user": os.environ.get("USER") or str(os.getuid()), "pid": 4242},
+    }
+
+
+def add_finished(store: RunStore, start: int, n: int) -> float:
+    """`n` succeeded runs through RunStore.create; seconds per run."""
+    t0 = time.perf_counter()
+    for i in range(start, start + n):
+        status = {
+            "started_at": now_iso(),
+            "finished_at": now_iso(),
+            "exit_code": 0,
+            "lease": {"cpus": 1.0, "mem_gb": 0.25, "gpus": []},
+            "reason": None,
+        }
+        store.create(
+            spec(i, 1.0, ["python", "train.py", "--seed", str(i)]),
+            state=RunState.SUCCEEDED,
+            reason="",
+            actor="bench",
+            status_fields=status,
+        )
+    return (time.perf_counter() - t0) / max(1, n)
+
+
+def add_running(store: RunStore) -> Any:
+    """One running run that leases every CPU; returns the held lock of its 'shepherd'."""
+    run = store.create(spec(0, TOTAL_CPUS, ["sleep", "inf"]), reason="", actor="bench")
+    store.transition(  # as sched/tick.py _admit
+        run.id,
+        RunState.STARTING,
+        actor="bench",
+        event="admitted",
+        expect=[RunState.QUEUED],
+        reason="starting the container",
+        lease={"cpus": TOTAL_CPUS, "mem_gb": 0.25, "gpus": []},
+        admitted_at=now_iso(),
+    )
+    touch_exclusive(store.home.active_dir / run.id)
+    unlink_quiet(store.home.queue_dir / run.id)
+    store.transition(run.id, RunState.RUNNING, actor="bench", event="started", reason=None)
+    lock = try_lock(run.path("shepherd.lock"))  # the tick sees a live shepherd
+    if lock is None:
+        raise SystemExit("bench_tick: cannot hold the running run's shepherd lock")
+    return lock
+
+
+def configure(root: Path, total_cpus: float, outside: bool = False) -> None:
+    write_yaml(
+        root / "config.yaml",
+        {
+            "format": 1,
+            "total_cpus": total_cpus,
+            "total_mem_gb": 64.0,
+            "count_outside_use": outside,
+        },
+        durable=False,
+    )
+
+
+def index_lines(root: Path) -> int:
+    try:
+        return len((root / "index.jsonl").read_bytes().splitlines())
+    except FileNotFoundError:
+        return 0
+
+
+def refuse(home: Home, run_id: str) -> None:
+    raise SystemExit(f"bench_tick: the tick tried to start a shepherd for run {run_id}")
+
+
+def tick_in_process(root: Path, env: dict[str, str]) -> tuple[float, Any]:
+    from orbit.sched.tick import tick
+
+    home = Home(root, env)  # fresh, as each CLI process or supervisor tick has
+    t0 = time.perf_counter()
+    report = tick(home, spawn=refuse, actor="bench")
+    elapsed = time.perf_counter() - t0
+    if not report.ran or report.admitted or report.problems or len(report.waiting) != QUEUED:
+        raise SystemExit(f"bench_tick: unexpected tick: {report.as_dict()}")
+    return elapsed, report
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"bench_tick: {' '.join(cmd)} failed:\n{proc.stderr.decode()}")
+    return elapsed
+
+
+def build_home(root: Path, env: dict[str, str], finished: int) -> tuple[Any, float]:
+    """A home with one running run (its 'shepherd' lock held), QUEUED runs that cannot start,
+    and `finished` succeeded runs; the held lock and the seconds per finished run written."""
+    home = Home(root, env)
+    home.ensure()
+    configure(root, TOTAL_CPUS)
+    store = RunStore(home)
+    lock = add_running(store)
+    for i in range(QUEUED):
+        store.create(spec(i + 1, TOTAL_CPUS, ["true"]), reason="", actor="bench")
+    return lock, add_finished(store, QUEUED + 2, finished)
+
+
+def measure(
+    homes: dict[int, Path], env: dict[str, str], args: argparse.Namespace
+) -> dict[int, dict[str, list[float]]]:
+    """Every figure for every home, the homes alternated so that a busy machine slows all."""
+    out: dict[int, dict[str, list[float]]] = {n: {} for n in homes}
+    envs = {n: {**env, "ORBIT_HOME": str(root)} for n, root in homes.items()}
+
+    def record(n: int, key: str, value: float) -> None:
+        out[n].setdefault(key, []).append(value)
+
+    for root in homes.values():
+        configure(root, TOTAL_CPUS)
+        tick_in_process(root, env)  # warm-up: writes the 100 reasons once
+    for _ in range(args.repeats):
+        for n, root in homes.items():
+            record(n, "steady", tick_in_process(root, envs[n])[0])
+    for i in range(args.repeats):
+        for n, root in homes.items():
+            configure(root, TOTAL_CPUS + (i + 1) % 2)  # every queued run's reason changes
+            record(n, "churn", tick_in_process(root, envs[n])[0])
+    # count_outside_use: true (the default), ticks OUTSIDE_GAP_S apart so that each one
+    # measures: on a busy machine the reasons then quote the load, which changes every tick.
+    for n, root in homes.items():
+        configure(root, TOTAL_CPUS, outside=True)
+        tick_in_process(root, envs[n])
+    for _ in range(args.repeats):
+        time.sleep(OUTSIDE_GAP_S)
+        for n, root in homes.items():
+            before = index_lines(root)
+            record(n, "outside", tick_in_process(root, envs[n])[0])
+            record(n, "rewrites", float(index_lines(root) - before))
+    for n, root in homes.items():
+        configure(root, TOTAL_CPUS)
+        tick_in_process(root, envs[n])
+    e2e_cmd = [sys.executable, str(args.orbit), "scheduler", "tick"]
+    floor_cmd = [sys.executable, "-c", "pass"]
+    for n in homes:
+        timed(e2e_cmd, envs[n])  # warm-up (and bytecode)
+    timed(floor_cmd, env)
+    for _ in range(args.e2e):
+        for n in homes:
+            record(n, "e2e", timed(e2e_cmd, envs[n]))
+            record(n, "floor", timed(floor_cmd, env))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description="Time the scheduler tick with 100 queued runs over two history sizes."
+    )
+    parser.add_argument(
+        "--finished",
+        default="1000,10000",
+        help="history sizes, ascending, comma-separated (default 1000,10000)",
+    )
+    parser.add_argument("--repeats", type=int, default=20, help="in-process ticks each (20)")
+    parser.add_argument("--e2e", type=int, default=10, help="`orbit scheduler tick` runs (10)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary homes")
+    parser.add_argument(
+        "--orbit",
+        type=Path,
+        default=ORBIT_PY,
+        help="the orbit.py to time end to end (default: this checkout's)",
+    )
+    parser.add_argument(
+        "--env-as-is",
+        action="store_true",
+        help="run the commands with this environment unchanged (by default bytecode is cached "
+        "in a temporary PYTHONPYCACHEPREFIX, even under PYTHONDONTWRITEBYTECODE)",
+    )
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.finished.split(",") if s.strip()]
+    if not sizes or sizes != sorted(sizes) or sizes[0] < 0 or args.repeats < 1 or args.e2e < 1:
+        parser.error("--finished must be ascending counts; --repeats and --e2e at least 1")
+    args.orbit = args.orbit.resolve()
+
+    print(f"bench_tick: one scheduler tick with {QUEUED} queued runs (none can start)")
+    print(f"  and 1 running run, over {' and '.join(f'{n:,}' for n in sizes)} finished runs")
+    print(machine())
+    scratch = Path(tempfile.mkdtemp(prefix="orbit-bench-tick-"))
+    env = {**os.environ}
+    env.pop("ORBIT_FAKE_GPUS", None)
+    env.pop("ORBIT_DATA", None)
+    if not args.env_as_is:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(scratch / "pycache")
+    print(f"orbit:   {args.orbit}")
+    print(f"homes:   {scratch}/home-N")
+    homes = {n: scratch / f"home-{n}" for n in sizes}
+    locks = []
+    try:
+        for n, root in homes.items():
+            lock, per = build_home(root, {**env, "ORBIT_HOME": str(root)}, n)
+            locks.append(lock)
+            print(f"home-{n}: {n:,} finished runs written ({per * 1000:.2f} ms/run)", flush=True)
+        print(f"repeats: {args.repeats} in-process ticks, {args.e2e} end to end, homes alternated")
+        results = measure(homes, env, args)
+    finally:
+        for lock in locks:
+            lock.close()
+        if args.keep:
+            print(f"kept: {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    print()
+    print("medians. in-process: nothing changed since the last tick (the steady state);")
+    print("reasons: every queued run's reason changes; outside: count_outside_use on, ticks")
+    print("0.35 s apart, with the statuses each rewrote; e2e: python orbit.py scheduler tick")
+    print(
+        f"{'finished':>10}{'in-process':>12}{'p90':>9}{'reasons':>10}{'outside':>10}"
+        f"{'rewrites':>10}{'e2e':>9}{'-c pass':>9}"
+    )
+    for size, r in results.items():
+        med = {k: statistics.median(v) * 1000 for k, v in r.items()}
+        print(
+            f"{size:>10,}{med['steady']:>10.1f}ms{p90(r['steady']) * 1000:>7.1f}ms"
+            f"{med['churn']:>8.1f}ms{med['outside']:>8.1f}ms"
+            f"{statistics.median(r['rewrites']):>10.0f}"
+            f"{med['e2e']:>7.1f}ms{med['floor']:>7.1f}ms"
+        )
+    first, last = results[sizes[0]], results[sizes[-1]]
+    steady_last = statistics.median(last["steady"]) * 1000
+    print()
+    verdict = "under" if steady_last < TARGET_MS else "OVER"
+    print(
+        f"tick at {sizes[-1]:,} finished: {steady_last:.1f} ms in-process ({verdict} the "
+        f"{TARGET_MS:g} ms target)"
+    )
+    growth = statistics.median(last["steady"]) / statistics.median(first["steady"])
+    print(f"ratio: {growth:.2f} (target ≤ {TARGET_RATIO:g})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
