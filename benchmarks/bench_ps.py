@@ -25,13 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,14 +37,28 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-ORBIT_PY = REPO / "orbit.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # common.py, also under python -P
+
+from common import (
+    REPO,
+    add_orbit_options,
+    admit,
+    child_environ,
+    index_lines,
+    machine,
+    ms_header,
+    ms_row,
+    ratio_line,
+    setup_lines,
+    timed,
+)
+
 TARGET = 3.0
 sys.path.insert(0, str(REPO))
 
 from orbit.execute.exitrecord import finalize_from_exit, write_exit  # noqa: E402
 from orbit.execute.exitrecord import outcome as settle  # noqa: E402
-from orbit.store.files import append_jsonl, touch_exclusive, unlink_quiet  # noqa: E402
+from orbit.store.files import append_jsonl  # noqa: E402
 from orbit.store.home import Home  # noqa: E402
 from orbit.store.model import Run, RunState, now_iso  # noqa: E402
 from orbit.store.runs import RunStore  # noqa: E402
@@ -56,31 +68,6 @@ from orbit.store.runs import RunStore  # noqa: E402
 # against a real `orbit run -w … -- true` (no output, hence no log.pos) at commit a63a3b0.
 LEFTOVERS = (".lock", "shepherd.lock", "shepherd.log", "shepherd.pid")
 IMAGES = ("orbit-test/python:3", "orbit-test/busybox:1", "pytorch/pytorch:2.3.1-cuda12.1-runtime")
-
-
-def p90(values: list[float]) -> float:
-    """The 90th percentile by nearest rank (an observed value, no interpolation)."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
-
-
-def machine() -> str:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 0
-    return (
-        f"machine: nproc {usable}, {cpu or platform.machine()}, Linux {platform.release()}\n"
-        f"python:  {platform.python_version()} ({sys.executable})"
-    )
 
 
 # --- filling ORBIT_HOME ----------------------------------------------------------------------
@@ -156,18 +143,7 @@ def make_template(store: RunStore, rng: random.Random) -> Run:
     spec = spec_for(0, rng)
     spec["project"] = {"mode": "none"}
     run = store.create(spec, reason="waiting for the scheduler", actor="cli:4242")
-    store.transition(  # sched/tick.py _admit
-        run.id,
-        RunState.STARTING,
-        actor="cli:4242",
-        event="admitted",
-        expect=[RunState.QUEUED],
-        reason="starting the container",
-        lease=dict(spec["resources"]),
-        admitted_at=now_iso(),
-    )
-    touch_exclusive(home.active_dir / run.id)
-    unlink_quiet(home.queue_dir / run.id)
+    admit(store, run.id, "cli:4242", dict(spec["resources"]))  # sched/tick.py _admit
     for name in LEFTOVERS[1:]:  # execute/spawn.py, execute/shepherd.py
         (run.dir / name).write_text("4243\n" if name.endswith(".pid") else "")
     store.transition(  # execute/shepherd.py _watch
@@ -286,32 +262,6 @@ def fill(home: Home, n_runs: int) -> str:
 
 
 # --- timing ----------------------------------------------------------------------------------
-def timed(cmd: list[str], env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    elapsed = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"bench_ps: {' '.join(cmd)} failed:\n{proc.stderr.decode()}")
-    return elapsed
-
-
-def index_lines(home: Home) -> int:
-    try:
-        return len(home.index_path.read_bytes().splitlines())
-    except FileNotFoundError:
-        return 0
-
-
-def child_environ(root: Path, pycache: Path | None) -> dict[str, str]:
-    """The environment of the timed commands: with `pycache`, bytecode is cached there (as for
-    an installed package) even when PYTHONDONTWRITEBYTECODE is set, and the checkout stays clean."""
-    env = {**os.environ, "ORBIT_HOME": str(root)}
-    if pycache is not None:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(pycache)
-    return env
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description="Time `orbit ps -a` over many finished runs against `python -c pass` "
@@ -323,18 +273,7 @@ def main() -> int:
         "--home", type=Path, help="use this ORBIT_HOME (filled when it has no runs; kept)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary ORBIT_HOME")
-    parser.add_argument(
-        "--orbit",
-        type=Path,
-        default=ORBIT_PY,
-        help="the orbit.py to time (default: this checkout's), e.g. a patched copy to compare",
-    )
-    parser.add_argument(
-        "--env-as-is",
-        action="store_true",
-        help="run the commands with this environment unchanged (by default bytecode is cached "
-        "in a temporary PYTHONPYCACHEPREFIX, even under PYTHONDONTWRITEBYTECODE)",
-    )
+    add_orbit_options(parser)
     args = parser.parse_args()
     if args.runs < 1 or args.repeats < 1:
         parser.error("--runs and --repeats must be at least 1")
@@ -347,9 +286,7 @@ def main() -> int:
     pycache = None if args.env_as_is else scratch / "pycache"
     env = child_environ(root, pycache)
     orbit_py = args.orbit.resolve()
-    print(f"orbit:   {orbit_py}")
-    print(f"ORBIT_HOME: {root}")
-    print(f"bytecode: {'as the environment says' if pycache is None else f'cached in {pycache}'}")
+    print(setup_lines(orbit_py, root, pycache))
     ps_all = [sys.executable, str(orbit_py), "ps", "-a"]
     try:
         runs_dir = home.runs_dir
@@ -358,9 +295,9 @@ def main() -> int:
             print(f"history: reusing {existing} existing run directories")
         else:
             print(f"history: {fill(home, args.runs)}")
-        before = index_lines(home)
-        timed(ps_all, env)
-        after = index_lines(home)
+        before = index_lines(home.index_path)
+        timed(ps_all, env, "bench_ps")
+        after = index_lines(home.index_path)
         rebuilt = "no rebuild needed" if after == before else f"{after - before} rows appended"
         print(f"index.jsonl: {before} lines before the first `ps -a`, {after} after ({rebuilt})")
 
@@ -370,12 +307,12 @@ def main() -> int:
             "ps": [sys.executable, str(orbit_py), "ps"],
         }
         for cmd in commands.values():
-            timed(cmd, env)  # warm-up
+            timed(cmd, env, "bench_ps")  # warm-up
         times: dict[str, list[float]] = {k: [] for k in commands}
         print(f"repeats: {args.repeats} (+1 warm-up each), alternated ps -a, -c pass, ps, …")
         for _ in range(args.repeats):
             for key, cmd in commands.items():
-                times[key].append(timed(cmd, env))
+                times[key].append(timed(cmd, env, "bench_ps"))
     finally:
         if args.home or args.keep:
             print(f"kept ORBIT_HOME: {root}")
@@ -384,12 +321,11 @@ def main() -> int:
 
     med = {k: statistics.median(v) for k, v in times.items()}
     print()
-    print(f"{'':10}{'median':>10}{'p90':>10}{'vs -c pass':>12}")
+    print(f"{ms_header(10)}{'vs -c pass':>12}")
     for key, values in times.items():
-        ratio = med[key] / med["-c pass"]
-        print(f"{key:10}{med[key] * 1000:8.1f}ms{p90(values) * 1000:8.1f}ms{ratio:11.2f}x")
+        print(f"{ms_row(key, values, 10)}{med[key] / med['-c pass']:11.2f}x")
     print()
-    print(f"ratio: {med['ps -a'] / med['-c pass']:.2f} (target ≤ {TARGET:g})")
+    print(ratio_line(med["ps -a"] / med["-c pass"], TARGET))
     return 0
 
 

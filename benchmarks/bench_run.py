@@ -22,10 +22,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
-import math
-import os
-import platform
 import re
 import shutil
 import statistics
@@ -33,93 +29,27 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 
-import yaml
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # common.py, also under python -P
 
-REPO = Path(__file__).resolve().parents[1]
-ORBIT_PY = REPO / "orbit.py"
+from common import (
+    add_image_option,
+    add_orbit_options,
+    child_environ,
+    machine,
+    ms_header,
+    ms_row,
+    ratio_line,
+    require_docker,
+    run_records,
+    setup_lines,
+    stamp,
+    wait_for_shepherds,
+)
+
 TARGET = 1.15
-DEFAULT_IMAGE = "orbit-test/busybox:1"
-
-
-def p90(values: list[float]) -> float:
-    """The 90th percentile by nearest rank (an observed value, no interpolation)."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
-
-
-def machine() -> str:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 0
-    docker = subprocess.run(
-        ["docker", "version", "--format", "{{.Server.Version}}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    return (
-        f"machine: nproc {usable}, {cpu or platform.machine()}, Linux {platform.release()}\n"
-        f"python:  {platform.python_version()} ({sys.executable})\n"
-        f"docker:  {docker or 'unknown'}"
-    )
-
-
-def stamp(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
-
-
-def shepherd_pids(home: Path) -> list[int]:
-    """Live shepherd processes of this ORBIT_HOME (comm `orbit-shepherd`, ORBIT_HOME in environ)."""
-    pids = []
-    needle = f"ORBIT_HOME={home}".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if Path(f"/proc/{entry}/comm").read_text().strip() != "orbit-shepherd":
-                continue
-            if needle in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
-                pids.append(int(entry))
-        except OSError:
-            continue
-    return pids
-
-
-def wait_for_shepherds(home: Path, timeout: float = 30.0) -> float:
-    """Block until no shepherd of `home` is alive; the seconds it took."""
-    start = time.perf_counter()
-    while shepherd_pids(home):
-        if time.perf_counter() - start > timeout:
-            raise SystemExit(f"bench_run: a shepherd of {home} is still alive after {timeout} s")
-        time.sleep(0.005)
-    return time.perf_counter() - start
-
-
-def child_environ(home: Path, pycache: Path | None) -> dict[str, str]:
-    """The environment of the timed commands: with `pycache`, bytecode is cached there (as for
-    an installed package) even when PYTHONDONTWRITEBYTECODE is set, and the checkout stays clean."""
-    env = {**os.environ, "ORBIT_HOME": str(home)}
-    if pycache is not None:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(pycache)
-    return env
+SHEPHERD_TIMEOUT_S = 30.0
 
 
 def run_orbit(home: Path, image: str, orbit_py: Path, env: dict[str, str]) -> dict[str, float]:
@@ -132,7 +62,12 @@ def run_orbit(home: Path, image: str, orbit_py: Path, env: dict[str, str]) -> di
     wall1 = wall0 + elapsed
     if proc.returncode != 0:
         raise SystemExit(f"bench_run: orbit run failed ({proc.returncode}):\n{proc.stderr}")
-    tail = wait_for_shepherds(home)
+    tail = wait_for_shepherds(
+        home,
+        SHEPHERD_TIMEOUT_S,
+        0.005,
+        f"bench_run: a shepherd of {home} is still alive after {SHEPHERD_TIMEOUT_S} s",
+    )
     found = re.search(r"run (\d+)", proc.stderr)
     if not found:
         raise SystemExit(f"bench_run: cannot tell the run id from: {proc.stderr!r}")
@@ -141,12 +76,7 @@ def run_orbit(home: Path, image: str, orbit_py: Path, env: dict[str, str]) -> di
 
 def timeline(home: Path, run_id: str, wall0: float, wall1: float) -> dict[str, float]:
     """Phase durations (seconds) of one run from its events and status, launch to CLI return."""
-    run_dir = home / "runs" / run_id
-    events = {}
-    for line in (run_dir / "events.jsonl").read_text().splitlines():
-        obj = json.loads(line)
-        events.setdefault(obj["event"], obj)
-    status = yaml.safe_load((run_dir / "status.yaml").read_text())
+    events, status = run_records(home / "runs" / run_id)
     final = next(e for e in events.values() if e["state"] in ("succeeded", "failed"))
     points = [
         ("launch -> submitted (CLI start, imports, submit)", wall0),
@@ -188,39 +118,23 @@ def main() -> int:
         "(alternated pairs, one warm-up of each).",
     )
     parser.add_argument("--pairs", type=int, default=15, help="measured pairs (default 15)")
-    parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"image (default {DEFAULT_IMAGE})")
+    add_image_option(parser)
     parser.add_argument("--keep", action="store_true", help="keep the temporary ORBIT_HOME")
-    parser.add_argument(
-        "--orbit",
-        type=Path,
-        default=ORBIT_PY,
-        help="the orbit.py to time (default: this checkout's), e.g. a patched copy to compare",
-    )
-    parser.add_argument(
-        "--env-as-is",
-        action="store_true",
-        help="run the commands with this environment unchanged (by default bytecode is cached "
-        "in a temporary PYTHONPYCACHEPREFIX, even under PYTHONDONTWRITEBYTECODE)",
-    )
+    add_orbit_options(parser)
     args = parser.parse_args()
     if args.pairs < 1:
         parser.error("--pairs must be at least 1")
-    if shutil.which("docker") is None:
-        raise SystemExit("bench_run: the docker CLI is not on PATH")
-    if subprocess.run(["docker", "image", "inspect", args.image], capture_output=True).returncode:
-        raise SystemExit(f"bench_run: no local image {args.image} (scripts/build-test-images.sh)")
+    require_docker(args.image, "bench_run")
 
     print("bench_run: wall time of `orbit run -w` (a `true` container, 1 CPU, 0.25 GiB)")
     print(f"  vs `docker run --rm --cpus 1 --memory 256m {args.image} true`")
-    print(machine())
+    print(machine(docker=True))
     scratch = Path(tempfile.mkdtemp(prefix="orbit-bench-run-"))
     home = scratch / "home"
     pycache = None if args.env_as_is else scratch / "pycache"
     env = child_environ(home, pycache)
     orbit_py = args.orbit.resolve()
-    print(f"orbit:   {orbit_py}")
-    print(f"ORBIT_HOME: {home}")
-    print(f"bytecode: {'as the environment says' if pycache is None else f'cached in {pycache}'}")
+    print(setup_lines(orbit_py, home, pycache))
     print(f"pairs: {args.pairs} (+1 warm-up each), alternated orbit, docker, …")
     try:
         run_orbit(home, args.image, orbit_py, env)
@@ -244,9 +158,9 @@ def main() -> int:
     o_times = [r["elapsed"] for r in orbit]
     o_med, d_med = statistics.median(o_times), statistics.median(docker)
     print()
-    print(f"{'':8}{'median':>10}{'p90':>10}")
-    print(f"{'orbit':8}{o_med * 1000:8.1f}ms{p90(o_times) * 1000:8.1f}ms")
-    print(f"{'docker':8}{d_med * 1000:8.1f}ms{p90(docker) * 1000:8.1f}ms")
+    print(ms_header(8))
+    print(ms_row("orbit", o_times, 8))
+    print(ms_row("docker", docker, 8))
     print()
     print("orbit run -w, phases (median over the measured runs):")
     names = [k for k in orbit[0] if k not in ("elapsed", "tail")]
@@ -258,7 +172,7 @@ def main() -> int:
         f"  {tail * 1000:7.1f} ms  (after the CLI returned: shepherd removes the container, ticks)"
     )
     print()
-    print(f"ratio: {o_med / d_med:.2f} (target ≤ {TARGET:g})")
+    print(ratio_line(o_med / d_med, TARGET))
     return 0
 
 

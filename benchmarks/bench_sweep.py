@@ -26,79 +26,35 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-ORBIT_PY = REPO / "orbit.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # common.py, also under python -P
+
+from common import (
+    TEST_ONLY_ENV,
+    add_image_option,
+    add_orbit_options,
+    child_environ,
+    machine,
+    ratio_line,
+    require_docker,
+    run_records,
+    stamp,
+    wait_for_shepherds,
+)
+
 TARGET = 0.8
-DEFAULT_IMAGE = "orbit-test/busybox:1"
 PARALLEL = 2
 MEM_BYTES = int(0.1 * 1024**3)
-
-
-def machine() -> str:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 0
-    docker = subprocess.run(
-        ["docker", "version", "--format", "{{.Server.Version}}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    return (
-        f"machine: nproc {usable}, {cpu or platform.machine()}, Linux {platform.release()}, "
-        f"load {os.getloadavg()[0]:.1f}\n"
-        f"python:  {platform.python_version()} ({sys.executable})\n"
-        f"docker:  {docker or 'unknown'}"
-    )
-
-
-def stamp(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return None
-
-
-def shepherd_pids(home: Path) -> list[int]:
-    """Live shepherd processes of this ORBIT_HOME (comm `orbit-shepherd`, ORBIT_HOME in environ)."""
-    pids = []
-    needle = f"ORBIT_HOME={home}".encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if Path(f"/proc/{entry}/comm").read_text().strip() != "orbit-shepherd":
-                continue
-            if needle in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
-                pids.append(int(entry))
-        except OSError:
-            continue
-    return pids
 
 
 def run_orbit(
@@ -110,12 +66,8 @@ def run_orbit(
     if not args.count_outside_use:
         config["count_outside_use"] = False
     (home / "config.yaml").write_text(yaml.safe_dump(config))
-    env = {**os.environ, "ORBIT_HOME": str(home)}
-    env.pop("ORBIT_FAKE_GPUS", None)
-    env.pop("ORBIT_DATA", None)
-    if not args.env_as_is:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(scratch / "pycache")
+    pycache = None if args.env_as_is else scratch / "pycache"
+    env = child_environ(home, pycache, drop=TEST_ONLY_ENV)
     values = ",".join(str(i) for i in range(1, n + 1))
     cmd = [sys.executable, str(args.orbit), "sweep", "-g", "bench", "--json", "-w"]
     cmd += ["--no-project", "--image", image, "--cpus", "1", "--mem", "0.1", "-p", f"i={values}"]
@@ -130,10 +82,9 @@ def run_orbit(
     ids = [str(r["id"]) for r in result["runs"]]
     if len(ids) != n or not result["ok"]:
         raise SystemExit(f"bench_sweep: the sweep did not succeed: {proc.stdout[:2000]}")
-    while shepherd_pids(home):
-        if time.perf_counter() - t0 > elapsed + 60:
-            raise SystemExit("bench_sweep: shepherds still alive a minute after the sweep")
-        time.sleep(0.01)
+    wait_for_shepherds(
+        home, 60.0, 0.01, "bench_sweep: shepherds still alive a minute after the sweep"
+    )
     clean = time.perf_counter() - t0
     return {"elapsed": elapsed, "clean": clean, **phases(home, ids, wall0)}
 
@@ -143,12 +94,7 @@ def phases(home: Path, ids: list[str], wall0: float) -> dict[str, float]:
     submitted, admitted, started, finished, final = [], [], [], [], []
     leased = 0.0
     for run_id in ids:
-        run_dir = home / "runs" / run_id
-        events: dict[str, dict[str, Any]] = {}
-        for line in (run_dir / "events.jsonl").read_text().splitlines():
-            obj = json.loads(line)
-            events.setdefault(obj["event"], obj)
-        status = yaml.safe_load((run_dir / "status.yaml").read_text())
+        events, status = run_records(home / "runs" / run_id)
         sub = stamp(events["submitted"]["time"])
         adm = stamp(events["admitted"]["time"])
         c0, c1 = stamp(status.get("started_at")), stamp(status.get("finished_at"))
@@ -197,37 +143,23 @@ def main() -> int:
     )
     parser.add_argument("--runs", type=int, default=100, help="containers per round (100)")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of each (1)")
-    parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"image (default {DEFAULT_IMAGE})")
+    add_image_option(parser)
     parser.add_argument("--keep", action="store_true", help="keep the temporary ORBIT_HOMEs")
     parser.add_argument(
         "--count-outside-use",
         action="store_true",
         help="leave count_outside_use at its default (on) instead of turning it off",
     )
-    parser.add_argument(
-        "--orbit",
-        type=Path,
-        default=ORBIT_PY,
-        help="the orbit.py to time (default: this checkout's), e.g. a patched copy to compare",
-    )
-    parser.add_argument(
-        "--env-as-is",
-        action="store_true",
-        help="run the commands with this environment unchanged (by default bytecode is cached "
-        "in a temporary PYTHONPYCACHEPREFIX, even under PYTHONDONTWRITEBYTECODE)",
-    )
+    add_orbit_options(parser)
     args = parser.parse_args()
     if args.runs < 1 or args.rounds < 1:
         parser.error("--runs and --rounds must be at least 1")
     args.orbit = args.orbit.resolve()
-    if shutil.which("docker") is None:
-        raise SystemExit("bench_sweep: the docker CLI is not on PATH")
-    if subprocess.run(["docker", "image", "inspect", args.image], capture_output=True).returncode:
-        raise SystemExit(f"bench_sweep: no local image {args.image} (scripts/build-test-images.sh)")
+    require_docker(args.image, "bench_sweep")
 
     print(f"bench_sweep: {args.runs} `true` containers, {PARALLEL} at a time")
     print(f"  orbit sweep -w (total_cpus {PARALLEL}, --cpus 1 --mem 0.1) vs xargs -P {PARALLEL}")
-    print(machine())
+    print(machine(docker=True, load=True))
     print(f"orbit:   {args.orbit}")
     print(f"count_outside_use: {'default (on)' if args.count_outside_use else 'off'}")
     print(f"rounds: {args.rounds}, alternated orbit, docker (one docker warm-up first)")
@@ -274,7 +206,7 @@ def main() -> int:
     for key, label in labels.items():
         print(f"  {statistics.median(r[key] for r in orbit):7.2f}  {label}")
     print()
-    print(f"ratio: {d_med / o_med:.2f} (target ≥ {TARGET:g})")
+    print(ratio_line(d_med / o_med, TARGET, at_least=True))
     return 0
 
 

@@ -27,20 +27,31 @@ Standalone: `python benchmarks/bench_tick.py [--finished 1000,10000] [--repeats 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-ORBIT_PY = REPO / "orbit.py"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # common.py, also under python -P
+
+from common import (
+    REPO,
+    TEST_ONLY_ENV,
+    add_orbit_options,
+    admit,
+    child_environ,
+    index_lines,
+    machine,
+    p90,
+    ratio_line,
+    timed,
+)
+
 TARGET_RATIO = 1.25
 TARGET_MS = 100.0
 QUEUED = 100
@@ -48,36 +59,11 @@ TOTAL_CPUS = 4.0
 OUTSIDE_GAP_S = 0.35  # sched/outside.py measures only over at least 0.3 s
 sys.path.insert(0, str(REPO))
 
-from orbit.store.files import touch_exclusive, unlink_quiet, write_yaml  # noqa: E402
+from orbit.store.files import write_yaml  # noqa: E402
 from orbit.store.home import Home  # noqa: E402
 from orbit.store.locks import try_lock  # noqa: E402
 from orbit.store.model import RunState, now_iso  # noqa: E402
 from orbit.store.runs import RunStore  # noqa: E402
-
-
-def p90(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
-
-
-def machine() -> str:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 0
-    return (
-        f"machine: nproc {usable}, {cpu or platform.machine()}, Linux {platform.release()}, "
-        f"load {os.getloadavg()[0]:.1f}\n"
-        f"python:  {platform.python_version()} ({sys.executable})"
-    )
 
 
 def spec(i: int, cpus: float, command: list[str]) -> dict[str, Any]:
@@ -135,18 +121,7 @@ def add_finished(store: RunStore, start: int, n: int) -> float:
 def add_running(store: RunStore) -> Any:
     """One running run that leases every CPU; returns the held lock of its 'shepherd'."""
     run = store.create(spec(0, TOTAL_CPUS, ["sleep", "inf"]), reason="", actor="bench")
-    store.transition(  # as sched/tick.py _admit
-        run.id,
-        RunState.STARTING,
-        actor="bench",
-        event="admitted",
-        expect=[RunState.QUEUED],
-        reason="starting the container",
-        lease={"cpus": TOTAL_CPUS, "mem_gb": 0.25, "gpus": []},
-        admitted_at=now_iso(),
-    )
-    touch_exclusive(store.home.active_dir / run.id)
-    unlink_quiet(store.home.queue_dir / run.id)
+    admit(store, run.id, "bench", {"cpus": TOTAL_CPUS, "mem_gb": 0.25, "gpus": []})
     store.transition(run.id, RunState.RUNNING, actor="bench", event="started", reason=None)
     lock = try_lock(run.path("shepherd.lock"))  # the tick sees a live shepherd
     if lock is None:
@@ -167,13 +142,6 @@ def configure(root: Path, total_cpus: float, outside: bool = False) -> None:
     )
 
 
-def index_lines(root: Path) -> int:
-    try:
-        return len((root / "index.jsonl").read_bytes().splitlines())
-    except FileNotFoundError:
-        return 0
-
-
 def refuse(home: Home, run_id: str) -> None:
     raise SystemExit(f"bench_tick: the tick tried to start a shepherd for run {run_id}")
 
@@ -188,15 +156,6 @@ def tick_in_process(root: Path, env: dict[str, str]) -> tuple[float, Any]:
     if not report.ran or report.admitted or report.problems or len(report.waiting) != QUEUED:
         raise SystemExit(f"bench_tick: unexpected tick: {report.as_dict()}")
     return elapsed, report
-
-
-def timed(cmd: list[str], env: dict[str, str]) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    elapsed = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"bench_tick: {' '.join(cmd)} failed:\n{proc.stderr.decode()}")
-    return elapsed
 
 
 def build_home(root: Path, env: dict[str, str], finished: int) -> tuple[Any, float]:
@@ -240,21 +199,21 @@ def measure(
     for _ in range(args.repeats):
         time.sleep(OUTSIDE_GAP_S)
         for n, root in homes.items():
-            before = index_lines(root)
+            before = index_lines(root / "index.jsonl")
             record(n, "outside", tick_in_process(root, envs[n])[0])
-            record(n, "rewrites", float(index_lines(root) - before))
+            record(n, "rewrites", float(index_lines(root / "index.jsonl") - before))
     for n, root in homes.items():
         configure(root, TOTAL_CPUS)
         tick_in_process(root, envs[n])
     e2e_cmd = [sys.executable, str(args.orbit), "scheduler", "tick"]
     floor_cmd = [sys.executable, "-c", "pass"]
     for n in homes:
-        timed(e2e_cmd, envs[n])  # warm-up (and bytecode)
-    timed(floor_cmd, env)
+        timed(e2e_cmd, envs[n], "bench_tick")  # warm-up (and bytecode)
+    timed(floor_cmd, env, "bench_tick")
     for _ in range(args.e2e):
         for n in homes:
-            record(n, "e2e", timed(e2e_cmd, envs[n]))
-            record(n, "floor", timed(floor_cmd, env))
+            record(n, "e2e", timed(e2e_cmd, envs[n], "bench_tick"))
+            record(n, "floor", timed(floor_cmd, env, "bench_tick"))
     return out
 
 
@@ -270,18 +229,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=20, help="in-process ticks each (20)")
     parser.add_argument("--e2e", type=int, default=10, help="`orbit scheduler tick` runs (10)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary homes")
-    parser.add_argument(
-        "--orbit",
-        type=Path,
-        default=ORBIT_PY,
-        help="the orbit.py to time end to end (default: this checkout's)",
-    )
-    parser.add_argument(
-        "--env-as-is",
-        action="store_true",
-        help="run the commands with this environment unchanged (by default bytecode is cached "
-        "in a temporary PYTHONPYCACHEPREFIX, even under PYTHONDONTWRITEBYTECODE)",
-    )
+    add_orbit_options(parser, "the orbit.py to time end to end (default: this checkout's)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.finished.split(",") if s.strip()]
     if not sizes or sizes != sorted(sizes) or sizes[0] < 0 or args.repeats < 1 or args.e2e < 1:
@@ -290,14 +238,10 @@ def main() -> int:
 
     print(f"bench_tick: one scheduler tick with {QUEUED} queued runs (none can start)")
     print(f"  and 1 running run, over {' and '.join(f'{n:,}' for n in sizes)} finished runs")
-    print(machine())
+    print(machine(load=True))
     scratch = Path(tempfile.mkdtemp(prefix="orbit-bench-tick-"))
-    env = {**os.environ}
-    env.pop("ORBIT_FAKE_GPUS", None)
-    env.pop("ORBIT_DATA", None)
-    if not args.env_as_is:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(scratch / "pycache")
+    pycache = None if args.env_as_is else scratch / "pycache"
+    env = child_environ(None, pycache, drop=TEST_ONLY_ENV)
     print(f"orbit:   {args.orbit}")
     print(f"homes:   {scratch}/home-N")
     homes = {n: scratch / f"home-{n}" for n in sizes}
@@ -342,7 +286,7 @@ def main() -> int:
         f"{TARGET_MS:g} ms target)"
     )
     growth = statistics.median(last["steady"]) / statistics.median(first["steady"])
-    print(f"ratio: {growth:.2f} (target ≤ {TARGET_RATIO:g})")
+    print(ratio_line(growth, TARGET_RATIO))
     return 0
 
 
