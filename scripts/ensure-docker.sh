@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Make sure a Docker engine is installed and running (idempotent, quiet on success).
 #
-# - installs Debian's docker.io (plus busybox-static, debootstrap, git, systemd) when missing
+# - installs Debian's docker.io (plus busybox-static, debootstrap, git, systemd, and chromium
+#   for the browser tests) when missing
 # - starts dockerd detached when `docker info` fails (no systemd is assumed),
 #   logging to /var/log/orbit-dockerd.log, and waits up to 60 s for it.
 set -euo pipefail
@@ -44,6 +45,7 @@ fi
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 command -v git >/dev/null 2>&1 || missing+=(git)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)  # verifies the supervisor units in tests
+[ -x /usr/bin/chromium ] || missing+=(chromium)  # the browser tests (tests/test_web_e2e.py)
 
 if [ "${#missing[@]}" -gt 0 ]; then
     command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and apt-get is not available to install them"

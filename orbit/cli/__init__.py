@@ -32,6 +32,7 @@ COMMANDS = {
     "note": "note",
     "doctor": "doctor",
     "config": "config",
+    "web": "web",
     "scheduler": "scheduler",
     "completion": "completion",
     "_shepherd": "shepherd",

@@ -1,0 +1,420 @@
+#!/usr/bin/env python3
+"""Server time of the web view's two heavy pages: the runs list over a large history, and the
+page of one run whose metrics.jsonl has a million lines.
+
+1. The runs page `/` with 10,000 finished runs in the store (target < 300 ms). The app is built
+   in-process with `make_app(Home(...))` and GET / is timed as a plain WSGI call with the
+   X-Orbit-Token header (N repeats after one warm-up); then the same through a real server
+   (`orbit.py web --port P --json`, urllib GETs with the token as header and cookie, then
+   `orbit web --stop`). `/api/runs?ids=<the 50 shown>`, which the page polls every 2.5 s, is
+   timed beside it.
+
+2. A run (RunStore.create, state running) whose metrics.jsonl has 1,000,000 lines
+   {"step": i, "loss": …, "acc": …}, in its own temporary home. GET /runs/<id> is timed cold
+   (the first request of a fresh server process: the metrics are parsed), warm (the parse is
+   cached by file size), and after one appended line (what every refresh of a live run costs),
+   with the page's size (target < 1 MB). The page draws its charts inline; while the run is
+   active its script re-fetches them from /runs/<id>/charts every 15 s, and
+   /api/runs/<id>/metrics serves the same series as JSON: both are timed and sized too.
+
+When a figure misses its target the script prints a cProfile of one such request.
+
+Standalone: `python benchmarks/bench_web.py [--runs N] [--repeats N] [--home DIR]`; no Docker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import math
+import os
+import pstats
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from wsgiref.util import setup_testing_defaults
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # common.py, also under python -P
+
+from common import (
+    REPO,
+    add_orbit_options,
+    child_environ,
+    index_lines,
+    machine,
+    ms_header,
+    ms_row,
+    setup_lines,
+)
+
+LIST_TARGET_MS = 300.0
+PAGE_TARGET_BYTES = 1_000_000
+METRIC_LINES = 1_000_000
+sys.path.insert(0, str(REPO))
+
+from orbit.store.home import Home  # noqa: E402
+from orbit.store.model import RunState, now_iso  # noqa: E402
+from orbit.store.runs import RunStore  # noqa: E402
+from orbit.web.app import make_app  # noqa: E402
+from orbit.web.context import load_or_create_token  # noqa: E402
+
+WIDTH = 34
+
+
+# --- requests --------------------------------------------------------------------------------
+def wsgi_get(app: Any, path: str, token: str) -> tuple[str, bytes, float]:
+    """GET `path` from the WSGI `app` in this process: status, body, seconds."""
+    path_info, _, query = path.partition("?")
+    environ: dict[str, Any] = {}
+    setup_testing_defaults(environ)
+    environ.update(
+        REQUEST_METHOD="GET", PATH_INFO=path_info, QUERY_STRING=query, HTTP_X_ORBIT_TOKEN=token
+    )
+    status: list[str] = []
+
+    def start_response(st: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
+        status.append(st)
+
+    t0 = time.perf_counter()
+    result = app(environ, start_response)
+    try:
+        body = b"".join(result)
+    finally:
+        close = getattr(result, "close", None)
+        if close:
+            close()
+    elapsed = time.perf_counter() - t0
+    if not status or not status[0].startswith("200"):
+        raise SystemExit(f"bench_web: GET {path} answered {status[:1]}: {body[:300]!r}")
+    return status[0], body, elapsed
+
+
+def http_get(base: str, path: str, token: str) -> tuple[bytes, float]:
+    """GET `base+path` over HTTP with the token as cookie and header: body, seconds."""
+    req = urllib.request.Request(
+        base + path, headers={"X-Orbit-Token": token, "Cookie": f"orbit_token={token}"}
+    )
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        body = resp.read()
+        code = resp.status
+    elapsed = time.perf_counter() - t0
+    if code != 200:
+        raise SystemExit(f"bench_web: GET {path} over HTTP answered {code}")
+    return body, elapsed
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """`orbit.py web --port P --json` against one home, stopped with `orbit web --stop`."""
+
+    def __init__(self, orbit_py: Path, env: dict[str, str]) -> None:
+        self.cmd = [sys.executable, str(orbit_py), "web"]
+        self.env = env
+        self.base = ""
+        self.startup = 0.0
+
+    def __enter__(self) -> Server:
+        port = free_port()
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [*self.cmd, "--port", str(port), "--json"], env=self.env, capture_output=True
+        )
+        self.startup = time.perf_counter() - t0
+        if proc.returncode:
+            raise SystemExit(f"bench_web: orbit web failed:\n{proc.stderr.decode()}")
+        info = json.loads(proc.stdout)
+        self.base = f"http://127.0.0.1:{info['port']}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run([*self.cmd, "--stop"], env=self.env, capture_output=True, check=False)
+
+
+def profile(call: Callable[[], Any], lines: int = 18) -> str:
+    """cProfile of one `call()`: the functions with the most own time, then by cumulative."""
+    prof = cProfile.Profile()
+    prof.enable()
+    call()
+    prof.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(prof, stream=out).strip_dirs()
+    stats.sort_stats("tottime").print_stats(lines)
+    stats.sort_stats("cumulative").print_stats(lines)
+    text = out.getvalue()
+    # Drop pstats' preamble lines that name no function.
+    keep = [ln for ln in text.splitlines() if ln.strip() and "Ordered by" not in ln]
+    return "\n".join("    " + ln for ln in keep)
+
+
+# --- homes -----------------------------------------------------------------------------------
+def copy_home(src: Path, dst: Path) -> None:
+    """A private copy of a filled home that leaves `src` untouched: run directories as hard
+    links (the web pages only read them, and Orbit replaces files rather than editing them; the
+    links keep the inode numbers the index rows record, so the copy's index stays fresh), every
+    file of the home itself (index.jsonl, runtime/, …) copied."""
+    shutil.copytree(
+        src,
+        dst,
+        symlinks=True,
+        ignore=lambda d, names: ["runs"] if Path(d) == src else [],
+    )
+    shutil.copytree(src / "runs", dst / "runs", symlinks=True, copy_function=os.link)
+    for leftover in ("web.lock", "web.json", "web.log"):
+        (dst / "runtime" / leftover).unlink(missing_ok=True)
+    (dst / "web-token").unlink(missing_ok=True)
+
+
+def metrics_run(root: Path, n_lines: int) -> tuple[Home, str, int, float]:
+    """A home with one running run whose metrics.jsonl has `n_lines` lines: the home, run id,
+    file size and the seconds the file took to write."""
+    import bench_ps  # the same spec as the listing's runs
+
+    home = Home.from_environ({"ORBIT_HOME": str(root)})
+    store = RunStore(home)
+    spec = bench_ps.spec_for(1, random.Random(1))
+    run = store.create(
+        spec,
+        state=RunState.RUNNING,
+        reason="",
+        actor="cli:4242",
+        status_fields={"started_at": now_iso(), "lease": dict(spec["resources"])},
+    )
+    rng = random.Random(2)
+    t0 = time.perf_counter()
+    path = run.path("metrics.jsonl")
+    with open(path, "w") as fh:
+        block: list[str] = []
+        for i in range(n_lines):
+            loss = 2.5 * math.exp(-i / 200_000) + 0.05 * rng.random()
+            acc = 1 - 0.9 * math.exp(-i / 150_000) - 0.02 * rng.random()
+            block.append(f'{{"step": {i}, "loss": {loss:.6f}, "acc": {acc:.5f}}}\n')
+            if len(block) == 10_000:
+                fh.write("".join(block))
+                block.clear()
+        fh.write("".join(block))
+    return home, run.id, path.stat().st_size, time.perf_counter() - t0
+
+
+def append_line(path: Path, step: int) -> None:
+    with open(path, "a") as fh:
+        fh.write(f'{{"step": {step}, "loss": 0.05, "acc": 0.99}}\n')
+
+
+def kb(n: int) -> str:
+    return f"{n / 1000:,.0f} KB"
+
+
+# --- the two parts ---------------------------------------------------------------------------
+def bench_listing(root: Path, env: dict[str, str], orbit_py: Path, repeats: int) -> float:
+    """Part 1: GET / (and its poll) in-process and over HTTP; the in-process median in ms."""
+    home = Home.from_environ({"ORBIT_HOME": str(root)})
+    token = load_or_create_token(home)
+    before = index_lines(home.index_path)
+    t0 = time.perf_counter()
+    app = make_app(home)
+    build = time.perf_counter() - t0
+    _, first, t_first = wsgi_get(app, "/", token)  # warm-up
+    after = index_lines(home.index_path)
+    page = first.decode()
+    shown = [
+        part.split('"', 1)[0] for part in page.split('href="/runs/')[1:] if '"' in part
+    ]  # the ids the page links to, in order
+    shown = list(dict.fromkeys(s for s in shown if "/" not in s))[:50]
+    poll = "/api/runs?ids=" + ",".join(shown)
+    wsgi_get(app, poll, token)
+
+    paths = {"GET /": "/", "GET /?sort=name": "/?sort=name", "GET /?q=sweep-7": "/?q=sweep-7"}
+    paths["GET /api/runs?ids=<50 shown>"] = poll
+    for path in paths.values():
+        wsgi_get(app, path, token)  # warm-up of each
+    times: dict[str, list[float]] = {k: [] for k in paths}
+    sizes: dict[str, int] = {}
+    for _ in range(repeats):
+        for name, path in paths.items():
+            _, body, took = wsgi_get(app, path, token)
+            times[name].append(took)
+            sizes[name] = len(body)
+
+    print(f"\n== runs page `/`, {len(os.listdir(home.runs_dir))} runs in the store ==")
+    rebuilt = "fresh" if after == before else f"{after - before} rows appended by the first GET"
+    print(f"index.jsonl: {before} lines before, {after} after ({rebuilt})")
+    print(f"make_app: {build * 1000:.1f} ms; first GET / (warm-up): {t_first * 1000:.1f} ms")
+    print(f"in-process WSGI, {repeats} repeats after one warm-up, alternated:")
+    print(f"{ms_header(WIDTH)}{'size':>12}")
+    for name, values in times.items():
+        print(f"{ms_row(name, values, WIDTH)}{kb(sizes[name]):>12}")
+
+    with Server(orbit_py, env) as srv:
+        http_token = (root / "web-token").read_text().strip()
+        http_paths = {"HTTP GET /": "/", "HTTP GET /api/runs?ids=<50>": poll}
+        _, t_cold = http_get(srv.base, "/", http_token)
+        for path in http_paths.values():
+            http_get(srv.base, path, http_token)  # warm-up
+        http_times: dict[str, list[float]] = {k: [] for k in http_paths}
+        for _ in range(repeats):
+            for name, path in http_paths.items():
+                http_times[name].append(http_get(srv.base, path, http_token)[1])
+    print(
+        f"real server (`orbit web --port P --json`, started in {srv.startup * 1000:.0f} ms): "
+        f"first GET / {t_cold * 1000:.1f} ms, then {repeats} repeats:"
+    )
+    for name, values in http_times.items():
+        print(ms_row(name, values, WIDTH))
+
+    median_ms = statistics.median(times["GET /"]) * 1000
+    if median_ms >= LIST_TARGET_MS:
+        print("\ncProfile of one in-process GET / (over target):")
+        print(profile(lambda: wsgi_get(app, "/", token)))
+    return median_ms
+
+
+def bench_run_page(
+    root: Path, pycache: Path | None, orbit_py: Path, repeats: int, n_lines: int
+) -> tuple[float, int]:
+    """Part 2: GET /runs/<id> of a run with `n_lines` metric lines; cold ms and page bytes."""
+    home, run_id, size, wrote = metrics_run(root, n_lines)
+    env = child_environ(root, pycache)
+    metrics = home.runs_dir / run_id / "metrics.jsonl"
+    print(f"\n== run page, {n_lines:,} metric lines ==")
+    print(f"run {run_id} (running): metrics.jsonl {size / 1e6:.1f} MB, written in {wrote:.1f} s")
+    page_path = f"/runs/{run_id}"
+    extra = {"GET /runs/<id>/charts": f"{page_path}/charts"}
+    extra["GET /api/runs/<id>/metrics"] = f"/api/runs/{run_id}/metrics"
+
+    # Cold: the first request of a fresh server process parses the whole file.
+    with Server(orbit_py, env) as srv:
+        token = (root / "web-token").read_text().strip()
+        page, t_cold_http = http_get(srv.base, page_path, token)
+        warm_http = [http_get(srv.base, page_path, token)[1] for _ in range(repeats)]
+        extra_http = {}
+        for name, url in extra.items():
+            body, took = http_get(srv.base, url, token)
+            extra_http[name] = (len(body), took)
+
+    token = load_or_create_token(home)
+    app = make_app(home)
+    _, body, t_cold = wsgi_get(app, page_path, token)
+    warm = [wsgi_get(app, page_path, token)[2] for _ in range(repeats)]
+    appended: list[float] = []
+    step = n_lines
+    for _ in range(max(3, repeats // 3)):
+        append_line(metrics, step)
+        step += 1
+        appended.append(wsgi_get(app, page_path, token)[2])
+    extra_times: dict[str, list[float]] = {}
+    extra_sizes: dict[str, int] = {}
+    for name, p in extra.items():
+        wsgi_get(app, p, token)  # warm-up (the metrics endpoint parses for its own points)
+        extra_times[name] = []
+        for _ in range(repeats):
+            _, b, took = wsgi_get(app, p, token)
+            extra_times[name].append(took)
+            extra_sizes[name] = len(b)
+    append_line(metrics, step)
+    appended_charts = wsgi_get(app, extra["GET /runs/<id>/charts"], token)[2]
+
+    charts = page.count(b"<svg")
+    print(
+        f"page: {len(page):,} bytes ({kb(len(page))}), {charts} inline SVG charts; no separate "
+        "series endpoint on load (run.js re-fetches /runs/<id>/charts every 15 s while active)"
+    )
+    print(f"real server: first GET /runs/<id> (cold, parses the file) {t_cold_http * 1000:.1f} ms")
+    print(ms_row("HTTP GET /runs/<id> warm", warm_http, WIDTH))
+    for name, (n, took) in extra_http.items():
+        print(f"HTTP {name}: {took * 1000:.1f} ms, {kb(n)} (first request)")
+    print(f"in-process WSGI: first GET (cold) {t_cold * 1000:.1f} ms, page {kb(len(body))}")
+    print(f"{ms_header(WIDTH)}{'size':>12}")
+    print(f"{ms_row('GET /runs/<id> warm (cached)', warm, WIDTH)}{kb(len(body)):>12}")
+    print(f"{ms_row('GET /runs/<id> after +1 line', appended, WIDTH)}{kb(len(body)):>12}")
+    for name, values in extra_times.items():
+        print(f"{ms_row(name + ' warm', values, WIDTH)}{kb(extra_sizes[name]):>12}")
+    print(f"GET /runs/<id>/charts after +1 line: {appended_charts * 1000:.1f} ms")
+
+    def cold_request() -> None:
+        append_line(metrics, step + 1)
+        wsgi_get(app, page_path, token)
+
+    print("\ncProfile of one GET /runs/<id> after an appended line (a live run's refresh):")
+    print(profile(cold_request))
+    return t_cold_http * 1000, len(page)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description="Server time of the runs page over many runs and of a run page with a "
+        "million metric lines, in-process (WSGI) and through `orbit web`.",
+    )
+    parser.add_argument("--runs", type=int, default=10_000, help="runs in the home (10,000)")
+    parser.add_argument("--repeats", type=int, default=15, help="timed requests of each (15)")
+    parser.add_argument("--lines", type=int, default=METRIC_LINES, help="metric lines (1e6)")
+    parser.add_argument(
+        "--home",
+        type=Path,
+        help="a home already filled by bench_ps.py (--home): used through a private copy "
+        "(hard-linked run directories), so it is never written",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the temporary homes")
+    add_orbit_options(parser, orbit_help="the orbit.py whose `web` server to start")
+    args = parser.parse_args()
+    if args.runs < 1 or args.repeats < 1 or args.lines < 1:
+        parser.error("--runs, --repeats and --lines must be at least 1")
+
+    print("bench_web: server time of the runs page and of a run page with many metric lines")
+    print(machine(load=True))
+    scratch = Path(tempfile.mkdtemp(prefix="orbit-bench-web-"))
+    root = scratch / "home"
+    pycache = None if args.env_as_is else scratch / "pycache"
+    orbit_py = args.orbit.resolve()
+    print(setup_lines(orbit_py, root, pycache))
+    try:
+        if args.home:
+            src = args.home.resolve()
+            if not (src / "runs").is_dir() or not os.listdir(src / "runs"):
+                raise SystemExit(f"bench_web: {src} holds no runs (fill it with bench_ps.py)")
+            t0 = time.perf_counter()
+            copy_home(src, root)
+            took = time.perf_counter() - t0
+            print(f"history: a copy of {src} ({len(os.listdir(root / 'runs'))} runs, {took:.1f} s)")
+        else:
+            import bench_ps
+
+            home = Home.from_environ({"ORBIT_HOME": str(root)})
+            print(f"history: {bench_ps.fill(home, args.runs)}")
+        list_ms = bench_listing(root, child_environ(root, pycache), orbit_py, args.repeats)
+        run_ms, run_bytes = bench_run_page(
+            scratch / "metrics-home", pycache, orbit_py, args.repeats, args.lines
+        )
+    finally:
+        if args.keep:
+            print(f"kept: {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    print()
+    print(f"runs page: {list_ms:.0f} ms (target < {LIST_TARGET_MS:.0f} ms)")
+    print(
+        f"run page with {args.lines:,} metric lines: {run_ms:.0f} ms, {run_bytes / 1000:.0f} KB "
+        f"(target < {PAGE_TARGET_BYTES / 1e6:g} MB)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

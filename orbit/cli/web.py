@@ -1,0 +1,135 @@
+"""orbit web: start the web view in the background if needed and print its login URL."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import time
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+from orbit.cli.common import add_json, print_json
+from orbit.env import Env
+from orbit.errors import OrbitError, UsageError
+
+START_TIMEOUT_S = 15.0
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {text!r}")
+    return value
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("web", help="open the web view (runs, resources, settings)")
+    p.add_argument("id", nargs="?", help="print the URL of this run's page")
+    p.add_argument("--open", action="store_true", help="open the URL in a browser")
+    p.add_argument("--port", type=_port, help="serve on this port (default 7717 or the next free)")
+    p.add_argument("--stop", action="store_true", help="stop the web server of this home")
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the server itself
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def _requested_port(args: argparse.Namespace, env: Env) -> int | None:
+    if args.port is not None:
+        return int(args.port)
+    raw = env.environ.get("ORBIT_PORT")
+    if not raw:
+        return None
+    try:
+        return _port(raw)
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(f"ORBIT_PORT: {exc}") from None
+
+
+def _start(env: Env, port: int | None) -> None:
+    """Start `orbit web --serve` detached, and wait until it serves (or says why it cannot)."""
+    from orbit.web import server
+
+    home = env.home
+    home.ensure()
+    log_path = home.runtime_dir / "web.log"
+    package_parent = str(Path(__file__).resolve().parents[2])
+    path = os.pathsep.join(p for p in (package_parent, env.environ.get("PYTHONPATH")) if p)
+    child_env = {**env.environ, "ORBIT_HOME": str(home.root), "PYTHONPATH": path}
+    with open(log_path, "ab") as log, open(os.devnull, "rb") as null:
+        start = log.tell()
+        proc = subprocess.Popen(
+            server.server_command(port),
+            stdin=null,
+            stdout=log,
+            stderr=log,
+            env=child_env,
+            cwd=str(home.root),
+            start_new_session=True,  # outlives this command and the terminal
+        )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while server.running(home) is None:
+        code = proc.poll()
+        if code is not None:
+            with open(log_path, "rb") as fh:
+                fh.seek(start)
+                lines = fh.read().decode(errors="replace").strip().splitlines()
+            last = lines[-1].removeprefix("orbit: ") if lines else f"exit code {code}"
+            if "already running" in last and server.running(home):
+                return  # another `orbit web` won the race: use its server
+            raise OrbitError(f"the web server did not start: {last} (see {log_path})")
+        if time.monotonic() > deadline:
+            raise OrbitError(f"the web server did not start within {START_TIMEOUT_S:g} s")
+        time.sleep(0.05)
+
+
+def run(args: argparse.Namespace, env: Env) -> int:
+    from orbit.web import server
+    from orbit.web.context import load_or_create_token
+
+    home = env.home
+    port = _requested_port(args, env)
+    if args.serve:
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s web %(message)s")
+        server.serve(home, port)
+        return 0
+    if args.stop:
+        stopped = server.stop(home)
+        if args.json:
+            print_json(env, {"stopped": stopped})
+        else:
+            env.stdout.write("stopped the web server\n" if stopped else "no web server running\n")
+        return 0
+    target = "/"
+    if args.id:
+        from orbit.store.runs import RunStore
+
+        target = f"/runs/{quote(RunStore(home).resolve(args.id).id)}"
+    live = server.running(home)
+    started = live is None
+    if live is None:
+        _start(env, port)
+        live = server.running(home)
+        assert live is not None
+    elif port is not None and live.port != port:
+        raise UsageError(
+            f"the web server already runs on port {live.port}; `orbit web --stop` it first"
+        )
+    token = load_or_create_token(home)
+    query = {"token": token, **({"next": target} if target != "/" else {})}
+    url = f"{live.url}/login?{urlencode(query)}"
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(url)
+    if args.json:
+        print_json(env, {"url": url, "port": live.port, "pid": live.pid, "started": started})
+    else:
+        note = "started the web server; " if started else ""
+        env.stdout.write(f"{note}open {url}\n")
+    return 0

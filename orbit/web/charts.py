@@ -1,0 +1,89 @@
+"""Server-side SVG line charts: one chart per metric key, one polyline per run.
+
+The charts are plain markup (no script needed to see them), every label is escaped, and the
+points are already down-sampled (orbit.web.series), so a chart is a few tens of kilobytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+WIDTH, HEIGHT = 560, 200
+LEFT, RIGHT, TOP, BOTTOM = 58, 10, 10, 26
+COLORS = (
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+    "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22",
+)  # fmt: skip
+
+
+@dataclass
+class Line:
+    label: str
+    x: Sequence[float]
+    y: Sequence[float]
+    color: str
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return ""
+    if v == int(v) and abs(v) < 1e15:
+        return str(int(v))
+    return f"{v:.4g}"
+
+
+def svg_chart(title: str, lines: Sequence[Line], x_label: str) -> str:
+    """An SVG line chart of `lines` (markup, escaped)."""
+    xs = [v for ln in lines for v in (ln.x[0], ln.x[-1]) if len(ln.x)]
+    ys = [v for ln in lines for v in (min(ln.y), max(ln.y)) if len(ln.y)]
+    if not xs or not ys:
+        return ""
+    x0, x1 = min(xs), max(xs)
+    y0, y1 = min(ys), max(ys)
+    if x1 == x0:
+        x0, x1 = x0 - 1, x1 + 1
+    if y1 == y0:
+        y0, y1 = y0 - 1, y1 + 1
+    pw, ph = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    sx, sy = pw / (x1 - x0), ph / (y1 - y0)
+    parts = [
+        f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-label="{escape(title)}" data-x0="{x0}" data-x1="{x1}" data-y0="{y0}" '
+        f'data-y1="{y1}" data-left="{LEFT}" data-top="{TOP}" data-pw="{pw}" data-ph="{ph}">',
+        f"<title>{escape(title)} against {escape(x_label)}</title>",
+        f'<rect class="frame" x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}"/>',
+    ]
+    for frac in (0.0, 0.5, 1.0):
+        yv = y0 + (y1 - y0) * frac
+        py = TOP + ph - (yv - y0) * sy
+        parts.append(
+            f'<line class="grid" x1="{LEFT}" x2="{LEFT + pw}" y1="{py:.1f}" y2="{py:.1f}"/>'
+        )
+        parts.append(
+            f'<text class="tick" x="{LEFT - 4}" y="{py + 4:.1f}" text-anchor="end">'
+            f"{escape(fmt(yv))}</text>"
+        )
+    for frac, anchor in ((0.0, "start"), (0.5, "middle"), (1.0, "end")):
+        xv = x0 + (x1 - x0) * frac
+        px = LEFT + pw * frac
+        parts.append(
+            f'<text class="tick" x="{px:.1f}" y="{HEIGHT - 8}" text-anchor="{anchor}">'
+            f"{escape(fmt(xv))}</text>"
+        )
+    for ln in lines:
+        pts = " ".join(
+            f"{LEFT + (x - x0) * sx:.1f},{TOP + ph - (y - y0) * sy:.1f}"
+            for x, y in zip(ln.x, ln.y, strict=False)
+        )
+        label = escape(ln.label)
+        if len(ln.x) == 1:
+            cx, cy = pts.split(",")
+            parts.append(f'<circle cx="{cx}" cy="{cy}" r="2.5" fill="{ln.color}"/>')
+        parts.append(
+            f'<polyline fill="none" stroke="{ln.color}" stroke-width="1.4" '
+            f'data-label="{label}" points="{pts}"><title>{label}</title></polyline>'
+        )
+    parts.append("</svg>")
+    return "".join(parts)

@@ -1,0 +1,216 @@
+"""The runs page: filter, sort, group and page the listing rows; the live-state API; cancel."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import bottle
+
+from orbit.cli.common import human_seconds
+from orbit.errors import OrbitError
+from orbit.store.describe import duration_s
+from orbit.store.index import row_for
+from orbit.store.runs import Broken, id_key
+from orbit.web.context import WebContext
+
+PER_PAGE = 50
+FILTERS = ("state", "name", "group", "tag", "folder", "q")
+COLUMNS = ("id", "name", "state", "group", "folder", "submitted", "duration")
+STATES = ("queued", "starting", "running", "succeeded", "failed", "cancelled", "lost")
+
+
+@dataclass
+class Query:
+    """The runs page's query string, parsed (unknown or bad values fall back to defaults)."""
+
+    filters: dict[str, str] = field(default_factory=dict)
+    sort: str = "id"
+    desc: bool = True
+    grouped: bool = False
+    page: int = 1
+
+    @classmethod
+    def parse(cls, params: Any) -> Query:
+        filters = {k: params.getunicode(k, "").strip() for k in FILTERS}
+        sort = params.getunicode("sort", "id")
+        try:
+            page = max(1, int(params.get("page", "1")))
+        except ValueError:
+            page = 1
+        return cls(
+            filters={k: v for k, v in filters.items() if v},
+            sort=sort if sort in COLUMNS else "id",
+            desc=params.get("desc", "1") != "0",
+            grouped=params.get("groupby") == "1",
+            page=page,
+        )
+
+    def url(self, **changes: Any) -> str:
+        """This page's URL with some parameters changed (used by sort links and pagination)."""
+        params: dict[str, Any] = dict(self.filters)
+        params.update(sort=self.sort, desc="1" if self.desc else "0", page=self.page)
+        if self.grouped:
+            params["groupby"] = "1"
+        params.update(changes)
+        return "/?" + urlencode({k: v for k, v in params.items() if v not in ("", None)})
+
+
+def _tag_matches(tags: Any, wanted: str) -> bool:
+    if not isinstance(tags, dict):
+        return False
+    key, sep, value = wanted.partition("=")
+    if key not in tags:
+        return False
+    return not sep or str(tags[key]) == value
+
+
+def matches(row: dict[str, Any], filters: dict[str, str]) -> bool:
+    if "state" in filters and row.get("state") not in filters["state"].split(","):
+        return False
+    if "name" in filters and filters["name"].lower() not in str(row.get("name") or "").lower():
+        return False
+    if "group" in filters and str(row.get("group") or "") != filters["group"]:
+        return False
+    folder = filters.get("folder")
+    if folder:
+        mine = str(row.get("folder") or "")
+        if mine != folder and not mine.startswith(folder + "/"):
+            return False
+    if "tag" in filters and not _tag_matches(row.get("tags"), filters["tag"]):
+        return False
+    if "q" in filters:
+        hay = " ".join(
+            str(row.get(k) or "")
+            for k in ("id", "name", "group", "folder", "state", "reason", "image")
+        )
+        hay += " " + " ".join(str(c) for c in row.get("command") or [])
+        hay += " " + " ".join(f"{k}={v}" for k, v in (row.get("tags") or {}).items())
+        if filters["q"].lower() not in hay.lower():
+            return False
+    return True
+
+
+def resources_text(row: dict[str, Any]) -> str:
+    parts = []
+    if row.get("cpus"):
+        parts.append(f"{row['cpus']:g} CPU")
+    if row.get("mem_gb"):
+        parts.append(f"{row['mem_gb']:g} GiB")
+    if row.get("gpus"):
+        parts.append(f"{row['gpus']} GPU")
+    return ", ".join(parts) or "-"
+
+
+def view_row(row: dict[str, Any] | Broken) -> dict[str, Any]:
+    """What one table row shows (all plain strings; the template escapes them)."""
+    if isinstance(row, Broken):
+        return {"id": row.id, "error": row.problem, "state": "error", "group": ""}
+    dur = duration_s(row)
+    return {
+        "id": str(row["id"]),
+        "error": None,
+        "name": str(row.get("name") or ""),
+        "state": str(row.get("state") or ""),
+        "group": str(row.get("group") or ""),
+        "folder": str(row.get("folder") or ""),
+        "submitted": str(row.get("submitted_at") or "")[:19].replace("T", " "),
+        "submitted_at": row.get("submitted_at") or "",
+        "duration": human_seconds(dur),
+        "duration_s": dur or 0.0,
+        "resources": resources_text(row),
+        "reason": str(row.get("reason") or ""),
+        "tags": ", ".join(f"{k}={v}" for k, v in (row.get("tags") or {}).items()),
+    }
+
+
+def _sort_key(col: str) -> Any:
+    """Sorts raw index rows (and Broken entries), so only the page shown is formatted."""
+
+    def key(row: dict[str, Any] | Broken) -> Any:
+        if isinstance(row, Broken):
+            return id_key(row.id) if col == "id" else ("", id_key(row.id))
+        if col == "id":
+            return id_key(str(row["id"]))
+        if col == "submitted":
+            return row.get("submitted_at") or ""
+        if col == "duration":
+            return duration_s(row) or 0.0
+        return (str(row.get(col) or "").lower(), id_key(str(row["id"])))
+
+    return key
+
+
+def _group_of(row: dict[str, Any] | Broken) -> str:
+    return "" if isinstance(row, Broken) else str(row.get("group") or "")
+
+
+def select(rows: list[dict[str, Any] | Broken], query: Query) -> dict[str, Any]:
+    """The rows of one page, after filters, sorting, grouping and paging."""
+    field_filters = {k: v for k, v in query.filters.items() if k != "q"}
+    kept: list[dict[str, Any] | Broken] = []
+    for row in rows:
+        if isinstance(row, Broken):
+            # A run that cannot be read matches no field, but must not vanish silently.
+            if not field_filters and query.filters.get("q", row.id) in row.id:
+                kept.append(row)
+        elif matches(row, query.filters):
+            kept.append(row)
+    kept.sort(key=_sort_key(query.sort), reverse=query.desc)
+    if query.grouped:  # stable: keeps the chosen order inside each group
+        kept.sort(key=_group_of)
+    pages = max(1, math.ceil(len(kept) / PER_PAGE))
+    page = min(query.page, pages)
+    shown = [view_row(r) for r in kept[(page - 1) * PER_PAGE : page * PER_PAGE]]
+    return {"rows": shown, "total": len(kept), "page": page, "pages": pages}
+
+
+def register(app: bottle.Bottle, ctx: WebContext) -> None:
+    @app.get("/")
+    @ctx.require_auth
+    def runs_page() -> str:
+        query = Query.parse(bottle.request.query)
+        data = select(ctx.store.list_rows(), query)
+        return ctx.render("listing", title="Runs", query=query, states=STATES, **data)
+
+    @app.get("/api/runs")
+    @ctx.require_auth
+    def runs_api() -> dict[str, Any]:
+        """State, reason and duration of the runs named in ?ids=1,2 (or of all runs)."""
+        wanted = [i for i in bottle.request.query.get("ids", "").split(",") if i]
+        rows: list[dict[str, Any] | Broken]
+        if wanted:  # the page polls only what it shows: read those runs, not all of them
+            rows = []
+            for item in ctx.store.load_many(i for i in wanted if i.isdigit()):
+                rows.append(item if isinstance(item, Broken) else row_for(item, None))
+        else:
+            rows = ctx.store.list_rows()
+        out: dict[str, Any] = {}
+        for row in rows:
+            rid = row.id if isinstance(row, Broken) else str(row["id"])
+            v = view_row(row)
+            out[rid] = {k: v.get(k) for k in ("state", "reason", "duration", "error")}
+        return {"runs": out}
+
+    @app.post("/cancel")
+    @ctx.require_auth
+    def cancel() -> Any:
+        from orbit.execute.control import request_cancel
+
+        ctx.check_csrf()
+        ids = [i for v in bottle.request.forms.getall("ids") for i in v.split(",") if i]
+        if not ids:
+            bottle.abort(400, "no runs selected")
+        results = {}
+        for ref in ids:
+            try:
+                run = request_cancel(ctx.store, ctx.store.resolve(ref).id, actor=ctx.actor)
+                results[run.id] = {"state": run.state.value}
+            except OrbitError as exc:
+                results[ref] = {"error": str(exc)}
+        if bottle.request.get_header("Accept", "").startswith("application/json"):
+            return {"cancelled": results}
+        back = bottle.request.forms.getunicode("back", "/")
+        bottle.redirect(back if back.startswith("/") and not back.startswith("//") else "/", 303)

@@ -1,0 +1,89 @@
+// Orbit web view: live states, multi-select actions and keyboard shortcuts. No build step.
+(function () {
+  "use strict";
+  var token = document.body.dataset.token;
+  var keys = document.getElementById("keys");
+  function toggleKeys() { keys.hidden = !keys.hidden; }
+  var show = document.getElementById("show-keys");
+  if (show) show.addEventListener("click", function (e) { e.preventDefault(); toggleKeys(); });
+
+  var rows = function () { return Array.prototype.slice.call(document.querySelectorAll("tr.run")); };
+  var selected = function () {
+    return Array.prototype.slice.call(document.querySelectorAll("tr.run input[name=ids]:checked"))
+      .map(function (b) { return b.value; });
+  };
+
+  // --- multi-select -------------------------------------------------------------------------
+  var all = document.getElementById("select-all");
+  if (all) all.addEventListener("change", function () {
+    document.querySelectorAll("tr.run input[name=ids]").forEach(function (b) { b.checked = all.checked; });
+  });
+  function compare() {
+    var ids = selected();
+    if (ids.length) window.location.href = "/compare?ids=" + ids.map(encodeURIComponent).join(",");
+  }
+  var cmp = document.getElementById("compare");
+  if (cmp) cmp.addEventListener("click", compare);
+  var form = document.getElementById("runs-form");
+  if (form) form.addEventListener("submit", function (e) {
+    var ids = selected();
+    if (!ids.length || !window.confirm("Cancel " + ids.length + " run(s): " + ids.join(", ") + "?")) e.preventDefault();
+  });
+
+  // --- live state: poll the JSON endpoint and update the state cells ------------------------
+  function refresh() {
+    var shown = rows().map(function (r) { return r.dataset.id; });
+    if (!shown.length || document.hidden) return;
+    fetch("/api/runs?ids=" + shown.map(encodeURIComponent).join(","),
+          { headers: { "X-Orbit-Token": token }, credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.json() : null; })
+      .then(function (data) {
+        if (!data) return;
+        rows().forEach(function (row) {
+          var run = data.runs[row.dataset.id];
+          if (!run || run.error) return;
+          ["state", "reason", "duration"].forEach(function (f) {
+            var cell = row.querySelector("[data-field=" + f + "]");
+            if (cell && cell.textContent !== (run[f] || "")) {
+              cell.textContent = run[f] || "";  // text, never HTML
+              if (f === "state") cell.className = "state state-" + run.state;
+            }
+          });
+        });
+      })
+      .catch(function () {});
+  }
+  if (rows().length) setInterval(refresh, 2500);
+
+  // --- keyboard shortcuts ------------------------------------------------------------------
+  var current = -1;
+  function focusRow(i) {
+    var list = rows();
+    if (!list.length) return;
+    current = Math.max(0, Math.min(list.length - 1, i));
+    list.forEach(function (r, j) { r.classList.toggle("current", j === current); });
+    list[current].scrollIntoView({ block: "nearest" });
+  }
+  document.addEventListener("keydown", function (e) {
+    var t = e.target;
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT")) {
+      if (e.key === "Escape") t.blur();
+      return;
+    }
+    var list = rows();
+    if (e.key === "j") focusRow(current + 1);
+    else if (e.key === "k") focusRow(current - 1);
+    else if ((e.key === "o" || e.key === "Enter") && list[current]) {
+      window.location.href = "/runs/" + encodeURIComponent(list[current].dataset.id);
+    } else if (e.key === "x" && list[current]) {
+      var box = list[current].querySelector("input[name=ids]");
+      if (box) box.checked = !box.checked;
+    } else if (e.key === "c") compare();
+    else if (e.key === "/") {
+      var s = document.getElementById("search");
+      if (s) { e.preventDefault(); s.focus(); }
+    } else if (e.key === "?") toggleKeys();
+    else return;
+  });
+})();

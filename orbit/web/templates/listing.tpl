@@ -1,0 +1,84 @@
+<form class="filters" method="get" action="/">
+  <input type="search" name="q" id="search" value="{{query.filters.get('q', '')}}" placeholder="Search (/)">
+  <select name="state">
+    <option value="">any state</option>
+    % for s in states:
+    <option value="{{s}}"{{' selected' if query.filters.get('state') == s else ''}}>{{s}}</option>
+    % end
+  </select>
+  <input name="name" value="{{query.filters.get('name', '')}}" placeholder="name">
+  <input name="group" value="{{query.filters.get('group', '')}}" placeholder="group">
+  <input name="tag" value="{{query.filters.get('tag', '')}}" placeholder="tag or key=value">
+  <input name="folder" value="{{query.filters.get('folder', '')}}" placeholder="folder">
+  <label><input type="checkbox" name="groupby" value="1"{{' checked' if query.grouped else ''}}> by group</label>
+  <input type="hidden" name="sort" value="{{query.sort}}">
+  <input type="hidden" name="desc" value="{{'1' if query.desc else '0'}}">
+  <button type="submit">Filter</button>
+  <a href="/">clear</a>
+</form>
+
+<form id="runs-form" method="post" action="/cancel">
+<input type="hidden" name="token" value="{{csrf}}">
+<input type="hidden" name="back" value="{{query.url()}}">
+<div class="actions">
+  <button type="button" id="compare" title="Compare the selected runs (c)">Compare</button>
+  <button type="submit" id="cancel" class="danger" title="Cancel the selected runs">Cancel</button>
+  <span class="count">{{total}} run{{'' if total == 1 else 's'}}</span>
+</div>
+<div class="scroll">
+<table class="runs">
+<thead><tr>
+  <th><input type="checkbox" id="select-all" title="select all"></th>
+  % for col in ("id", "name", "state", "group", "folder", "submitted", "duration"):
+  %   mark = (" ▼" if query.desc else " ▲") if query.sort == col else ""
+  <th><a href="{{query.url(sort=col, desc='0' if query.sort == col and query.desc else '1', page=1)}}">{{col}}{{mark}}</a></th>
+  % end
+  <th>resources</th><th>reason</th>
+</tr></thead>
+<tbody>
+% last_group = None
+% for r in rows:
+%   if query.grouped and r.get("group") != last_group:
+%     last_group = r.get("group")
+<tr class="group-row"><th colspan="10">{{last_group or "(no group)"}}</th></tr>
+%   end
+%   if r["error"]:
+<tr class="run broken" data-id="{{r['id']}}">
+  <td><input type="checkbox" name="ids" value="{{r['id']}}"></td>
+  <td><a href="/runs/{{r['id']}}">{{r['id']}}</a></td>
+  <td colspan="8" class="error">cannot read this run: {{r['error']}}</td>
+</tr>
+%   else:
+<tr class="run" data-id="{{r['id']}}">
+  <td><input type="checkbox" name="ids" value="{{r['id']}}"></td>
+  <td><a href="/runs/{{r['id']}}">{{r['id']}}</a></td>
+  <td class="name">{{r['name']}}</td>
+  <td><span class="state state-{{r['state']}}" data-field="state">{{r['state']}}</span></td>
+  <td>{{r['group']}}</td>
+  <td>{{r['folder']}}</td>
+  <td class="time">{{r['submitted']}}</td>
+  <td data-field="duration">{{r['duration']}}</td>
+  <td>{{r['resources']}}</td>
+  <td class="reason" data-field="reason">{{r['reason']}}</td>
+</tr>
+%   end
+% end
+% if not rows:
+<tr><td colspan="10" class="empty">No runs{{' match these filters' if query.filters else ' yet: start one with orbit run'}}.</td></tr>
+% end
+</tbody>
+</table>
+</div>
+</form>
+
+% if pages > 1:
+<nav class="pages">
+  % if page > 1:
+  <a href="{{query.url(page=page - 1)}}" rel="prev">← previous</a>
+  % end
+  <span>page {{page}} of {{pages}}</span>
+  % if page < pages:
+  <a href="{{query.url(page=page + 1)}}" rel="next">next →</a>
+  % end
+</nav>
+% end

@@ -1,0 +1,58 @@
+<h1>Resources</h1>
+% if error:
+<p class="error">Could not read the resources: {{error}}</p>
+% else:
+% src = {"fake": "stand-in", "nvml": "NVML", "none": "none found"}.get(data["gpu_source"], data["gpu_source"])
+<h2>GPUs <small>({{src}})</small></h2>
+% if data["gpus"]:
+<div class="scroll"><table>
+<thead><tr><th>index</th><th>name</th><th>memory</th><th>busy</th><th>holder</th><th>processes</th></tr></thead>
+<tbody>
+% for g in data["gpus"]:
+<tr>
+  <td>{{g["index"]}}</td><td>{{g["name"]}}</td>
+  <td>{{"%.1f" % g["memory_used_gb"]}} / {{"%.1f" % g["memory_total_gb"]}} GiB</td>
+  <td>{{"-" if g["utilization"] is None else "%s%%" % g["utilization"]}}</td>
+  <td>{{g["holder"] or ("free" if g["allowed"] else "not allowed (ORBIT_GPUS)")}}</td>
+  <td>{{", ".join("%s %s (%.1f GiB)" % (p["pid"], p["name"], p["memory_gb"]) for p in g["processes"]) or "-"}}</td>
+</tr>
+% end
+</tbody></table></div>
+% else:
+<p>No GPUs.</p>
+% end
+% c, m = data["cpus"], data["memory"]
+<h2>CPUs and memory</h2>
+<table class="kv">
+<tr><th>CPUs</th><td>{{"%g" % c["leased"]}} of {{"%g" % c["total"]}} leased; {{"%.1f" % c["outside"]}} busy outside Orbit (load {{c["load"]}})</td></tr>
+<tr><th>Memory</th><td>{{"%g" % m["leased_gb"]}} of {{"%g" % m["total_gb"]}} GiB leased; {{"%.1f" % m["outside_gb"]}} GiB in use outside Orbit</td></tr>
+</table>
+<h2>Leases</h2>
+% if data["leases"]:
+<div class="scroll"><table>
+<thead><tr><th>run</th><th>name</th><th>state</th><th>CPUs</th><th>memory</th><th>GPUs</th></tr></thead>
+<tbody>
+% for l in data["leases"]:
+<tr><td><a href="/runs/{{l['id']}}">{{l["id"]}}</a></td><td>{{l["name"] or ""}}</td><td>{{l["state"]}}</td>
+<td>{{"%g" % l["cpus"]}}</td><td>{{"%g" % l["mem_gb"]}} GiB</td><td>{{",".join(str(i) for i in l["gpus"]) or "-"}}</td></tr>
+% end
+</tbody></table></div>
+% else:
+<p>No leases.</p>
+% end
+<h2>Queue</h2>
+% if data["queue"]:
+<div class="scroll"><table>
+<thead><tr><th>run</th><th>name</th><th>why it waits</th></tr></thead>
+<tbody>
+% for q in data["queue"]:
+<tr><td><a href="/runs/{{q['id']}}">{{q["id"]}}</a></td><td>{{q["name"] or ""}}</td><td class="reason">{{q["reason"] or ""}}</td></tr>
+% end
+</tbody></table></div>
+% else:
+<p>The queue is empty.</p>
+% end
+% for problem in data["problems"]:
+<p class="error">{{problem}}</p>
+% end
+% end

@@ -1,0 +1,179 @@
+<link rel="stylesheet" href="/static/run.css">
+<div class="run-page" id="run-page" data-run="{{run.id}}" data-active="{{'0' if run.state.finished else '1'}}"
+     data-log-start="{{log['start']}}" data-log-next="{{log['next_offset']}}">
+<h1>Run {{run.id}}{{' · ' + info['name'] if info['name'] else ''}}
+  <span class="state state-{{info['state']}}" id="run-state">{{info['state']}}</span></h1>
+% if info['reason']:
+<p class="reason" id="run-reason">{{info['reason']}}</p>
+% end
+<nav class="run-tabs">
+  <a href="#overview">Overview</a> <a href="#logs">Logs</a> <a href="#metrics">Metrics</a>
+  <a href="#artifacts">Artifacts</a> <a href="#diff">Code diff</a> <a href="#notes">Notes</a>
+  <a href="#session">Agent session</a> <a href="#events">Events</a>
+  <a href="/compare?ids={{run.id}}">Compare…</a>
+</nav>
+
+<section id="overview">
+<h2>Overview</h2>
+<div class="run-grid">
+<table class="kv">
+  <tr><th>name</th><td>{{info['name'] or ''}}</td></tr>
+  <tr><th>group</th><td>{{info['group'] or ''}}</td></tr>
+  <tr><th>folder</th><td>{{info['folder'] or ''}}</td></tr>
+  <tr><th>state</th><td><span class="state state-{{info['state']}}">{{info['state']}}</span></td></tr>
+  <tr><th>reason</th><td>{{info['reason'] or ''}}</td></tr>
+  <tr><th>exit code</th><td>{{'' if info['exit_code'] is None else info['exit_code']}}{{' (killed for memory)' if info['oom_killed'] else ''}}</td></tr>
+  <tr><th>image</th><td><code>{{info['image'] or ''}}</code></td></tr>
+  <tr><th>command</th><td><code>{{' '.join(str(c) for c in info['command'])}}</code></td></tr>
+  % proj = info['project']
+  % if proj:
+  <tr><th>project</th><td>{{proj.get('mode', '')}} {{proj.get('path') or ''}} <code>{{(proj.get('commit') or '')[:12]}}</code>{{' (dirty)' if proj.get('dirty') else ''}}</td></tr>
+  % end
+  <tr><th>network</th><td>{{spec.get('network') or ''}}</td></tr>
+  <tr><th>timeout</th><td>{{'' if info['timeout_min'] is None else fmt(float(info['timeout_min'])) + ' min'}}</td></tr>
+  <tr><th>node</th><td>{{spec.get('node') or ''}}</td></tr>
+</table>
+<table class="kv">
+  % res = info['resources']
+  <tr><th colspan="2">Resources requested</th></tr>
+  <tr><th>CPUs</th><td>{{res.get('cpus', '')}}</td></tr>
+  <tr><th>memory</th><td>{{res.get('mem_gb', '')}} GiB</td></tr>
+  <tr><th>GPUs</th><td>{{res.get('gpus', 0)}}{{' (≥ %s GiB free)' % res['gpu_mem_gb'] if res.get('gpu_mem_gb') else ''}}{{' pinned %s' % res['gpu_ids'] if res.get('gpu_ids') else ''}}</td></tr>
+  % lease = info['lease'] or {}
+  % if lease:
+  <tr><th>leased GPUs</th><td>{{', '.join(str(g.get('index')) for g in lease.get('gpus') or []) or 'none'}}</td></tr>
+  % end
+  % pk = info['peaks']
+  <tr><th colspan="2">Measured peaks</th></tr>
+  <tr><th>memory</th><td>{{fmt_size(pk['mem_bytes']) if pk.get('mem_bytes') is not None else '—'}}</td></tr>
+  <tr><th>CPU cores</th><td>{{pk.get('cpu_cores', '—')}}</td></tr>
+  <tr><th>CPU seconds</th><td>{{pk.get('cpu_seconds', '—')}}</td></tr>
+</table>
+<table class="kv">
+  <tr><th colspan="2">Timings</th></tr>
+  <tr><th>submitted</th><td class="time">{{info['submitted_at'] or ''}}</td></tr>
+  <tr><th>admitted</th><td class="time">{{status.get('admitted_at') or ''}}</td></tr>
+  <tr><th>started</th><td class="time">{{info['started_at'] or ''}}</td></tr>
+  <tr><th>finished</th><td class="time">{{info['finished_at'] or ''}}</td></tr>
+  <tr><th>duration</th><td>{{'' if info['duration_s'] is None else '%s s' % info['duration_s']}}</td></tr>
+</table>
+<table class="kv">
+  <tr><th colspan="2">Parameters</th></tr>
+  % for k, v in (info['params'] or {}).items():
+  <tr><th>{{k}}</th><td>{{v}}</td></tr>
+  % end
+  % if not info['params']:
+  <tr><td colspan="2" class="muted">none</td></tr>
+  % end
+  <tr><th colspan="2">Tags</th></tr>
+  % for k, v in (info['tags'] or {}).items():
+  <tr><th>{{k}}</th><td>{{v}}</td></tr>
+  % end
+  % if not info['tags']:
+  <tr><td colspan="2" class="muted">none</td></tr>
+  % end
+</table>
+</div>
+</section>
+
+<section id="logs">
+<h2>Logs <small id="log-info">{{fmt_size(log['size'])}}</small></h2>
+<div class="log-tools">
+  <button type="button" id="log-earlier"{{'' if log['start'] > 0 else ' disabled'}}>Load earlier</button>
+  <input type="search" id="log-search" placeholder="filter lines in the loaded window">
+  <label><input type="checkbox" id="log-follow"{{' checked' if not run.state.finished else ''}}> follow</label>
+  <span id="log-count" class="muted"></span>
+  <a href="/api/runs/{{run.id}}/log?offset=0&amp;limit=1048576">first MiB</a>
+</div>
+<pre class="log" id="log">{{log['text']}}</pre>
+</section>
+
+<section id="metrics">
+<h2>Metrics <small>{{metrics['lines']}} lines, x axis: {{metrics['x_label']}}</small></h2>
+% if metrics['skipped_bytes']:
+<p class="muted">The file is large: only its last part is charted ({{fmt_size(metrics['skipped_bytes'])}} skipped).</p>
+% end
+% if not metrics['keys']:
+<p class="muted">No numeric metrics in metrics.jsonl yet.</p>
+% end
+<div class="charts" id="charts">{{!charts}}</div>
+% if len(metrics['keys']) > page_charts or metrics['dropped_keys']:
+<p class="muted">{{max(0, len(metrics['keys']) - page_charts) + metrics['dropped_keys']}} more keys are not charted here: see <a href="/api/runs/{{run.id}}/metrics">the metrics as JSON</a>.</p>
+% end
+</section>
+
+<section id="artifacts">
+<h2>Artifacts <small>output/</small></h2>
+% if output is None:
+<p class="muted">This run has no output/ folder.</p>
+% elif not output:
+<p class="muted">output/ is empty.</p>
+% else:
+<table class="files">
+% for e in output:
+<tr><td><a href="/runs/{{run.id}}/files/{{q(e.name)}}{{'/' if e.is_dir else ''}}">{{e.name}}{{'/' if e.is_dir else ''}}</a></td><td>{{'' if e.is_dir else fmt_size(e.size)}}</td></tr>
+% end
+</table>
+% if n_output > len(output):
+<p><a href="/runs/{{run.id}}/files/">all {{n_output}} entries</a></p>
+% end
+% end
+</section>
+
+<section id="diff">
+<h2>Code diff</h2>
+% if not has_diff:
+<p class="muted">No code.diff: the run did not snapshot a project.</p>
+% elif not diff:
+<p class="muted">The snapshot carried no uncommitted changes.</p>
+% else:
+<pre class="diff">\\
+% for kind, line in diff:
+<span class="{{kind}}">{{line}}</span>
+% end
+</pre>
+% if diff_cut:
+<p class="muted">Cut at 512 KiB: <a href="/runs/{{run.id}}/code.diff">the whole diff</a>.</p>
+% end
+% end
+</section>
+
+<section id="notes">
+<h2>Notes</h2>
+% for n in info.get('notes') or []:
+<div class="note"><div class="note-meta">{{n.get('time', '')}} · {{n.get('author', '')}}</div><div class="note-text">{{n.get('text', '')}}</div></div>
+% end
+% if not info.get('notes'):
+<p class="muted">No notes yet.</p>
+% end
+<form method="post" action="/runs/{{run.id}}/notes" class="note-form">
+  <input type="hidden" name="token" value="{{csrf}}">
+  <textarea name="text" rows="3" placeholder="A conclusion to keep with this run" required></textarea>
+  <button type="submit">Add note</button>
+</form>
+</section>
+
+<section id="session">
+<h2>Agent session</h2>
+% if session is None:
+<p class="muted">No agent session was recorded for this run.</p>
+% else:
+<table class="files">
+% for e in session:
+<tr><td><a href="/runs/{{run.id}}/session/{{q(e.name)}}{{'/' if e.is_dir else ''}}">{{e.name}}{{'/' if e.is_dir else ''}}</a></td><td>{{'' if e.is_dir else fmt_size(e.size)}}</td></tr>
+% end
+</table>
+% end
+</section>
+
+<section id="events">
+<h2>Events</h2>
+<table class="events">
+<tr><th>time</th><th>event</th><th>state</th><th>actor</th><th>reason</th></tr>
+% for ev in events[-200:]:
+<tr><td class="time">{{ev.get('time', '')}}</td><td>{{ev.get('event', '')}}</td><td>{{ev.get('state', '')}}</td><td>{{ev.get('actor', '')}}</td><td>{{ev.get('reason') or ''}}</td></tr>
+% end
+</table>
+</section>
+</div>
+<script src="/static/run.js"></script>
