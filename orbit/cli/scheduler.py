@@ -213,6 +213,16 @@ def uninstall(args: argparse.Namespace, env: Env) -> int:
     return 0
 
 
+def _web_state(env: Env) -> str:
+    """Whether orbit-web.service is installed (and running) for this home."""
+    from orbit.web import server
+
+    try:
+        return server.unit_state(env.home, env.environ)[1]
+    except OrbitError as exc:  # the web view is an extra here: never fail the status over it
+        return f"unknown ({exc})"
+
+
 def status(args: argparse.Namespace, env: Env) -> int:
     from orbit.sched import supervisor
 
@@ -230,6 +240,7 @@ def status(args: argparse.Namespace, env: Env) -> int:
         ("systemd", report.systemd.state),
         ("cron", report.cron.state),
         ("foreground", report.foreground.state),
+        ("web", _web_state(env)),
     ]
     if report.systemd.installed:
         rows.insert(4, ("", f"units in {report.systemd.unit_dir}"))

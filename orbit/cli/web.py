@@ -32,6 +32,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--open", action="store_true", help="open the URL in a browser")
     p.add_argument("--port", type=_port, help="serve on this port (default 7717 or the next free)")
     p.add_argument("--stop", action="store_true", help="stop the web server of this home")
+    p.add_argument(
+        "--install",
+        action="store_true",
+        help="install a systemd user unit that keeps the server up (orbit-web.service)",
+    )
+    p.add_argument(
+        "--uninstall", action="store_true", help="stop and remove this home's orbit-web.service"
+    )
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the server itself
     add_json(p)
     p.set_defaults(func=run)
@@ -98,6 +106,23 @@ def run(args: argparse.Namespace, env: Env) -> int:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s web %(message)s")
         server.serve(home, port)
         return 0
+    actions = [f"--{a}" for a in ("stop", "install", "uninstall") if getattr(args, a)]
+    if len(actions) > 1:
+        raise UsageError(f"{' and '.join(actions)} cannot be combined")
+    if actions and args.id:
+        raise UsageError(f"{actions[0]} takes no run ID")
+    if args.install:
+        return _install(env, port, args.json)
+    if args.uninstall:
+        removed = server.uninstall_unit(home, env.environ)
+        if args.json:
+            print_json(env, {"uninstalled": [removed.as_dict()]})
+            return 0
+        for item in removed.removed:
+            print(f"systemd: removed {item}", file=env.stdout)
+        if removed.note:
+            print(f"systemd: {removed.note}", file=env.stdout)
+        return 0
     if args.stop:
         stopped = server.stop(home)
         if args.json:
@@ -132,4 +157,31 @@ def run(args: argparse.Namespace, env: Env) -> int:
     else:
         note = "started the web server; " if started else ""
         env.stdout.write(f"{note}open {url}\n")
+    return 0
+
+
+def _install(env: Env, port: int | None, as_json: bool) -> int:
+    """`orbit web --install`: the same conventions as `orbit scheduler install --systemd`."""
+    from orbit.web import server
+
+    result = server.install_unit(env.home, env.environ, port)
+    if as_json:
+        print_json(env, result.as_dict())
+        return 0
+    out = env.stdout
+    verb = "wrote" if result.changed else "unchanged"
+    for path in result.files:
+        print(f"{verb} {path}", file=out)
+    if result.started:
+        print(f"systemd: {server.UNIT} serves this home; `orbit web` prints its URL", file=out)
+    elif result.enabled:
+        print(
+            f"enabled {server.UNIT} (it starts with your user manager) but NOT started: "
+            f"{result.problem}",
+            file=out,
+        )
+    else:
+        print(f"written but NOT enabled: {result.problem}", file=out)
+    if result.todo:
+        print(f"to finish: {result.todo}", file=out)
     return 0

@@ -14,7 +14,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -171,12 +171,16 @@ def _unit_home(path: Path) -> str | None:
     return ""
 
 
-def _check_owner(home: Home, path: Path) -> None:
+def _check_owner(home: Home, path: Path, fix: Callable[[str], str] | None = None) -> None:
+    """Refuse to replace a unit another home (or not Orbit) wrote; `fix(owner)` is the message
+    (what to do then) when another home's unit is in the way."""
     owner = _unit_home(path)
     if owner is None or owner == str(home.root):
         return
     if owner == "":
         raise ConflictError(f"{path} exists and was not written by Orbit; move it away first")
+    if fix is not None:
+        raise ConflictError(fix(owner))
     raise ConflictError(
         f"the systemd timer already ticks ORBIT_HOME={owner} (one home per user): remove it with "
         f"`ORBIT_HOME={shlex.quote(owner)} orbit scheduler uninstall --systemd`, "
@@ -197,18 +201,25 @@ class Installed(_Data):
     problem: str | None = None  # why it is not ticking now
 
 
-def install_systemd(home: Home, environ: Mapping[str, str], interval_s: float) -> Installed:
-    """Write the tick units, enable the timer and (with a reachable user systemd) start it.
+def install_units(
+    home: Home,
+    environ: Mapping[str, str],
+    units: Mapping[str, str],
+    main: str,
+    *,
+    owner_fix: Callable[[str], str] | None = None,
+    interval_s: float = 0.0,
+) -> Installed:
+    """Write `units` into the user unit dir, enable `main` and (with a reachable user systemd)
+    start it, restarting it when a unit changed. Shared by the tick's units and the web unit.
 
     Without a reachable user manager the units are still written and, when systemctl can do so
-    offline, enabled: the timer then starts with the user manager; `todo` says how to start it
-    now.
+    offline, enabled: `main` then starts with the user manager; `todo` says how to start it now.
     """
     unit_dir = user_unit_dir(environ)
-    units = render_units(home, interval_s)
     paths = {name: unit_dir / name for name in units}
     for path in paths.values():
-        _check_owner(home, path)
+        _check_owner(home, path, owner_fix)
     changed = False
     unit_dir.mkdir(parents=True, exist_ok=True)
     for name, text in units.items():
@@ -220,11 +231,11 @@ def install_systemd(home: Home, environ: Mapping[str, str], interval_s: float) -
         "systemd", changed, files=[str(p) for p in paths.values()], interval_s=interval_s
     )
     reload = _systemctl(environ, "daemon-reload")
-    enable = _systemctl(environ, "enable", TIMER)  # works offline too: it only makes a symlink
+    enable = _systemctl(environ, "enable", main)  # works offline too: it only makes a symlink
     result.enabled = enable.code == 0
     if reload.code == 0:
-        # restart when changed: a new interval takes effect at once.
-        start = _systemctl(environ, "restart" if changed else "start", TIMER)
+        # restart when changed: a new interval (or command) takes effect at once.
+        start = _systemctl(environ, "restart" if changed else "start", main)
         result.started = start.code == 0
         if not result.started:
             result.problem = start.why
@@ -232,10 +243,16 @@ def install_systemd(home: Home, environ: Mapping[str, str], interval_s: float) -
         result.problem = f"no user systemd reachable ({reload.why})"
     if not result.enabled:
         result.problem = result.problem or enable.why
-        result.todo = f"systemctl --user daemon-reload && systemctl --user enable --now {TIMER}"
+        result.todo = f"systemctl --user daemon-reload && systemctl --user enable --now {main}"
     elif not result.started:
-        result.todo = f"systemctl --user daemon-reload && systemctl --user start {TIMER}"
+        result.todo = f"systemctl --user daemon-reload && systemctl --user start {main}"
     return result
+
+
+def install_systemd(home: Home, environ: Mapping[str, str], interval_s: float) -> Installed:
+    """Write the tick units, enable the timer and (with a reachable user systemd) start it."""
+    units = render_units(home, interval_s)
+    return install_units(home, environ, units, TIMER, interval_s=interval_s)
 
 
 @dataclass
@@ -245,10 +262,13 @@ class Removed(_Data):
     note: str | None = None  # why something was left in place
 
 
-def uninstall_systemd(home: Home, environ: Mapping[str, str]) -> Removed:
-    """Stop, disable and delete the tick units, if they were rendered for this home."""
+def uninstall_units(
+    home: Home, environ: Mapping[str, str], names: tuple[str, ...], main: str, wanted_by: str
+) -> Removed:
+    """Stop, disable and delete `names` (`main` is the enabled one, in `wanted_by`.wants), if
+    they were rendered for this home."""
     unit_dir = user_unit_dir(environ)
-    paths = [unit_dir / name for name in TICK_UNITS]
+    paths = [unit_dir / name for name in names]
     owners = {_unit_home(p) for p in paths} - {None}
     result = Removed("systemd")
     if not owners:
@@ -256,13 +276,14 @@ def uninstall_systemd(home: Home, environ: Mapping[str, str]) -> Removed:
         return result
     if owners != {str(home.root)}:
         others = ", ".join(sorted(o or "not written by Orbit" for o in owners))
-        result.note = f"the units in {unit_dir} are not this home's ({others}); left in place"
+        where = f"units in {unit_dir} are" if len(names) > 1 else f"unit {paths[0]} is"
+        result.note = f"the {where} not this home's ({others}); left in place"
         return result
-    _systemctl(environ, "stop", TIMER)
-    _systemctl(environ, "disable", TIMER)
-    # Without systemctl the enable symlink may remain; it is ours when it points at our timer.
-    wants = unit_dir / "timers.target.wants" / TIMER
-    if wants.is_symlink() and Path(os.readlink(wants)).name == TIMER:
+    _systemctl(environ, "stop", main)
+    _systemctl(environ, "disable", main)
+    # Without systemctl the enable symlink may remain; it is ours when it points at our unit.
+    wants = unit_dir / f"{wanted_by}.wants" / main
+    if wants.is_symlink() and Path(os.readlink(wants)).name == main:
         wants.unlink()
     for path in paths:
         if path.exists():
@@ -270,6 +291,11 @@ def uninstall_systemd(home: Home, environ: Mapping[str, str]) -> Removed:
             result.removed.append(str(path))
     _systemctl(environ, "daemon-reload")
     return result
+
+
+def uninstall_systemd(home: Home, environ: Mapping[str, str]) -> Removed:
+    """Stop, disable and delete the tick units, if they were rendered for this home."""
+    return uninstall_units(home, environ, TICK_UNITS, TIMER, "timers.target")
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +74,13 @@ def read(path: Path) -> tuple[dict[str, dict[str, Any]], int]:
         raw = path.read_bytes()
     except FileNotFoundError:
         return {}, 0
-    lines = raw.splitlines()
     rows: dict[str, dict[str, Any]] = {}
+    return rows, _apply(raw, rows)
+
+
+def _apply(raw: bytes, rows: dict[str, dict[str, Any]]) -> int:
+    """Apply the lines of `raw` to `rows` (last line per id wins); the number of lines."""
+    lines = raw.splitlines()
     try:
         parsed = json.loads(b"[" + b",".join(line for line in lines if line.strip()) + b"]")
     except ValueError:
@@ -91,7 +97,64 @@ def read(path: Path) -> tuple[dict[str, dict[str, Any]], int]:
             rows.pop(row["id"], None)
         else:
             rows[row["id"]] = row
-    return rows, len(lines)
+    return len(lines)
+
+
+class IndexCache:
+    """`read` for a long-lived process (the web server): keeps the parsed rows and the byte
+    offset read so far, and on each call parses only the bytes appended since.
+
+    index.jsonl is append-only between compactions, and a compaction replaces the file
+    atomically (a new inode), so the cache is keyed on (device, inode); a file that shrank or
+    whose bytes just before the offset changed (an inode number reused) is read again whole.
+    Only whole lines are consumed: a torn last line (an append in progress) is applied to the
+    answer but read again next time. Thread-safe; the rows returned are the caller's.
+    """
+
+    _CHECK = 64  # bytes before the offset compared on each call
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reset(None)
+
+    def _reset(self, key: tuple[int, int] | None) -> None:
+        self._key = key
+        self._offset = 0
+        self._tail = b""  # the last bytes consumed, up to _CHECK of them
+        self._rows: dict[str, dict[str, Any]] = {}
+        self._lines = 0
+
+    def read(self, path: Path) -> tuple[dict[str, dict[str, Any]], int]:
+        with self._lock:
+            try:
+                fh = open(path, "rb")  # noqa: SIM115 - closed by the with-block below
+            except FileNotFoundError:
+                self._reset(None)
+                return {}, 0
+            with fh:
+                st = os.fstat(fh.fileno())
+                key = (st.st_dev, st.st_ino)
+                if key != self._key or st.st_size < self._offset or not self._tail_matches(fh):
+                    self._reset(key)
+                fh.seek(self._offset)
+                new = fh.read(max(0, st.st_size - self._offset))
+            cut = new.rfind(b"\n") + 1
+            if cut:
+                self._lines += _apply(new[:cut], self._rows)
+                self._offset += cut
+                self._tail = (self._tail + new[:cut])[-self._CHECK :]
+            rows = dict(self._rows)
+            lines = self._lines
+            torn = new[cut:]
+        if torn.strip():
+            lines += _apply(torn, rows)  # a last line without its newline (yet)
+        return rows, lines
+
+    def _tail_matches(self, fh: Any) -> bool:
+        if not self._tail:
+            return True
+        fh.seek(self._offset - len(self._tail))
+        return bool(fh.read(len(self._tail)) == self._tail)
 
 
 def rewrite(path: Path, rows: dict[str, dict[str, Any]]) -> None:

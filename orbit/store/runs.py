@@ -45,8 +45,11 @@ class Broken:
 
 
 class RunStore:
-    def __init__(self, home: Home) -> None:
+    def __init__(self, home: Home, *, index_cache: index.IndexCache | None = None) -> None:
         self.home = home
+        # A long-lived process (the web server) passes one so that list_rows parses only what
+        # was appended to index.jsonl since its last call; the CLI reads the file whole.
+        self.index_cache = index_cache
 
     # --- creation -----------------------------------------------------------------------
     def _claim_id(self) -> tuple[str, Path]:
@@ -247,7 +250,10 @@ class RunStore:
 
     def list_rows(self) -> list[dict[str, Any] | Broken]:
         """Every run as an index row (fresh rows from the cache, stale ones from disk)."""
-        rows, n_lines = index.read(self.home.index_path)
+        if self.index_cache is not None:
+            rows, n_lines = self.index_cache.read(self.home.index_path)
+        else:
+            rows, n_lines = index.read(self.home.index_path)
         names = self._dir_names()
         out: list[dict[str, Any] | Broken] = []
         fresh: dict[str, dict[str, Any]] = {}

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import bottle
 
 from orbit.store.home import Home
+from orbit.store.index import IndexCache
 from orbit.store.runs import RunStore
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -70,7 +71,7 @@ class WebContext:
     actor: str = field(default_factory=lambda: f"web:{os.getpid()}")
 
     def __post_init__(self) -> None:
-        self.store = RunStore(self.home)
+        self.store = RunStore(self.home, index_cache=IndexCache())
 
     # --- auth ---------------------------------------------------------------------------
     def token_ok(self, value: str | None) -> bool:

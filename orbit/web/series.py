@@ -106,151 +106,292 @@ def _objects(raw: bytes) -> list[Any]:
         return out
 
 
+MAX_CACHED_POINTS = 8_000_000  # parsed points (x and y: 16 bytes each) kept across requests
+MAX_CACHED_FILES = 32
+_TAIL_CHECK = 64  # bytes before the parsed offset compared on each call (a rewrite in place)
+
+
+class _Parsed:
+    """The parse of one file (path, device, inode) so far: the arrays of every key and the
+    byte offset up to which whole lines have been read. Growing the file costs only the new
+    lines; the down-sampled results are kept per (size, mtime, max_points)."""
+
+    def __init__(self, start: int) -> None:
+        self.lock = threading.Lock()
+        self.start = start  # where parsing began (beyond 0: the head of a huge file skipped)
+        self.offset = start  # whole lines before this byte are in the arrays
+        self.tail = b""  # the last bytes parsed, to notice a file rewritten in place
+        self.seen = (-1, -1)  # (size, mtime_ns) of the file when last read
+        self.skipped_bytes = 0
+        self.x_key: str | None = None
+        self.x_now: float = 0.0
+        self.line_no = 0
+        self.xs: dict[str, array[float]] = {}
+        self.ys: dict[str, array[float]] = {}
+        self.dropped: set[str] = set()
+        self.memos: dict[str, dict[int, Any]] = {}  # downsample's memo, per key
+        self.results: OrderedDict[tuple[int, int, int], Metrics] = OrderedDict()
+
+    @property
+    def points(self) -> int:
+        return sum(len(a) for a in self.ys.values())
+
+    def consume(self, block: bytes) -> None:
+        """Add the lines of `block` (whole lines, the last one may lack its newline)."""
+        objs = [o if type(o) is dict else _EMPTY for o in _objects(block)]
+        if not objs:
+            return
+        xs, ys, dropped = self.xs, self.ys, self.dropped
+        if self.x_key is None:
+            for o in objs:
+                if o:
+                    self.x_key = next((k for k in X_KEYS if _number(o.get(k)) is not None), "")
+                    break
+        x_key = self.x_key
+        xcol: list[Any] | range
+        if x_key:
+            raw: list[Any] = [o.get(x_key) for o in objs]
+            if _all_numbers(raw):
+                xcol = raw
+            else:
+                xcol = []
+                x_now = self.x_now
+                for v in raw:
+                    if type(v) is int or (type(v) is float and v - v == 0.0):
+                        x_now = v  # a line without a step belongs to the last one seen
+                    xcol.append(x_now)
+            self.x_now = xcol[-1]
+        else:
+            xcol = range(self.line_no + 1, self.line_no + 1 + len(objs))
+        self.line_no += len(objs)
+        # Column by column: comprehensions and C-level extends, not a loop per value.
+        for k in dict.fromkeys(chain.from_iterable(objs)):
+            if k == x_key or k in dropped:
+                continue
+            col: list[Any] = [o.get(k) for o in objs]
+            every = _all_numbers(col)
+            ok = [] if every else [_is_number(v) for v in col]
+            ya = ys.get(k)
+            if ya is None:
+                if not every and not any(ok):
+                    continue
+                if len(ys) >= MAX_KEYS:
+                    dropped.add(k)
+                    continue
+                ya = ys[k] = array("d")
+                xs[k] = array("d")
+            if every:
+                ya.extend(col)
+                xs[k].extend(xcol)
+            else:
+                ya.extend(compress(col, ok))
+                xs[k].extend(compress(xcol, ok))
+
+    def metrics(self, max_points: int, *, memo: bool = True) -> Metrics:
+        out = Metrics(x_label=self.x_key or "line", lines=self.line_no)
+        out.dropped_keys = len(self.dropped)
+        out.skipped_bytes = self.skipped_bytes
+        for k, ya in self.ys.items():
+            if not ya:
+                continue  # a key that never held a number
+            xa = self.xs[k]
+            m = self.memos.setdefault(k, {}) if memo else None
+            px, py = downsample(xa, ya, max_points, m)
+            n = len(ya)
+            seen = m.get(-1) if m is not None else None  # (points, min, max) last time
+            if seen is not None and seen[0] < n:
+                lo, hi = min(seen[1], min(ya[seen[0] :])), max(seen[2], max(ya[seen[0] :]))
+            elif seen is not None and seen[0] == n:
+                lo, hi = seen[1], seen[2]
+            else:
+                lo, hi = min(ya), max(ya)
+            if m is not None:
+                m[-1] = (n, lo, hi)
+            out.series[k] = Series(k, px, py, n, lo, hi, ya[-1])
+        return out
+
+    def metrics_with(self, torn: bytes, max_points: int) -> Metrics:
+        """The result as if `torn` (a last line without its newline) were parsed, leaving the
+        state as it was: that line is read again once it is complete."""
+        saved = (self.x_key, self.x_now, self.line_no, set(self.dropped))
+        lengths = {k: len(a) for k, a in self.ys.items()}
+        try:
+            self.consume(torn)
+            return self.metrics(max_points, memo=False)  # the arrays shrink back after this
+        finally:
+            self.x_key, self.x_now, self.line_no, self.dropped = saved
+            for k in list(self.ys):
+                n = lengths.get(k)
+                if n is None:
+                    del self.ys[k], self.xs[k]
+                else:
+                    del self.ys[k][n:], self.xs[k][n:]
+
+
 def read_metrics(path: Path, *, max_points: int = 1000) -> Metrics:
     """Every numeric key of a metrics.jsonl against `step` (or `time`, or the line number),
-    down-sampled to at most `max_points` points each. Results are cached by file identity and
-    size, so a page reloaded while nothing was appended costs nothing."""
+    down-sampled to at most `max_points` points each. The parse is kept per file identity, so
+    a page reloaded while nothing was appended costs nothing and one reloaded after an append
+    parses only the new lines (then down-samples again)."""
     try:
         st = os.stat(path)
     except OSError:
         return Metrics()
-    cache_key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns, max_points)
+    key = (str(path), st.st_dev, st.st_ino)
     with _cache_lock:
-        hit = _cache.get(cache_key)
-        if hit is not None:
-            _cache.move_to_end(cache_key)
-            return hit
-    result = _read(path, st.st_size, max_points)
-    with _cache_lock:
-        _cache[cache_key] = result
-        while len(_cache) > 32:
-            _cache.popitem(last=False)
+        state = _cache.get(key)
+        if state is not None:
+            _cache.move_to_end(key)
+    if state is not None:
+        with state.lock:
+            hit = state.results.get((st.st_size, st.st_mtime_ns, max_points))
+            if hit is not None:
+                return hit
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed by the with-block below
+    except OSError:
+        return Metrics()
+    with fh:
+        fst = os.fstat(fh.fileno())
+        if (fst.st_dev, fst.st_ino) != key[1:]:  # replaced since the stat
+            key, state = (str(path), fst.st_dev, fst.st_ino), None
+        stamp = (fst.st_size, fst.st_mtime_ns, max_points)
+        result = None
+        if state is not None:
+            with state.lock:
+                if _usable(state, fh, fst.st_size, fst.st_mtime_ns):
+                    result = _update(state, fh, fst.st_size, stamp)
+                else:
+                    state = None
+        if state is None:
+            state = _Parsed(max(0, fst.st_size - MAX_PARSE_BYTES))
+            with state.lock:
+                result = _update(state, fh, fst.st_size, stamp)
+    assert result is not None
+    _keep(key, state)
     return result
 
 
-_cache: OrderedDict[tuple[Any, ...], Metrics] = OrderedDict()
+def _update(state: _Parsed, fh: Any, size: int, stamp: tuple[int, int, int]) -> Metrics:
+    """Parse what was appended, then down-sample (the result is kept for `stamp`)."""
+    hit = state.results.get(stamp)
+    if hit is not None:
+        return hit
+    torn = _advance(state, fh, size)
+    state.seen = (size, stamp[1])
+    result = state.metrics_with(torn, stamp[2]) if torn.strip() else state.metrics(stamp[2])
+    state.results[stamp] = result
+    while len(state.results) > 4:
+        state.results.popitem(last=False)
+    return result
+
+
+def _usable(state: _Parsed, fh: Any, size: int, mtime_ns: int) -> bool:
+    """Whether `state` is a parse of an earlier version of this file (appended to since)."""
+    if size < state.seen[0] or (size == state.seen[0] and mtime_ns != state.seen[1]):
+        return False  # truncated, or changed without growing: rewritten
+    if size - state.start > MAX_PARSE_BYTES + MAX_PARSE_BYTES // 8:
+        return False  # grown well past the window: start again from its last MAX_PARSE_BYTES
+    if state.tail:
+        fh.seek(state.offset - len(state.tail))
+        if fh.read(len(state.tail)) != state.tail:
+            return False
+    return True
+
+
+def _advance(state: _Parsed, fh: Any, size: int) -> bytes:
+    """Parse the whole lines between state.offset and `size`; the torn rest is returned."""
+    fh.seek(state.offset)
+    if state.offset == state.start and state.start and not state.skipped_bytes:
+        fh.readline()  # the first line is probably cut
+        state.offset = state.skipped_bytes = fh.tell()
+    rest = b""
+    read = state.offset
+    while read < size:
+        chunk = fh.read(min(CHUNK_BYTES, size - read))
+        if not chunk:
+            break
+        read += len(chunk)
+        block = rest + chunk
+        cut = block.rfind(b"\n") + 1
+        rest = block[cut:]
+        if cut:
+            state.consume(block[:cut])
+            state.offset += cut
+            state.tail = (state.tail + block[:cut])[-_TAIL_CHECK:]
+    return rest
+
+
+def _keep(key: tuple[str, int, int], state: _Parsed) -> None:
+    """Cache `state`, dropping the least recently used parses beyond the caps."""
+    with _cache_lock:
+        _cache[key] = state
+        _cache.move_to_end(key)
+        total = sum(s.points for s in _cache.values())
+        while len(_cache) > 1 and (len(_cache) > MAX_CACHED_FILES or total > MAX_CACHED_POINTS):
+            _, old = _cache.popitem(last=False)
+            total -= old.points
+        if total > MAX_CACHED_POINTS:  # this one file alone is too big to keep
+            del _cache[key]
+
+
+_cache: OrderedDict[tuple[str, int, int], _Parsed] = OrderedDict()
 _cache_lock = threading.Lock()
 _EMPTY: dict[str, Any] = {}
 
 
-def _read(path: Path, size: int, max_points: int) -> Metrics:
-    out = Metrics()
-    xs: dict[str, array[float]] = {}
-    ys: dict[str, array[float]] = {}
-    dropped: set[str] = set()
-    x_key: str | None = None
-    x_now = 0.0
-    line_no = 0
-    start = max(0, size - MAX_PARSE_BYTES)
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed below; a with-block would nest everything
-    except OSError:
-        return out
-    with fh:
-        fh.seek(start)
-        rest = b""
-        if start:
-            fh.readline()  # the first line is probably cut
-            out.skipped_bytes = fh.tell()
-        read = start
-        while read < size:
-            chunk = fh.read(min(CHUNK_BYTES, size - read))
-            if not chunk:
-                break
-            read += len(chunk)
-            block = rest + chunk
-            cut = block.rfind(b"\n") + 1
-            if read >= size:
-                cut = len(block)  # a last line without a newline still counts
-            rest = block[cut:]
-            objs = [o if type(o) is dict else _EMPTY for o in _objects(block[:cut])]
-            if not objs:
-                continue
-            if x_key is None:
-                for o in objs:
-                    if o:
-                        x_key = next((k for k in X_KEYS if _number(o.get(k)) is not None), "")
-                        out.x_label = x_key or "line"
-                        break
-            xcol: list[Any] | range
-            if x_key:
-                raw: list[Any] = [o.get(x_key) for o in objs]
-                if _all_numbers(raw):
-                    xcol = raw
-                else:
-                    xcol = []
-                    for v in raw:
-                        if type(v) is int or (type(v) is float and v - v == 0.0):
-                            x_now = v  # a line without a step belongs to the last one seen
-                        xcol.append(x_now)
-                x_now = xcol[-1]
-            else:
-                xcol = range(line_no + 1, line_no + 1 + len(objs))
-            line_no += len(objs)
-            # Column by column: comprehensions and C-level extends, not a loop per value.
-            for k in dict.fromkeys(chain.from_iterable(objs)):
-                if k == x_key or k in dropped:
-                    continue
-                col: list[Any] = [o.get(k) for o in objs]
-                every = _all_numbers(col)
-                ok = [] if every else [_is_number(v) for v in col]
-                ya = ys.get(k)
-                if ya is None:
-                    if not every and not any(ok):
-                        continue
-                    if len(ys) >= MAX_KEYS:
-                        dropped.add(k)
-                        continue
-                    ya = ys[k] = array("d")
-                    xs[k] = array("d")
-                if every:
-                    ya.extend(col)
-                    xs[k].extend(xcol)
-                else:
-                    ya.extend(compress(col, ok))
-                    xs[k].extend(compress(xcol, ok))
-    out.lines = line_no
-    out.dropped_keys = len(dropped)
-    for k in ys:
-        xa, ya = xs[k], ys[k]
-        if not ya:
-            continue  # a key that never held a number
-        px, py = downsample(xa, ya, max_points)
-        out.series[k] = Series(k, px, py, len(ya), min(ya), max(ya), ya[-1])
-    return out
-
-
 def downsample(
-    xs: array[float] | list[float], ys: array[float] | list[float], max_points: int = 1000
+    xs: array[float] | list[float],
+    ys: array[float] | list[float],
+    max_points: int = 1000,
+    memo: dict[int, Any] | None = None,
 ) -> tuple[list[float], list[float]]:
     """At most `max_points` points of (xs, ys) in order: the first and last point, and in each
-    bucket the LTTB point, the minimum and the maximum."""
+    bucket the LTTB point, the minimum and the maximum. `memo` (one dict per series that only
+    ever grows) keeps the pre-selection of the part already seen."""
     n = len(ys)
     if n <= max_points or n < 3:
         return list(xs), list(ys)
     if max_points < 5:
         raise ValueError("max_points must be at least 5")
-    idx = list(range(n))
-    if n > 8 * max_points:
-        idx = _minmax_preselect(ys, 4 * max_points)
+    big = n > 8 * max_points
+    idx = _minmax_preselect(ys, 4 * max_points, memo) if big else list(range(n))
     buckets = (max_points - 2) // 3
     chosen = _lttb_minmax(xs, ys, idx, buckets)
     return [xs[i] for i in chosen], [ys[i] for i in chosen]
 
 
-def _minmax_preselect(ys: array[float] | list[float], groups: int) -> list[int]:
-    """The index of the minimum and the maximum of each of `groups` equal slices (C-speed
-    min/max/index over slices), plus the first and last index."""
+def _minmax_preselect(
+    ys: array[float] | list[float], groups: int, memo: dict[int, Any] | None = None
+) -> list[int]:
+    """The index of the minimum and the maximum of each slice of `g` points (C-speed
+    min/max/index over slices; `g` a power of two, so that at most `groups` slices), plus the
+    first and last index. With `memo` (for an array that only grows), the slices already
+    complete last time are not scanned again."""
     n = len(ys)
-    keep = {0, n - 1}
-    for g in range(groups):
-        lo, hi = g * n // groups, (g + 1) * n // groups
-        if hi <= lo:
-            continue
+    g = 1 << max(0, math.ceil(math.log2(n / groups)))
+    while (n + g - 1) // g > groups:
+        g <<= 1
+    state = memo.get(groups) if memo is not None else None
+    if state is None or state[0] != g or state[1] * g > n:
+        state = [g, 0, []]
+    done, kept = state[1], state[2]
+    full = n // g
+
+    def scan(lo: int, hi: int, out: list[int]) -> None:
         part = ys[lo:hi]
-        keep.add(lo + part.index(min(part)))
-        keep.add(lo + part.index(max(part)))
-    return sorted(keep)
+        a, b = lo + part.index(min(part)), lo + part.index(max(part))
+        out.extend((a, b) if a <= b else (b, a))
+
+    for grp in range(done, full):
+        scan(grp * g, (grp + 1) * g, kept)
+    state[1] = full
+    if memo is not None:
+        memo[groups] = state
+    tail: list[int] = []
+    if full * g < n:
+        scan(full * g, n, tail)
+    return sorted({0, n - 1, *kept, *tail})
 
 
 def _lttb_minmax(
