@@ -29,6 +29,8 @@ from orbit.env import Env
 from orbit.store.files import read_yaml
 
 ORBIT_PY = str(REPO_ROOT / "orbit.py")
+# A small CPU-only run without code: most tests need nothing bigger.
+SMALL = ("--no-project", "--cpus", "1", "--mem", "0.25")
 
 
 @dataclass

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ORBIT_PY, Orbit
+from conftest import ORBIT_PY, SMALL, Orbit
 
 from orbit.errors import ExitCode
 
@@ -20,11 +20,7 @@ def test_data_directory_holds_the_runs(orbit: Orbit, busybox: str, tmp_path: Pat
     run_id = orbit.submit(
         "--image",
         busybox,
-        "--no-project",
-        "--cpus",
-        "1",
-        "--mem",
-        "0.25",
+        *SMALL,
         "--",
         "sh",
         "-c",
@@ -85,11 +81,7 @@ def test_tab_completion_offers_commands_ids_names_and_groups(
             "run",
             "--image",
             busybox,
-            "--no-project",
-            "--cpus",
-            "1",
-            "--mem",
-            "0.25",
+            *SMALL,
             "-n",
             name,
             "-g",
