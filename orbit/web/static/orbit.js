@@ -76,6 +76,8 @@
     else if (e.key === "k") focusRow(current - 1);
     else if ((e.key === "o" || e.key === "Enter") && list[current]) {
       window.location.href = "/runs/" + encodeURIComponent(list[current].dataset.id);
+    } else if (e.key === "l" && list[current]) {
+      window.location.href = "/runs/" + encodeURIComponent(list[current].dataset.id) + "#logs";
     } else if (e.key === "x" && list[current]) {
       var box = list[current].querySelector("input[name=ids]");
       if (box) box.checked = !box.checked;

@@ -25,6 +25,7 @@
     <dt>j / k</dt><dd>next / previous row</dd>
     <dt>x</dt><dd>select the current row</dd>
     <dt>o or Enter</dt><dd>open the current run</dd>
+    <dt>l</dt><dd>open the current run's log</dd>
     <dt>c</dt><dd>compare the selected runs</dd>
     <dt>/</dt><dd>search</dd>
     <dt>?</dt><dd>show or hide this list</dd>
