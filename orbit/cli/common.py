@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
@@ -101,10 +100,6 @@ def human_bytes(n: float | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"
-
-
-def poll(interval: float) -> None:
-    time.sleep(interval)
 
 
 # --- tab completion ---------------------------------------------------------------------------

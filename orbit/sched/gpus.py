@@ -216,7 +216,3 @@ def allowed_indices(home: Home) -> set[int] | None:
         return {int(part) for part in raw.split(",") if part.strip()}
     except ValueError:
         raise CorruptError(f"ORBIT_GPUS must be GPU indices like 0,1 (got {raw!r})") from None
-
-
-def fmt_gib(n: int) -> str:
-    return f"{n / GIB:.1f} GiB"

@@ -14,7 +14,6 @@ ORBIT_HOME/
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +55,6 @@ POSITIVE = (
     "reserve_after_s",
     "scheduler_interval_s",
 )
-OPTIONAL_POSITIVE = ("total_cpus", "total_mem_gb")
 OPTIONAL_TEXT = ("data_dir", "default_image", "fake_gpus")
 NON_NEGATIVE = ("outside_cpu_min", "outside_mem_min_gb", "gpu_outside_min_gb")
 BOOLEAN = ("count_outside_use",)
@@ -188,13 +186,3 @@ def current_boot_id() -> str:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return "unknown"
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

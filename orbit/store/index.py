@@ -19,26 +19,6 @@ from orbit.store.files import append_jsonl, atomic_write
 from orbit.store.folders import of_status
 from orbit.store.model import Run
 
-# Fields of a row, so readers know what they can rely on (docs/run-directory.md).
-ROW_KEYS = (
-    "id",
-    "name",
-    "group",
-    "folder",
-    "tags",
-    "image",
-    "command",
-    "cpus",
-    "mem_gb",
-    "gpus",
-    "state",
-    "reason",
-    "exit_code",
-    "submitted_at",
-    "started_at",
-    "finished_at",
-)
-
 
 def row_for(run: Run, stamp: list[int] | None) -> dict[str, Any]:
     spec, status = run.spec, run.status

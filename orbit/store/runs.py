@@ -33,8 +33,6 @@ from orbit.store.model import FORMAT, LEASED, TRANSITIONS, Run, RunState, now_is
 
 ABANDONED_SECONDS = 600  # a submit that has not finished writing its run by then never will
 
-RUN_FILES = ("run.yaml", "status.yaml", "events.jsonl", "log.txt", "metrics.jsonl", "notes.jsonl")
-
 
 @dataclass
 class Broken:
@@ -209,7 +207,7 @@ class RunStore:
         if len(by_name) == 1:
             return self.load(by_name[0])
         if len(by_prefix) > 1 or len(by_name) > 1:
-            matches = sorted(set(by_prefix) | set(by_name), key=_id_key)
+            matches = sorted(set(by_prefix) | set(by_name), key=id_key)
             shown = ", ".join(matches[:8]) + (" …" if len(matches) > 8 else "")
             raise NotFoundError(f"{ref!r} is ambiguous: it matches runs {shown}")
         raise NotFoundError(f"no run {ref!r} (see `orbit ps -a`)")
@@ -221,12 +219,12 @@ class RunStore:
                 ids.update(n for n in os.listdir(d) if not n.startswith("."))
             except FileNotFoundError:
                 pass
-        return sorted(ids, key=_id_key)
+        return sorted(ids, key=id_key)
 
     def queued_ids(self) -> list[str]:
         try:
             return sorted(
-                (n for n in os.listdir(self.home.queue_dir) if not n.startswith(".")), key=_id_key
+                (n for n in os.listdir(self.home.queue_dir) if not n.startswith(".")), key=id_key
             )
         except FileNotFoundError:
             return []
@@ -234,7 +232,7 @@ class RunStore:
     def leased_ids(self) -> list[str]:
         try:
             return sorted(
-                (n for n in os.listdir(self.home.active_dir) if not n.startswith(".")), key=_id_key
+                (n for n in os.listdir(self.home.active_dir) if not n.startswith(".")), key=id_key
             )
         except FileNotFoundError:
             return []
@@ -259,7 +257,7 @@ class RunStore:
         fresh: dict[str, dict[str, Any]] = {}
         runs_dir = str(self.home.runs_dir)  # plain strings: pathlib costs more than the stat
         stat = os.stat
-        for run_id in sorted(names, key=_id_key):
+        for run_id in sorted(names, key=id_key):
             row = rows.get(run_id)
             try:
                 st = stat(f"{runs_dir}/{run_id}/status.yaml")
@@ -413,9 +411,6 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def _id_key(run_id: str) -> tuple[int, str]:
-    return (int(run_id), "") if run_id.isdigit() else (1 << 62, run_id)
-
-
 def id_key(run_id: str) -> tuple[int, str]:
-    return _id_key(run_id)
+    """Run ids sort as numbers (2 before 10); anything else after them."""
+    return (int(run_id), "") if run_id.isdigit() else (1 << 62, run_id)

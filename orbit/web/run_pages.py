@@ -161,22 +161,13 @@ def register(app: bottle.Bottle, ctx: WebContext) -> None:
         rel = path.strip("/")
         if bottle.request.query.get("raw") and target.is_file():
             return _raw(target)
+        entries: list[Any] = []
+        total, preview = 0, None
         if target.is_dir():
             entries, total = runfiles.list_dir(target)
-            return ctx.render(
-                "run_files",
-                title=f"run {run.label}: {folder}/{rel}",
-                run=run,
-                area=area,
-                folder=folder,
-                rel=rel,
-                entries=entries,
-                total=total,
-                preview=None,
-                fmt_size=fmt_size,
-                q=quote,
-            )
-        if not target.is_file():
+        elif target.is_file():
+            preview = runfiles.preview(target)
+        else:
             bottle.abort(404, f"{folder}/{rel} is not a regular file")
         return ctx.render(
             "run_files",
@@ -185,9 +176,9 @@ def register(app: bottle.Bottle, ctx: WebContext) -> None:
             area=area,
             folder=folder,
             rel=rel,
-            entries=[],
-            total=0,
-            preview=runfiles.preview(target),
+            entries=entries,
+            total=total,
+            preview=preview,
             fmt_size=fmt_size,
             q=quote,
         )
