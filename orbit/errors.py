@@ -1,5 +1,9 @@
 """One family of errors, each message fit to show a person, and the exit codes they map to."""
 
+from __future__ import annotations
+
+import errno
+import os
 from enum import IntEnum
 
 
@@ -13,6 +17,7 @@ class ExitCode(IntEnum):
     DOCKER = 4  # Docker not reachable, image missing, build failed
     CONFLICT = 5  # the request contradicts the run's state (rm of a running run, …)
     CORRUPT = 6  # a file under ORBIT_HOME cannot be read
+    ENVIRONMENT = 7  # the machine refused: disk full, permission denied, read-only file system
     INTERNAL = 70  # a bug in Orbit: one line, and the traceback with ORBIT_DEBUG=1
     INTERRUPTED = 130
 
@@ -41,3 +46,70 @@ class ConflictError(OrbitError):
 
 class CorruptError(OrbitError):
     exit_code = ExitCode.CORRUPT
+
+
+class EnvironmentProblem(OrbitError):
+    """The machine, not Orbit or its input, refused a file operation (see `from_os_error`)."""
+
+    exit_code = ExitCode.ENVIRONMENT
+
+
+# The errno values that name a problem of the machine, with what a person should read.
+ENVIRONMENT_ERRNOS = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "read-only file system",
+}
+
+
+def from_os_error(exc: OSError, where: str | None = None) -> EnvironmentProblem | None:
+    """The one-line error for an OSError the machine caused, or None for any other errno.
+
+    The message names the path (the exception's, else "under `where`") and the errno's
+    meaning; for a permission problem also who owns the nearest part of the path that can be
+    examined.
+    """
+    meaning = ENVIRONMENT_ERRNOS.get(exc.errno or 0)
+    if meaning is None:
+        return None
+    path = exc.filename
+    if path is not None:
+        text = f"{os.fsdecode(path)}: {meaning}"
+    elif where is not None:
+        text = f"{meaning} under {where}"
+    else:
+        text = meaning
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        text += "; free some space, then try again"
+    elif exc.errno == errno.EROFS:
+        text += "; ORBIT_HOME must be on a writable file system"
+    elif path is not None:
+        text += _owner_note(os.fsdecode(path))
+    return EnvironmentProblem(text)
+
+
+def _owner_note(path: str) -> str:
+    """` (/x/home belongs to root, mode 0700; you are alice)` for the first part of `path`,
+    from the end, that can be examined; empty when none can."""
+    import pwd
+
+    def user(uid: int) -> str:
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return f"uid {uid}"
+
+    here = os.path.abspath(path)
+    while True:
+        try:
+            st = os.stat(here)
+        except OSError:
+            parent = os.path.dirname(here)
+            if parent == here:
+                return ""
+            here = parent
+            continue
+        mode = f"{st.st_mode & 0o7777:04o}"
+        return f" ({here} belongs to {user(st.st_uid)}, mode {mode}; you are {user(os.getuid())})"

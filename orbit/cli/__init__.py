@@ -11,7 +11,7 @@ from importlib import import_module
 
 from orbit import __version__
 from orbit.env import Env
-from orbit.errors import ExitCode, OrbitError, UsageError
+from orbit.errors import ExitCode, OrbitError, UsageError, from_os_error
 
 # Command name → module. Each module has add_parser(subparsers) and run(args, env) -> int and
 # keeps its heavy imports (docker, psutil) inside functions. Only the invoked command's module
@@ -90,11 +90,28 @@ def main(argv: Sequence[str] | None = None, env: Env | None = None) -> int:
         return int(ExitCode.INTERRUPTED)
     except BrokenPipeError:
         return int(ExitCode.OK)
+    except OSError as exc:
+        # Disk full, permission denied, read-only: the machine's problem, named as such.
+        problem = from_os_error(exc, where=_home_root(env))
+        if problem is None:
+            return _internal(exc, env)
+        print(f"orbit: {problem}", file=env.stderr)
+        return int(problem.exit_code)
     except Exception as exc:
-        if os.environ.get("ORBIT_DEBUG"):
-            raise
-        kind = exc.__class__.__name__
-        print(
-            f"orbit: internal error ({kind}: {exc}); ORBIT_DEBUG=1 shows details", file=env.stderr
-        )
-        return int(ExitCode.INTERNAL)
+        return _internal(exc, env)
+
+
+def _internal(exc: Exception, env: Env) -> int:
+    if os.environ.get("ORBIT_DEBUG"):
+        raise exc
+    kind = exc.__class__.__name__
+    print(f"orbit: internal error ({kind}: {exc}); ORBIT_DEBUG=1 shows details", file=env.stderr)
+    return int(ExitCode.INTERNAL)
+
+
+def _home_root(env: Env) -> str | None:
+    """ORBIT_HOME, for an error without a path of its own (a write to a full disk)."""
+    try:
+        return str(env.home.root)
+    except Exception:
+        return None

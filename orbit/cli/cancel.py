@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from orbit.cli.common import add_json, print_json, runs_argument
+from orbit.cli.common import add_json, print_json, runs_argument, side_tick
 from orbit.cli.watch import StatusWatch
 from orbit.env import Env
 
@@ -28,7 +28,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     watches = []
     for r in runs:
         watches.append(StatusWatch(store, request_cancel(store, r.id, actor=env.actor)))
-    env.tick()  # a started run whose shepherd died gets a new one, which sees the request
+    side_tick(env)  # a started run whose shepherd died gets a new one, which sees the request
     deadline = time.monotonic() + STOP_WAIT_SECONDS
     while time.monotonic() < deadline and not all(w.refresh().state.finished for w in watches):
         time.sleep(0.1)

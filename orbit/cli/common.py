@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from orbit.env import Env
+from orbit.errors import from_os_error
 from orbit.store.model import parse_iso
 
 
@@ -48,6 +49,22 @@ def key_value(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key, value
+
+
+def side_tick(env: Env, *, warn: bool = True) -> bool:
+    """A tick run on the side of a command (to start or repair runs). A machine that refuses
+    it (disk full, permission denied, read-only) does not fail the command: with `warn`, one
+    line `orbit: warning: …` says so. False when the tick failed."""
+    try:
+        env.tick()
+    except OSError as exc:
+        problem = from_os_error(exc, where=str(env.home.root))
+        if problem is None:
+            raise
+        if warn:
+            print(f"orbit: warning: the scheduler tick failed: {problem}", file=env.stderr)
+        return False
+    return True
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from orbit.cli.common import add_json, print_json, runs_argument
 from orbit.cli.run import binary_stdout
 from orbit.cli.watch import copy_new, follow_until_done
 from orbit.env import Env
+from orbit.errors import CorruptError, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,31 +25,50 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.store.runs import RunStore
 
+    if args.tail is not None and args.tail < 0:
+        raise UsageError("--tail expects a number of bytes ≥ 0")
     store = RunStore(env.home)
-    run = store.resolve(args.runs)
+    try:
+        run = store.resolve(args.runs)
+    except CorruptError as exc:
+        # The log does not depend on status.yaml: show it as it is (it cannot be followed,
+        # since the run's state is unknown).
+        run_id = store.resolve_id(args.runs)
+        if args.follow:
+            raise CorruptError(f"{exc}; without -f, `orbit logs {run_id}` shows its log") from None
+        print(f"orbit: warning: {exc}; showing its log.txt as it is", file=env.stderr)
+        path = store.run_dir(run_id) / "log.txt"
+        return show(env, args.json, run_id, "unreadable", path, start(path, args.tail))
     path = run.path("log.txt")
+    offset = start(path, args.tail)
+    if args.follow:
+        if not args.json:
+            follow_until_done(env, store, run, offset=offset, out=binary_stdout(env))
+            return 0
+        run = follow_until_done(env, store, run)
+    return show(env, args.json, run.id, run.state.value, path, offset)
+
+
+def start(path: Path, tail: int | None) -> int:
+    """The offset to start from: 0, or `tail` bytes before the end."""
+    if tail is None:
+        return 0
     try:
         size = os.path.getsize(path)
     except OSError:
         size = 0
-    offset = 0
-    if args.tail is not None:
-        if args.tail < 0:
-            from orbit.errors import UsageError
+    return max(0, size - tail)
 
-            raise UsageError("--tail expects a number of bytes ≥ 0")
-        offset = max(0, size - args.tail)
-    if args.json:
-        if args.follow:
-            run = follow_until_done(env, store, run)
+
+def show(env: Env, as_json: bool, run_id: str, state: str, path: Path, offset: int) -> int:
+    if not as_json:
+        copy_new(path, offset, binary_stdout(env))
+        return 0
+    try:
         with open(path, "rb") as fh:
             fh.seek(offset)
             text = fh.read().decode("utf-8", "replace")
-        print_json(env, {"id": run.id, "state": run.state.value, "offset": offset, "log": text})
-        return 0
-    out = binary_stdout(env)
-    if args.follow:
-        follow_until_done(env, store, run, offset=offset, out=out)
-    else:
-        copy_new(path, offset, out)
+    except FileNotFoundError:
+        text = ""
+    print_json(env, {"id": run_id, "state": state, "offset": offset, "log": text})
     return 0

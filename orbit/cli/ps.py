@@ -6,7 +6,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
-from orbit.cli.common import add_json, ago, group_option, print_json, table
+from orbit.cli.common import add_json, ago, group_option, print_json, side_tick, table
 from orbit.env import Env
 
 
@@ -32,7 +32,7 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
     else:
         loaded = store.load_many(store.active_ids())
         if any(isinstance(r, Run) and needs_repair(r) for r in loaded):
-            env.tick()  # a shepherd died: settle or restart it before showing anything
+            side_tick(env)  # a shepherd died: settle or restart it before showing anything
             loaded = store.load_many(store.active_ids())
         items = []
         for run in loaded:
@@ -44,7 +44,10 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
     out = []
     for entry in items:
         if isinstance(entry, Broken):
-            out.append({"id": entry.id, "state": "unreadable", "error": entry.problem})
+            # Listed under its own group, or under every group when not even its run.yaml
+            # can be read (it may be a member: leaving it out would hide it).
+            if not group or entry.group == group or not entry.group_known:
+                out.append({"id": entry.id, "state": "unreadable", "error": entry.problem})
             continue
         item: dict[str, Any] = entry
         if group and item.get("group") != group:

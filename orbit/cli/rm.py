@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from orbit.cli.common import add_json, group_option, print_json, runs_argument
 from orbit.env import Env
-from orbit.errors import ConflictError, NotFoundError, UsageError
+from orbit.errors import ConflictError, CorruptError, DockerError, NotFoundError, UsageError
+
+if TYPE_CHECKING:
+    from orbit.store.model import Run
+    from orbit.store.runs import Broken, RunStore
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -14,6 +19,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     runs_argument(p, nargs="*")
     group_option(p, "delete every run of this group")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask (for scripts)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="also delete runs that cannot be read (their container, if any, is removed first)",
+    )
     add_json(p)
     p.set_defaults(func=run)
 
@@ -25,35 +35,107 @@ def run(args: argparse.Namespace, env: Env) -> int:
     if bool(args.runs) == bool(args.group):
         raise UsageError("give run ids or -g GROUP")
     if args.group:
-        ids = [
-            r["id"]
-            for r in store.list_rows()
-            if isinstance(r, dict) and r.get("group") == args.group
-        ]
-        if not ids:
-            raise NotFoundError(f"no runs in group {args.group!r}")
-        runs = [store.load(i) for i in ids]
+        runs, broken = _group(store, args.group, args.force)
         expected = args.group
     else:
-        runs = [store.resolve(ref) for ref in args.runs]
-        runs = list({r.id: r for r in runs}.values())
-        expected = " ".join(r.id for r in runs)
+        runs, broken = _named(store, args.runs, args.force)
+        expected = " ".join([*(r.id for r in runs), *(b.id for b in broken)])
     active = [r for r in runs if r.state.active]
     if active:
         names = ", ".join(f"{r.label} is {r.state.value}" for r in active[:5])
         raise ConflictError(f"cannot delete active runs ({names}); cancel them first")
+    count = len(runs) + len(broken)
     if not args.yes:
         if not env.stdin.isatty():
             raise UsageError("refusing to delete without confirmation: pass --yes")
-        what = f"group {args.group!r} ({len(runs)} runs)" if args.group else f"{len(runs)} run(s)"
+        what = f"group {args.group!r} ({count} runs)" if args.group else f"{count} run(s)"
         env.stderr.write(f"Delete {what} permanently? Type {expected!r} to confirm: ")
         env.stderr.flush()
         if env.stdin.readline().strip() != expected:
             raise UsageError("not confirmed; nothing deleted")
+    if broken:
+        _remove_containers(env, broken)
     for r in runs:
         store.remove(r)
+    for b in broken:
+        store.remove_dir(b.id)
+    ids = [*(r.id for r in runs), *(b.id for b in broken)]
     if args.json:
-        print_json(env, {"removed": [r.id for r in runs]})
+        print_json(env, {"removed": ids})
     else:
-        print(f"deleted {len(runs)} run(s): {' '.join(r.id for r in runs)}", file=env.stdout)
+        print(f"deleted {count} run(s): {' '.join(ids)}", file=env.stdout)
     return 0
+
+
+def _named(store: RunStore, refs: list[str], force: bool) -> tuple[list[Run], list[Broken]]:
+    runs: dict[str, Run] = {}
+    broken: dict[str, Broken] = {}
+    for ref in refs:
+        try:
+            run = store.resolve(ref)
+        except CorruptError as exc:
+            run_id = store.resolve_id(ref)
+            if not force:
+                raise CorruptError(f"{exc}; `orbit rm --force {run_id}` deletes it") from None
+            broken[run_id] = store.broken(run_id, str(exc))
+            continue
+        runs[run.id] = run
+    return list(runs.values()), list(broken.values())
+
+
+def _group(store: RunStore, group: str, force: bool) -> tuple[list[Run], list[Broken]]:
+    """The group's runs; with `force` also its unreadable runs whose run.yaml names the group
+    (one whose group cannot be read at all is never deleted with a group)."""
+    from orbit.store.runs import Broken
+
+    ids: list[str] = []
+    broken: list[Broken] = []
+    for row in store.list_rows():
+        if isinstance(row, Broken):
+            if row.group == group:
+                broken.append(row)
+        elif row.get("group") == group:
+            ids.append(row["id"])
+    if broken and not force:
+        shown = " ".join(b.id for b in broken)
+        raise CorruptError(
+            f"runs {shown} of group {group!r} cannot be read ({broken[0].problem}); "
+            "`orbit rm --force` deletes them too"
+        )
+    if not ids and not broken:
+        raise NotFoundError(f"no runs in group {group!r}")
+    return [store.load(i) for i in ids], broken
+
+
+def _remove_containers(env: Env, broken: list[Broken]) -> None:
+    """Remove the containers of runs about to be deleted, so none is left without its run.
+
+    Without Docker, a run whose active/ marker says its container may exist is not deleted.
+    """
+    from orbit.execute import docker_ops
+
+    try:
+        client = docker_ops.connect()
+    except DockerError as exc:
+        marked = [b.id for b in broken if (env.home.active_dir / b.id).exists()]
+        if marked:
+            raise DockerError(
+                f"{exc}; run(s) {' '.join(marked)} may still have a container, so nothing "
+                "was deleted"
+            ) from None
+        return
+    import docker.errors
+
+    for b in broken:
+        container = docker_ops.find_container(client, env.home, b.id)
+        if container is None:
+            continue
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            raise DockerError(
+                f"run {b.id}: its container could not be removed ({exc.explanation or exc}); "
+                "nothing of it was deleted"
+            ) from None

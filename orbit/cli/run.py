@@ -12,6 +12,7 @@ from orbit.cli.common import (
     non_negative_int,
     positive_float,
     print_json,
+    side_tick,
 )
 from orbit.cli.watch import follow_until_done
 from orbit.env import Env
@@ -21,16 +22,44 @@ if TYPE_CHECKING:
     from orbit.execute.submit import Request
 
 
+# Below these, Docker refuses the container (or the run could not do anything): refused at
+# submit, with the option named, instead of a run that fails when it starts.
+MIN_CPUS = 0.01  # Docker's smallest CPU limit
+MIN_MEM_MIB = 6  # Docker's smallest memory limit
+MIN_TIMEOUT_S = 1.0
+
+
+def cpus_value(text: str) -> float:
+    value = positive_float(text)
+    if value < MIN_CPUS:
+        raise argparse.ArgumentTypeError(
+            f"at least {MIN_CPUS:g} CPUs (Docker's smallest limit), got {text!r}"
+        )
+    return value
+
+
+def mem_value(text: str) -> float:
+    value = positive_float(text)
+    if value * 1024 < MIN_MEM_MIB:
+        raise argparse.ArgumentTypeError(
+            f"at least 0.006 GiB ({MIN_MEM_MIB} MiB, Docker's smallest limit), got {text!r}"
+        )
+    return value
+
+
+def timeout_value(text: str) -> float:
+    value = positive_float(text)
+    if value * 60 < MIN_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"at least 1 second (0.017 min), got {text!r}")
+    return value
+
+
 def add_run_options(p: argparse.ArgumentParser) -> None:
     img = p.add_mutually_exclusive_group()
     img.add_argument("--image", help="image to run (pulled when not local)")
     img.add_argument("--dockerfile", help="Dockerfile to build (its directory is the context)")
-    p.add_argument(
-        "--cpus", type=positive_float, help="CPU limit (default 4, capped at the machine's)"
-    )
-    p.add_argument(
-        "--mem", type=positive_float, metavar="GB", help="memory limit in GiB (default 16)"
-    )
+    p.add_argument("--cpus", type=cpus_value, help="CPU limit (default 4, capped at the machine's)")
+    p.add_argument("--mem", type=mem_value, metavar="GB", help="memory limit in GiB (default 16)")
     p.add_argument("--gpus", type=non_negative_int, default=0, help="number of GPUs (default 0)")
     p.add_argument(
         "--gpu-mem",
@@ -83,7 +112,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     net.add_argument("--no-network", action="store_true", help="no network in the container")
     net.add_argument("--host-network", action="store_true", help="share the host's network")
     p.add_argument(
-        "--timeout", type=positive_float, metavar="MIN", help="stop the run after MIN minutes"
+        "--timeout", type=timeout_value, metavar="MIN", help="stop the run after MIN minutes"
     )
     p.add_argument("--root", action="store_true", help="run as root instead of your uid:gid")
 
@@ -157,7 +186,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     run = submit(
         env.home, req, cwd=env.cwd, environ=env.environ, actor=env.actor, progress=progress
     )
-    env.tick()
+    side_tick(env)
     store = RunStore(env.home)
     run = store.load(run.id)
     if args.wait:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from orbit.cli.common import add_json, human_bytes, human_seconds, print_json, runs_argument
+from orbit.cli.common import (
+    add_json,
+    human_bytes,
+    human_seconds,
+    print_json,
+    runs_argument,
+    side_tick,
+)
 from orbit.env import Env
 
 
@@ -24,7 +31,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     store = RunStore(env.home)
     run = store.resolve(args.runs)
     if needs_repair(run):
-        env.tick()  # its shepherd died: settle or restart it first
+        side_tick(env)  # its shepherd died: settle or restart it first
         run = store.load(run.id)
     d = describe(store, run)
     if args.json:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from orbit.cli.common import add_json, print_json, table
+from orbit.cli.common import add_json, print_json, side_tick, table
 from orbit.cli.run import add_run_options, request_from
 from orbit.env import Env
 from orbit.errors import ExitCode, OrbitError, UsageError
@@ -142,7 +142,7 @@ def plan(base: Request, params: dict[str, list[str]], cap: int | None) -> list[R
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.cli.wait import Progress, print_results, result, wait_for
+    from orbit.cli.wait import Progress, exit_code, print_results, result, wait_for
     from orbit.execute.submit import submit
     from orbit.store.runs import RunStore
 
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
                 )
             )
             if len(submitted) == 1:
-                env.tick()  # start work while the rest are written
+                side_tick(env)  # start work while the rest are written
     except BaseException as exc:
         if submitted:
             ids = " ".join(r.id for r in submitted)
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
             else:
                 print(f"orbit: {note}", file=env.stderr)
         raise
-    env.tick()
+    side_tick(env)
     store = RunStore(env.home)
     runs = [store.load(r.id) for r in submitted]
     snapshots = {(r.spec.get("project") or {}).get("snapshot") for r in runs}
@@ -221,13 +221,14 @@ def run(args: argparse.Namespace, env: Env) -> int:
         return int(ExitCode.OK)
 
     live = None if args.json else Progress(env.stderr, args.group)
-    runs = wait_for(env, store, [r.id for r in runs], live)
-    ok = all(r.state.value == "succeeded" for r in runs)
+    entries = {r.id: entry(r) for r in runs}
+    results = [result(r) for r in wait_for(env, store, list(entries), live)]
+    ok = all(r["state"] == "succeeded" for r in results)
     if args.json:
         print_json(
             env,
-            {"group": args.group, "ok": ok, "runs": [{**entry(r), **result(r)} for r in runs]},
+            {"group": args.group, "ok": ok, "runs": [{**entries[r["id"]], **r} for r in results]},
         )
     else:
-        print_results(env, [result(r) for r in runs])
-    return int(ExitCode.OK if ok else ExitCode.RUN_FAILED)
+        print_results(env, results)
+    return int(exit_code(results))

@@ -10,14 +10,24 @@ from typing import TYPE_CHECKING, Any, TextIO
 from orbit.cli.common import add_json, group_option, print_json, runs_argument
 from orbit.cli.watch import POLL_SECONDS, StatusWatch, Ticker
 from orbit.env import Env
-from orbit.errors import ExitCode, NotFoundError, UsageError
+from orbit.errors import CorruptError, ExitCode, NotFoundError, UsageError
+from orbit.store.runs import Broken, RunStore
 
 if TYPE_CHECKING:
     from orbit.store.model import Run
-    from orbit.store.runs import RunStore
 
+UNREADABLE = "unreadable"  # the state shown for a run whose files cannot be read
 # The order of the counts in the progress line: what moves first, then how it ended.
-PROGRESS_ORDER = ("running", "starting", "queued", "succeeded", "failed", "cancelled", "lost")
+PROGRESS_ORDER = (
+    "running",
+    "starting",
+    "queued",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "lost",
+    UNREADABLE,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -34,43 +44,69 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.store.runs import RunStore
-
     store = RunStore(env.home)
     if bool(args.runs) == bool(args.group):
         raise UsageError("give run ids or -g GROUP")
+    unreadable: list[Broken] = []
     if args.group:
-        ids = group_ids(store, args.group)
+        ids, unreadable = group_ids(store, args.group)
     else:
         ids = [store.resolve(ref).id for ref in args.runs]
     progress = Progress(env.stderr, args.group) if args.group and not args.json else None
-    runs = wait_for(env, store, ids, progress)
+    runs = [*wait_for(env, store, ids, progress), *unreadable]
     results = [result(r) for r in runs]
     ok = all(r["state"] == "succeeded" for r in results)
     if args.json:
         print_json(env, {"ok": ok, "runs": results})
     else:
         print_results(env, results)
-    return int(ExitCode.OK if ok else ExitCode.RUN_FAILED)
+    return int(exit_code(results))
 
 
-def group_ids(store: RunStore, group: str) -> list[str]:
-    ids = [r["id"] for r in store.list_rows() if isinstance(r, dict) and r.get("group") == group]
-    if not ids:
+def exit_code(results: list[dict[str, Any]]) -> ExitCode:
+    """0 when every run succeeded; 6 when one cannot be read (its result is unknown); else 1."""
+    if any(r["state"] == UNREADABLE for r in results):
+        return ExitCode.CORRUPT
+    return ExitCode.OK if all(r["state"] == "succeeded" for r in results) else ExitCode.RUN_FAILED
+
+
+def group_ids(store: RunStore, group: str) -> tuple[list[str], list[Broken]]:
+    """The readable runs of `group`, and the unreadable runs that are or may be in it.
+
+    A run that cannot be read is never left out: when not even its run.yaml can be read, its
+    group is unknown and it counts for every group, so a group is never reported as all
+    succeeded over a member that failed and then became unreadable.
+    """
+    ids: list[str] = []
+    unreadable: list[Broken] = []
+    for r in store.list_rows():
+        if isinstance(r, Broken):
+            if r.group == group or not r.group_known:
+                unreadable.append(r)
+        elif r.get("group") == group:
+            ids.append(r["id"])
+    if not ids and not any(b.group == group for b in unreadable):
         raise NotFoundError(f"no runs in group {group!r}")
-    return ids
+    return ids, unreadable
 
 
-def wait_for(env: Env, store: RunStore, ids: list[str], progress: Progress | None) -> list[Run]:
-    """Block until every run is finished (a tick every few seconds repairs dead shepherds)."""
-    watches = [StatusWatch(store, store.load(i)) for i in dict.fromkeys(ids)]
+def wait_for(
+    env: Env, store: RunStore, ids: list[str], progress: Progress | None
+) -> list[Run | Broken]:
+    """Block until every run is finished (a tick every few seconds repairs dead shepherds).
+
+    A run that cannot be read (or becomes unreadable) is not waited for: it is returned as
+    Broken, and its result counts as unknown.
+    """
+    watches: list[StatusWatch | Broken] = [_watch(store, i) for i in dict.fromkeys(ids)]
     ticker = Ticker(env)
     try:
         while True:
-            runs = [w.refresh() for w in watches]
+            watches = [w if isinstance(w, Broken) else _refresh(store, w) for w in watches]
+            runs = [w if isinstance(w, Broken) else w.run for w in watches]
             if progress:
                 progress.show(runs)
-            if all(r.state.finished for r in runs):
+            if all(isinstance(r, Broken) or r.state.finished for r in runs):
                 return runs
             ticker.maybe()
             time.sleep(POLL_SECONDS * 4)
@@ -79,7 +115,30 @@ def wait_for(env: Env, store: RunStore, ids: list[str], progress: Progress | Non
             progress.close()
 
 
-def result(run: Run) -> dict[str, Any]:
+def _watch(store: RunStore, run_id: str) -> StatusWatch | Broken:
+    try:
+        return StatusWatch(store, store.load(run_id))
+    except (CorruptError, NotFoundError) as exc:
+        return store.broken(run_id, str(exc))
+
+
+def _refresh(store: RunStore, watch: StatusWatch) -> StatusWatch | Broken:
+    try:
+        watch.refresh()
+    except (CorruptError, NotFoundError) as exc:
+        return store.broken(watch.run.id, str(exc))
+    return watch
+
+
+def result(run: Run | Broken) -> dict[str, Any]:
+    if isinstance(run, Broken):
+        return {
+            "id": run.id,
+            "name": run.name,
+            "state": UNREADABLE,
+            "reason": run.problem,
+            "exit_code": None,
+        }
     return {
         "id": run.id,
         "name": run.name or None,
@@ -96,9 +155,9 @@ def print_results(env: Env, results: list[dict[str, Any]]) -> None:
         print(f"run {label} {r['state']}{reason}", file=env.stdout)
 
 
-def counts(label: str, runs: list[Run]) -> str:
+def counts(label: str, runs: list[Run | Broken]) -> str:
     """`lr: 3 running, 5 queued, 2 succeeded, 1 failed` (states with no run are left out)."""
-    by_state = Counter(r.state.value for r in runs)
+    by_state = Counter(UNREADABLE if isinstance(r, Broken) else r.state.value for r in runs)
     parts = [f"{by_state[s]} {s}" for s in PROGRESS_ORDER if by_state[s]]
     return f"{label}: {', '.join(parts)}"
 
@@ -113,7 +172,7 @@ class Progress:
         self.tty = out.isatty()
         self.last: str | None = None
 
-    def show(self, runs: list[Run]) -> None:
+    def show(self, runs: list[Run | Broken]) -> None:
         line = counts(self.label, runs)
         if line == self.last:
             return

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from orbit.cli.common import side_tick
 from orbit.env import Env
 from orbit.store.model import Run
 from orbit.store.runs import RunStore
@@ -55,14 +56,18 @@ class StatusWatch:
 
 
 class Ticker:
+    """A side tick every TICK_EVERY_SECONDS; a failure is reported once, not every time."""
+
     def __init__(self, env: Env) -> None:
         self.env = env
         self.last = time.monotonic()
+        self.warned = False
 
     def maybe(self) -> None:
         if time.monotonic() - self.last >= TICK_EVERY_SECONDS:
             self.last = time.monotonic()
-            self.env.tick()
+            if not side_tick(self.env, warn=not self.warned):
+                self.warned = True
 
 
 def copy_new(path: Path, offset: int, out: BinaryIO) -> int:

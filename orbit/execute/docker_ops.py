@@ -30,19 +30,37 @@ START_HINT = "start it with `sudo systemctl start docker` (or `sudo dockerd &` w
 def connect(timeout: int = 60) -> docker.DockerClient:
     import docker
     import docker.errors
+    import requests.exceptions
 
     try:
         client = docker.from_env(timeout=timeout)
         client.ping()
-    except docker.errors.DockerException as exc:
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         text = str(exc)
         if "Permission denied" in text:
             raise DockerError(
                 "Docker refused access: add your user to the `docker` group "
                 "(`sudo usermod -aG docker $USER`, then log in again)"
             ) from None
+        if _timed_out(exc):
+            raise DockerError(
+                f"Docker did not answer within {timeout} s: the daemon accepts connections but "
+                "hangs; see `sudo systemctl status docker` (or restart it)"
+            ) from None
         raise DockerError(f"Docker is not reachable; {START_HINT}") from None
     return client
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """True when a read timeout is behind `exc` (docker-py wraps it in a DockerException)."""
+    import requests.exceptions
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, requests.exceptions.Timeout | TimeoutError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def container_name(home: Home, run_id: str) -> str:

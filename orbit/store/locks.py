@@ -57,9 +57,12 @@ def locked(path: Path, timeout: float = 30.0) -> Iterator[None]:
 
 def is_locked(path: Path) -> bool:
     """True when some live process holds the lock on `path`."""
-    if not path.exists():
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except (FileNotFoundError, NotADirectoryError):
         return False
-    fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return True  # a lock this user may not open (another user's run): left to its owner
     try:
         try:
             import fcntl

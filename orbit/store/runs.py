@@ -36,10 +36,27 @@ ABANDONED_SECONDS = 600  # a submit that has not finished writing its run by the
 
 @dataclass
 class Broken:
-    """A run directory that cannot be read; listed with its problem, never fatal."""
+    """A run directory that cannot be read; listed with its problem, never fatal.
+
+    `spec` is its run.yaml when that one file could still be read (a broken status.yaml), so
+    its group and name are known; None when not even that could be read.
+    """
 
     id: str
     problem: str
+    spec: dict[str, Any] | None = None
+
+    @property
+    def group_known(self) -> bool:
+        return self.spec is not None
+
+    @property
+    def group(self) -> str | None:
+        return str(self.spec["group"]) if self.spec and self.spec.get("group") else None
+
+    @property
+    def name(self) -> str | None:
+        return str(self.spec["name"]) if self.spec and self.spec.get("name") else None
 
 
 class RunStore:
@@ -65,7 +82,11 @@ class RunStore:
                     break
                 except FileExistsError:
                     n += 1
-            atomic_write(counter, f"{n + 1}\n".encode())
+            try:
+                atomic_write(counter, f"{n + 1}\n".encode())
+            except BaseException:
+                path.rmdir()  # a full disk must not leave an empty runs/<n> behind
+                raise
         return str(n), path
 
     def create(
@@ -141,14 +162,14 @@ class RunStore:
         progress or one abandoned more than ABANDONED_SECONDS ago, which is then cleared."""
         final = self.run_dir(run_id)
         staging = self.home.runs_dir / f".staging-{run_id}"
-        if (final / "status.yaml").exists():
+        if _present(final / "status.yaml"):
             return False
         try:
             claimed = final.is_dir() and not any(final.iterdir())
         except OSError:
             claimed = False
-        if not claimed and not staging.exists():
-            if final.exists():
+        if not claimed and not _present(staging):
+            if _present(final):
                 return False  # a real run directory with a problem: report it
             unlink_quiet(self.home.queue_dir / run_id)  # its run was removed by hand
             unlink_quiet(self.home.active_dir / run_id)
@@ -184,28 +205,37 @@ class RunStore:
         return Run(run_id, path, spec, status)
 
     def exists(self, run_id: str) -> bool:
-        return (self.run_dir(run_id) / "status.yaml").exists()
+        """True when the run has a status.yaml, or one that this user may not examine."""
+        return _present(self.run_dir(run_id) / "status.yaml")
 
     def resolve(self, ref: str) -> Run:
         """A run by exact id, unique id prefix, or unique name."""
+        return self.load(self.resolve_id(ref))
+
+    def resolve_id(self, ref: str) -> str:
+        """The id `ref` names (as `resolve`), without reading the run: it may be broken."""
         ref = ref.strip()
         if not ref:
             raise NotFoundError("empty run id")
         # A ref with a slash or a leading dot is never an id: without this check `../x` or an
         # absolute path would name a directory outside runs/.
         if "/" not in ref and not ref.startswith(".") and self.exists(ref):
-            return self.load(ref)
+            return ref
         names = self._dir_names()
         by_prefix = [n for n in names if n.startswith(ref)]
         if len(by_prefix) == 1:
-            return self.load(by_prefix[0])
+            return by_prefix[0]
         # list_rows, not the raw index: it fills in runs the index lacks (deleted, or a crash
         # between a status write and its index line).
         by_name = sorted(
-            {r["id"] for r in self.list_rows() if isinstance(r, dict) and r.get("name") == ref}
+            {
+                r.id if isinstance(r, Broken) else r["id"]
+                for r in self.list_rows()
+                if (r.name if isinstance(r, Broken) else r.get("name")) == ref
+            }
         )
         if len(by_name) == 1:
-            return self.load(by_name[0])
+            return by_name[0]
         if len(by_prefix) > 1 or len(by_name) > 1:
             matches = sorted(set(by_prefix) | set(by_name), key=id_key)
             shown = ", ".join(matches[:8]) + (" …" if len(matches) > 8 else "")
@@ -243,8 +273,16 @@ class RunStore:
             try:
                 out.append(self.load(run_id))
             except (CorruptError, NotFoundError) as exc:
-                out.append(Broken(run_id, str(exc)))
+                out.append(self.broken(run_id, str(exc)))
         return out
+
+    def broken(self, run_id: str, problem: str) -> Broken:
+        """A Broken entry for a run that could not be loaded, with its run.yaml if readable."""
+        try:
+            spec: dict[str, Any] | None = read_yaml(self.run_dir(run_id) / "run.yaml")
+        except CorruptError:
+            spec = None
+        return Broken(run_id, problem, spec)
 
     def list_rows(self) -> list[dict[str, Any] | Broken]:
         """Every run as an index row (fresh rows from the cache, stale ones from disk)."""
@@ -270,17 +308,20 @@ class RunStore:
                         claimed_only = not any(entries)
                 except FileNotFoundError:
                     continue  # removed since the listing
-                except OSError:
-                    out.append(Broken(run_id, f"{self.run_dir(run_id)}: not a run directory"))
+                except OSError as exc:
+                    problem = f"{self.run_dir(run_id)}: not a run directory"
+                    if not isinstance(exc, NotADirectoryError) and exc.strerror:
+                        problem += f" ({exc.strerror.lower()})"  # permission denied
+                    out.append(self.broken(run_id, problem))
                     continue
                 if not claimed_only:
-                    out.append(Broken(run_id, f"{self.run_dir(run_id)}: status.yaml missing"))
+                    out.append(self.broken(run_id, f"{self.run_dir(run_id)}: status.yaml missing"))
                 continue  # an empty directory is an id being claimed right now
             if row is None or row.get("st") != mtime:
                 try:
                     run = self.load(run_id)
                 except (CorruptError, NotFoundError) as exc:
-                    out.append(Broken(run_id, str(exc)))
+                    out.append(self.broken(run_id, str(exc)))
                     continue
                 row = index.row_for(run, mtime)
                 index.append(self.home.index_path, row)
@@ -369,12 +410,18 @@ class RunStore:
         """Delete a finished run's directory (renamed aside first, so it vanishes at once)."""
         if run.state.active:
             raise ConflictError(f"run {run.label} is {run.state.value}; cancel it first")
-        trash = self.home.runs_dir / f".removing-{run.id}"
-        os.rename(run.dir, trash)
-        index.append(self.home.index_path, {"id": run.id, "removed": True})
-        shutil.rmtree(trash, ignore_errors=True)
-        unlink_quiet(self.home.queue_dir / run.id)
-        unlink_quiet(self.home.active_dir / run.id)
+        self.remove_dir(run.id)
+
+    def remove_dir(self, run_id: str) -> None:
+        """Delete a run's directory whatever its state or damage, and what names it (markers,
+        secrets). The caller makes sure no container of the run is left (`orbit rm --force`)."""
+        trash = self.home.runs_dir / f".removing-{run_id}"
+        os.rename(self.run_dir(run_id), trash)
+        index.append(self.home.index_path, {"id": run_id, "removed": True})
+        _rmtree(trash)
+        unlink_quiet(self.home.queue_dir / run_id)
+        unlink_quiet(self.home.active_dir / run_id)
+        unlink_quiet(self.home.secrets_dir / f"{run_id}.json")
 
 
 def _check_status(path: Path, status: dict[str, Any]) -> None:
@@ -402,6 +449,34 @@ def _check_format(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(version, int) or version > FORMAT:
         raise CorruptError(f"{path}: format {version!r} is newer than this Orbit reads ({FORMAT})")
     return data
+
+
+def _present(path: Path) -> bool:
+    """`path.exists()` that answers True, not PermissionError, when the path cannot be
+    examined (a directory made unreadable): something is there, and it is reported."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _rmtree(path: Path) -> None:
+    """Remove a tree, also the directories its owner made unreadable (chmod 000); what cannot
+    be removed even so stays behind under its hidden name."""
+
+    def retry(func: Any, name: str, exc_info: Any) -> None:
+        if func is os.unlink or not os.path.isdir(name):
+            return
+        try:
+            os.chmod(name, 0o700)
+        except OSError:
+            return
+        shutil.rmtree(name, ignore_errors=True)
+
+    shutil.rmtree(path, onerror=retry)
 
 
 def _mtime(path: Path) -> float:
