@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from enum import IntEnum
 
 
@@ -64,6 +65,10 @@ ENVIRONMENT_ERRNOS = {
 }
 
 
+# The temporary file of an atomic write (store/files.py), `.NAME.RANDOM.tmp`, beside NAME.
+_TEMP_FILE = re.compile(r"(?<=/)\.([^/]+)\.[^./]+\.tmp$")
+
+
 def from_os_error(exc: OSError, where: str | None = None) -> EnvironmentProblem | None:
     """The one-line error for an OSError the machine caused, or None for any other errno.
 
@@ -76,7 +81,8 @@ def from_os_error(exc: OSError, where: str | None = None) -> EnvironmentProblem 
         return None
     path = exc.filename
     if path is not None:
-        text = f"{os.fsdecode(path)}: {meaning}"
+        path = _TEMP_FILE.sub(r"\1", os.fsdecode(path))  # name the file being replaced
+        text = f"{path}: {meaning}"
     elif where is not None:
         text = f"{meaning} under {where}"
     else:
@@ -86,7 +92,7 @@ def from_os_error(exc: OSError, where: str | None = None) -> EnvironmentProblem 
     elif exc.errno == errno.EROFS:
         text += "; ORBIT_HOME must be on a writable file system"
     elif path is not None:
-        text += _owner_note(os.fsdecode(path))
+        text += _owner_note(path)
     return EnvironmentProblem(text)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from orbit.errors import from_os_error
 from orbit.execute.exitrecord import finalize_from_exit, read_exit
 from orbit.sched import pool
 from orbit.sched.plan import Admit, Request, Wait, plan
@@ -83,10 +84,18 @@ def tick(
             report.ran = False  # the holder sees our flag and ticks again for us
             return report
         try:
-            while flag.exists():
-                unlink_quiet(flag)
-                _tick_once(home, spawn, actor, now, report)
-            atomic_write(home.runtime_dir / "last_tick", now_iso(now).encode(), durable=False)
+            # A full disk (or a file this user may not write) ends this pass, never the tick:
+            # it is reported, and the next tick after the repair goes on from the files.
+            try:
+                while flag.exists():
+                    unlink_quiet(flag)
+                    _tick_once(home, spawn, actor, now, report)
+                atomic_write(home.runtime_dir / "last_tick", now_iso(now).encode(), durable=False)
+            except OSError as exc:
+                problem = from_os_error(exc, where=str(home.root))
+                if problem is None:
+                    raise
+                report.problems.append(str(problem))
         finally:
             release(handle)
         if not flag.exists():

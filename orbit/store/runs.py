@@ -8,6 +8,7 @@ line to events.jsonl and the listing index.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -30,6 +31,8 @@ from orbit.store.files import (
 from orbit.store.home import Home
 from orbit.store.locks import locked
 from orbit.store.model import FORMAT, LEASED, TRANSITIONS, Run, RunState, now_iso
+
+log = logging.getLogger(__name__)
 
 ABANDONED_SECONDS = 600  # a submit that has not finished writing its run by then never will
 
@@ -324,13 +327,25 @@ class RunStore:
                     out.append(self.broken(run_id, str(exc)))
                     continue
                 row = index.row_for(run, mtime)
-                index.append(self.home.index_path, row)
+                self._cache(index.append, self.home.index_path, row)
             fresh[run_id] = row
             out.append(row)
         if n_lines > 2 * len(fresh) + 100:
-            with locked(self.home.locks_dir / "index.lock"):
-                index.rewrite(self.home.index_path, fresh)
+            self._cache(self._compact, fresh)
         return out
+
+    def _compact(self, fresh: dict[str, dict[str, Any]]) -> None:
+        with locked(self.home.locks_dir / "index.lock"):
+            index.rewrite(self.home.index_path, fresh)
+
+    @staticmethod
+    def _cache(write: Callable[..., None], *args: Any) -> None:
+        """Update the listing index, which is only a cache: a disk that refuses the write (full,
+        read-only, another user's home) costs speed until it is repaired, never a listing."""
+        try:
+            write(*args)
+        except OSError as exc:
+            log.debug("index not updated: %s", exc)
 
     # --- changes ------------------------------------------------------------------------
     def transition(
@@ -393,7 +408,7 @@ class RunStore:
     def _index(self, run: Run) -> None:
         mtime = index.status_stamp(run.dir)
         if mtime is not None:
-            index.append(self.home.index_path, index.row_for(run, mtime))
+            self._cache(index.append, self.home.index_path, index.row_for(run, mtime))
 
     def add_note(self, run_id: str, text: str, actor: str) -> dict[str, Any]:
         note = {"time": now_iso(), "author": actor, "text": text}
