@@ -155,6 +155,16 @@ def user(tester: tuple[int, int], user_site: Path, open_dir: Path) -> User:
     return User(home, tester, user_site)
 
 
+def containers(home: Path) -> list[str]:
+    """The ids of the containers of `home`'s runs."""
+    return subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label=orbit.home={home.resolve()}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+
+
 def wait_state(home: Path, run_id: str, state: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     path = home / "runs" / run_id / "status.yaml"
@@ -199,9 +209,15 @@ def test_an_unreadable_run_directory_does_not_wedge_the_home(user: User, busybox
             "3": "unreadable",
             "4": "succeeded",
         }
+        removed = user("rm", "--force", "-y", "2", "3")
+        assert removed.code == 0, removed
+        assert sorted(os.listdir(user.home / "runs")) == ["1", "4"]
+        assert containers(user.home) == []  # run 3's, removed first
+        assert user("ps", "-a", "--json").code == 0
     finally:
         for run_id in ("2", "3"):
-            (user.home / "runs" / run_id).chmod(0o755)
+            if (user.home / "runs" / run_id).exists():
+                (user.home / "runs" / run_id).chmod(0o755)
 
 
 # --- F4: wait -g and ps -g with unreadable members ----------------------------------------------
@@ -225,6 +241,7 @@ def test_wait_for_a_group_never_reports_success_over_an_unreadable_member(
     assert orbit("wait", "-g", "grp").code == ExitCode.RUN_FAILED
     status = orbit.run_dir("2") / "status.yaml"
     status.write_bytes(status.read_bytes()[:40])  # run 2 failed; now nobody can read that
+    (orbit.home / "runs" / "notes.txt").write_text("a stray file is no member of any group")
     res = orbit("wait", "-g", "grp", "--json")
     assert res.code == ExitCode.CORRUPT, res
     data = res.json()
@@ -399,13 +416,7 @@ def test_rm_force_deletes_a_broken_run_and_its_container(orbit: Orbit, busybox: 
     assert res.code == 0, res
     assert not orbit.run_dir(run_id).exists()
     assert not (orbit.home / "active" / run_id).exists()
-    left = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label=orbit.home={orbit.home.resolve()}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    assert left == []
+    assert containers(orbit.home) == []
     assert orbit("ps", "-a", "--json").json()["runs"] == []
 
 

@@ -311,10 +311,15 @@ class RunStore:
                         claimed_only = not any(entries)
                 except FileNotFoundError:
                     continue  # removed since the listing
-                except OSError as exc:
+                except NotADirectoryError:
+                    # A stray file is no run: listed, but a member of no group.
                     problem = f"{self.run_dir(run_id)}: not a run directory"
-                    if not isinstance(exc, NotADirectoryError) and exc.strerror:
-                        problem += f" ({exc.strerror.lower()})"  # permission denied
+                    out.append(Broken(run_id, problem, spec={}))
+                    continue
+                except OSError as exc:  # permission denied
+                    problem = f"{self.run_dir(run_id)}: not a run directory"
+                    if exc.strerror:
+                        problem += f" ({exc.strerror.lower()})"
                     out.append(self.broken(run_id, problem))
                     continue
                 if not claimed_only:
