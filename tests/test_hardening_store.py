@@ -335,6 +335,9 @@ def test_a_full_disk_is_named_and_leaves_nothing_behind(small_disk: Orbit, busyb
     tick = orbit("scheduler", "tick", "--json")
     assert tick.code == 0, tick
     assert any("no space left on device" in p for p in tick.json()["problems"])
+    removed = orbit("rm", "-y", "1")  # how space is made: it must work on a full disk
+    assert removed.code == 0, removed
+    assert os.listdir(orbit.home / "runs") == []
     (orbit.home.parent / "filler").unlink()
     assert orbit("run", "--image", busybox, *SMALL, "-w", "--", "echo", "after").code == 0
 

@@ -88,7 +88,10 @@ class RunStore:
             try:
                 atomic_write(counter, f"{n + 1}\n".encode())
             except BaseException:
-                path.rmdir()  # a full disk must not leave an empty runs/<n> behind
+                try:
+                    path.rmdir()  # a full disk must not leave an empty runs/<n> behind
+                except OSError:
+                    pass
                 raise
         return str(n), path
 
@@ -437,7 +440,8 @@ class RunStore:
         secrets). The caller makes sure no container of the run is left (`orbit rm --force`)."""
         trash = self.home.runs_dir / f".removing-{run_id}"
         os.rename(self.run_dir(run_id), trash)
-        index.append(self.home.index_path, {"id": run_id, "removed": True})
+        # On a full disk, deleting runs is how space comes back: the tombstone may fail.
+        self._cache(index.append, self.home.index_path, {"id": run_id, "removed": True})
         _rmtree(trash)
         unlink_quiet(self.home.queue_dir / run_id)
         unlink_quiet(self.home.active_dir / run_id)
