@@ -200,6 +200,7 @@ def test_an_unreadable_run_directory_does_not_wedge_the_home(user: User, busybox
         assert user("show", "1").code == 0
         assert user("wait", "1", "4").code == 0
         one_line_error(user("show", "2"), ExitCode.CORRUPT, "runs/2", "ermission denied")
+        one_line_error(user("logs", "2"), ExitCode.ENVIRONMENT, "log.txt: permission denied")
         listing = user("ps", "-a", "--json")
         assert listing.code == 0, listing
         states = {r["id"]: r["state"] for r in json.loads(listing.out)["runs"]}

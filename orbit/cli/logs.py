@@ -36,8 +36,12 @@ def run(args: argparse.Namespace, env: Env) -> int:
         run_id = store.resolve_id(args.runs)
         if args.follow:
             raise CorruptError(f"{exc}; without -f, `orbit logs {run_id}` shows its log") from None
-        print(f"orbit: warning: {exc}; showing its log.txt as it is", file=env.stderr)
         path = store.run_dir(run_id) / "log.txt"
+        try:  # a log that cannot be read either is the one error to show
+            os.close(os.open(path, os.O_RDONLY))
+        except FileNotFoundError:
+            pass
+        print(f"orbit: warning: {exc}; showing its log.txt as it is", file=env.stderr)
         return show(env, args.json, run_id, "unreadable", path, start(path, args.tail))
     path = run.path("log.txt")
     offset = start(path, args.tail)
