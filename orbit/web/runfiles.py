@@ -276,17 +276,21 @@ def list_dir(path_fd: int) -> tuple[list[Entry], int]:
     """The entries of the folder behind an O_PATH descriptor (folders first, by name), at most
     LISTING_MAX, and how many there are (counted up to SCAN_MAX). Links are not followed."""
     entries = []
-    with os.scandir(reopen(path_fd, os.O_RDONLY | os.O_DIRECTORY)) as it:  # closes the fd
-        for n, e in enumerate(it):
-            if n >= SCAN_MAX:
-                break
-            try:
-                link = e.is_symlink()
-                is_dir = e.is_dir(follow_symlinks=False)
-                size = 0 if is_dir or link else e.stat(follow_symlinks=False).st_size
-            except OSError:
-                link, is_dir, size = False, False, 0
-            entries.append(Entry(e.name, is_dir, size, link))
+    dir_fd = reopen(path_fd, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with os.scandir(dir_fd) as it:  # scandir works on a copy: dir_fd stays ours to close
+            for n, e in enumerate(it):
+                if n >= SCAN_MAX:
+                    break
+                try:
+                    link = e.is_symlink()
+                    is_dir = e.is_dir(follow_symlinks=False)
+                    size = 0 if is_dir or link else e.stat(follow_symlinks=False).st_size
+                except OSError:
+                    link, is_dir, size = False, False, 0
+                entries.append(Entry(e.name, is_dir, size, link))
+    finally:
+        os.close(dir_fd)
     entries.sort(key=lambda e: (not e.is_dir, e.name))
     return entries[:LISTING_MAX], len(entries)
 

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from waitress import wasyncore
+from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask
 
 from orbit.errors import ConflictError, OrbitError, UsageError
 from orbit.store.files import atomic_write
@@ -96,9 +98,26 @@ def connection_limit() -> int:
     return max(32, min(4096, soft - FD_RESERVE))
 
 
+class _ErrorTask(ErrorTask):
+    """waitress's own error answers (a malformed request, a body over BODY_MAX) carry the
+    security headers too."""
+
+    def execute(self) -> None:
+        from orbit.web.app import SECURITY_HEADERS
+
+        self.response_headers.extend(SECURITY_HEADERS.items())
+        super().execute()
+
+
+class _Channel(HTTPChannel):
+    error_task_class = _ErrorTask
+
+
 class Server(TcpWSGIServer):
     """waitress's server that drops the longest-idle connection instead of refusing new ones,
     with the serve_forever/shutdown/server_close interface the CLI and tests use."""
+
+    channel_class = _Channel
 
     def __init__(self, app: Any, port: int, limit: int) -> None:
         self._stop = threading.Event()
