@@ -632,6 +632,11 @@ def test_refusals_name_no_host_path_and_no_server_version(live: Live) -> None:
         reply = live.request(f"/runs/{run_id}/files/{p}?{q}", token=live.token)
         assert reply.status == 403, name
         assert str(live.home.root) not in reply.text and live.token not in reply.text
+    broken = make_run(live.home)
+    (_run_dir(live.home, broken) / "status.yaml").write_text("state: [unclosed\n")
+    reply = live.request(f"/runs/{broken}", token=live.token)
+    assert reply.status == 404 and "ORBIT_HOME/runs" in reply.text
+    assert str(live.home.root) not in reply.text
     reply = live.request("/login")
     server = reply.headers.get("Server") or ""
     assert "Python" not in server and "WSGIServer" not in server

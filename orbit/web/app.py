@@ -170,8 +170,8 @@ def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
                     "%s %s failed:\n%s", bottle.request.method, bottle.request.path, err.traceback
                 )
             message = "the server failed to build this page (see runtime/web.log)"
-        else:
-            message = str(err.body)
+        else:  # no host paths in an answer: the home is named, not spelled out
+            message = str(err.body).replace(str(home.root), "ORBIT_HOME")
         try:
             return ctx.render(
                 "error", title=f"{err.status_code}", status=err.status, message=message
