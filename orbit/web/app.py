@@ -56,7 +56,10 @@ def host_ok(host: str | None, port: str) -> bool:
     """A request names this server by a loopback name and its port (DNS rebinding)."""
     if host is None:
         return True  # HTTP/1.0 without Host: no browser sends that
-    return host.lower() in {f"{name}:{port}" for name in LOOPBACK_NAMES}
+    allowed = {f"{name}:{port}" for name in LOOPBACK_NAMES}
+    if port == "80":  # the default port is left out of Host
+        allowed.update(LOOPBACK_NAMES)
+    return host.lower() in allowed
 
 
 def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
