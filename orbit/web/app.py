@@ -5,13 +5,12 @@ from __future__ import annotations
 import importlib
 import logging
 from typing import Any
-from urllib.parse import urljoin, urlsplit
 
 import bottle
 
 from orbit.store.home import Home
 from orbit.web.auth import SESSION_MAX_AGE_S, Auth, load_or_create_token
-from orbit.web.context import STATIC, WebContext, cookie_name
+from orbit.web.context import STATIC, WebContext, cookie_name, local_path
 
 log = logging.getLogger(__name__)
 
@@ -28,21 +27,6 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-
-
-def local_path(target: str | None) -> str:
-    """`target` if it is a path on this server, else `/` (no open redirect after login)."""
-    if (
-        not target
-        or not target.startswith("/")
-        or target.startswith("//")
-        or "\\" in target
-        or any(ord(c) < 0x20 or ord(c) == 0x7F for c in target)
-    ):
-        return "/"
-    # What a browser would make of it, relative to this server, must stay on this server.
-    joined = urlsplit(urljoin("http://orbit.invalid/", target))
-    return target if joined.netloc == "orbit.invalid" else "/"
 
 
 def _apply_headers(response: Any) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urljoin, urlsplit
 
 import bottle
 
@@ -46,6 +47,21 @@ def cookie_name() -> str:
     """`orbit_<port>`: one cookie per server port, so two homes on two ports never collide."""
     port = str(bottle.request.environ.get("SERVER_PORT", "")).strip()
     return f"orbit_{port}" if port.isdigit() else "orbit_session"
+
+
+def local_path(target: str | None) -> str:
+    """`target` if it is a path on this server, else `/` (no open redirect after login)."""
+    if (
+        not target
+        or not target.startswith("/")
+        or target.startswith("//")
+        or "\\" in target
+        or any(ord(c) < 0x20 or ord(c) == 0x7F for c in target)
+    ):
+        return "/"
+    # What a browser would make of it, relative to this server, must stay on this server.
+    joined = urlsplit(urljoin("http://orbit.invalid/", target))
+    return target if joined.netloc == "orbit.invalid" else "/"
 
 
 @dataclass

@@ -14,7 +14,7 @@ from orbit.errors import OrbitError
 from orbit.store.describe import duration_s
 from orbit.store.index import row_for
 from orbit.store.runs import Broken, id_key
-from orbit.web.context import WebContext
+from orbit.web.context import WebContext, local_path
 
 PER_PAGE = 50
 FILTERS = ("state", "name", "group", "tag", "folder", "q")
@@ -201,7 +201,6 @@ def register(app: bottle.Bottle, ctx: WebContext) -> None:
     @ctx.require_auth
     def cancel() -> Any:
         from orbit.execute.control import request_cancel
-        from orbit.web.app import local_path
 
         ctx.check_csrf()
         ids = [i for v in bottle.request.forms.getall("ids") for i in v.split(",") if i]

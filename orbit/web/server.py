@@ -138,6 +138,13 @@ class Server(TcpWSGIServer):
             expose_tracebacks=False,
         )
 
+    def bind_server_socket(self) -> None:
+        try:
+            super().bind_server_socket()
+        except OSError:
+            self.close()  # the socket and the wake-up pipe: `bind` tries the next port
+            raise
+
     @property
     def server_port(self) -> int:
         return int(self.effective_port)
