@@ -22,7 +22,7 @@ from orbit.store.model import RunState
 from orbit.store.runs import RunStore
 from orbit.web import server
 from orbit.web.app import make_app
-from orbit.web.context import load_or_create_token, token_path
+from orbit.web.auth import load_or_create_token, new_login_code, token_path
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -43,10 +43,23 @@ class Reply:
 @dataclass
 class Web:
     base: str
-    token: str
+    token: str  # the master token (X-Orbit-Token)
     home: Home
-    cookie: str | None = None
+    session: str = ""  # the browser session's cookie value, after login()
+    csrf: str = ""  # its form token, as the pages show it
     opener: Any = field(default_factory=lambda: urllib.request.build_opener(_NoRedirect))
+
+    @property
+    def cookie_name(self) -> str:
+        return "orbit_" + self.base.rsplit(":", 1)[1]
+
+    def login(self) -> None:
+        """Log in as a browser does: redeem a one-time code, keep the cookie and form token."""
+        reply = self(f"/login?code={new_login_code(self.home, self.token)}", auth=False)
+        assert reply.status == 303, reply
+        self.session = reply.headers["Set-Cookie"].split(";")[0].split("=", 1)[1]
+        page = self("/settings").body
+        self.csrf = page.split('name="token" value="', 1)[1].split('"', 1)[0]
 
     def __call__(
         self,
@@ -59,7 +72,7 @@ class Web:
         body = urlencode(data, doseq=True).encode() if data is not None else None
         req = urllib.request.Request(self.base + path, data=body, headers=headers or {})
         if auth:
-            req.add_header("Cookie", f"orbit_token={self.token}")
+            req.add_header("Cookie", f"{self.cookie_name}={self.session}")
         try:
             with self.opener.open(req, timeout=30) as resp:
                 return Reply(resp.status, resp.headers, resp.read().decode())
@@ -75,7 +88,9 @@ def web(orbit: Orbit) -> Iterator[Web]:
     thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
-        yield Web(f"http://127.0.0.1:{srv.server_port}", load_or_create_token(home), home)
+        web = Web(f"http://127.0.0.1:{srv.server_port}", load_or_create_token(home), home)
+        web.login()
+        yield web
     finally:
         srv.shutdown()
         srv.server_close()
@@ -99,7 +114,7 @@ def test_every_page_refuses_a_request_without_the_token(web: Web) -> None:
         reply = web(path, auth=False)
         assert reply.status in (302, 303) and reply.headers["Location"].endswith("/login"), path
     assert web("/api/runs", auth=False).status == 401
-    wrong = web("/api/runs", auth=False, headers={"Cookie": "orbit_token=nope"})
+    wrong = web("/api/runs", auth=False, headers={"Cookie": f"{web.cookie_name}=nope"})
     assert wrong.status == 401
     assert web("/api/runs", auth=False, headers={"X-Orbit-Token": "nope"}).status == 401
     assert web("/api/runs", auth=False, headers={"X-Orbit-Token": web.token}).status == 200
@@ -108,15 +123,19 @@ def test_every_page_refuses_a_request_without_the_token(web: Web) -> None:
 
 
 def test_login_sets_a_strict_http_only_cookie_and_redirects_to_a_clean_url(web: Web) -> None:
-    reply = web(f"/login?token={web.token}&next=/runs/3", auth=False)
+    code = new_login_code(web.home, web.token)
+    reply = web(f"/login?code={code}&next=/runs/3", auth=False)
     assert reply.status == 303 and reply.headers["Location"].endswith("/runs/3")
     cookie = reply.headers["Set-Cookie"]
-    assert f"orbit_token={web.token}" in cookie
+    assert cookie.startswith(f"{web.cookie_name}=") and web.token not in cookie
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie.replace("strict", "Strict")
-    bad = web("/login?token=wrong", auth=False)
+    again = web(f"/login?code={code}", auth=False)  # a code works once
+    assert again.status == 401 and "Set-Cookie" not in again.headers and "not valid" in again.body
+    bad = web("/login?code=wrong", auth=False)
     assert bad.status == 401 and "Set-Cookie" not in bad.headers and "not valid" in bad.body
     # Only a path on this server is followed after login.
-    away = web(f"/login?token={web.token}&next=//evil.example/", auth=False)
+    code = new_login_code(web.home, web.token)
+    away = web(f"/login?code={code}&next=//evil.example/", auth=False)
     assert away.headers["Location"].endswith("127.0.0.1:" + web.base.rsplit(":", 1)[1] + "/")
 
 
@@ -126,7 +145,8 @@ def test_a_post_needs_the_token_in_the_request_not_only_the_cookie(web: Web) -> 
     assert refused.status == 403
     assert RunStore(web.home).load(run_id).state is RunState.QUEUED
     assert web("/cancel", data={"ids": run_id, "token": "x"}).status == 403
-    done = web("/cancel", data={"ids": run_id, "token": web.token, "back": "/?state=queued"})
+    assert web("/cancel", data={"ids": run_id, "token": web.token}).status == 403
+    done = web("/cancel", data={"ids": run_id, "token": web.csrf, "back": "/?state=queued"})
     assert done.status == 303 and done.headers["Location"].endswith("/?state=queued")
     assert RunStore(web.home).load(run_id).state is RunState.CANCELLED
     events = RunStore(web.home).events(run_id)

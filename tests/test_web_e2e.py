@@ -191,7 +191,7 @@ def test_without_the_cookie_nothing_is_shown(site: Site, browser: Any) -> None:
         assert note.status in (401, 403)
         assert "sneaky" not in (site.orbit.run_dir(site.baseline) / "notes.jsonl").read_text()
         bad = ctx.new_page()
-        bad.goto(site.base + "/login?token=not-the-token")
+        bad.goto(site.base + "/login?code=not-a-code")
         assert bad.locator("tr.run").count() == 0
     finally:
         ctx.close()
@@ -210,10 +210,17 @@ def test_review_in_the_browser(site: Site, browser: Any) -> None:
         )
         a, b = site.docker_runs
 
-        # Log in with the printed URL: the token becomes a cookie and the URL is clean again.
-        page.goto(site.login_url)
+        # Log in with the printed one-time URL: it becomes a session cookie (never the token)
+        # and the URL is clean again.
+        fresh = site.orbit("web", "--json")
+        assert fresh.code == 0, fresh.err
+        page.goto(str(fresh.json()["url"]))
         assert page.url == site.base + "/"
-        assert "token=" not in page.url
+        assert "code=" not in page.url
+        token = (site.orbit.home / "web-token").read_text().strip()
+        cookies = {c["name"]: c["value"] for c in ctx.cookies()}
+        port = site.base.rsplit(":", 1)[1]
+        assert set(cookies) == {f"orbit_{port}"} and token not in cookies[f"orbit_{port}"]
         assert sorted(_rows(page)) == sorted([a, b, site.baseline, site.broken])
         assert page.locator(f'tr.run[data-id="{a}"] [data-field=state]').inner_text() == (
             "succeeded"

@@ -19,6 +19,7 @@ from orbit.store.home import Home
 from orbit.store.model import Run, RunState
 from orbit.store.runs import RunStore
 from orbit.web.app import make_app
+from orbit.web.auth import new_login_code
 from orbit.web.series import downsample, read_metrics
 
 TOKEN = "test-token-123"
@@ -47,6 +48,16 @@ class Client:
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self.session = ""
+        self.csrf = ""
+
+    def login(self, home: Home) -> None:
+        """Redeem a one-time login code as a browser would; keep the session and form token."""
+        r = self.get("/login", f"code={new_login_code(home, TOKEN)}", auth=False)
+        assert r.status == 303, r.text
+        self.session = r.headers["set-cookie"].split(";")[0].split("=", 1)[1]
+        page = self.get("/settings").text
+        self.csrf = page.split('name="token" value="', 1)[1].split('"', 1)[0]
 
     def request(
         self,
@@ -78,7 +89,7 @@ class Client:
         if form is not None:
             environ["CONTENT_TYPE"] = "application/x-www-form-urlencoded"
         if auth:
-            environ["HTTP_COOKIE"] = f"orbit_token={TOKEN}"
+            environ["HTTP_COOKIE"] = f"orbit_7717={self.session}"
         for k, v in (headers or {}).items():
             environ["HTTP_" + k.upper().replace("-", "_")] = v
         out: dict[str, Any] = {}
@@ -113,7 +124,9 @@ def store(home: Home) -> RunStore:
 @pytest.fixture
 def client(home: Home) -> Client:
     home.ensure()
-    return Client(make_app(home, token=TOKEN))
+    client = Client(make_app(home, token=TOKEN))
+    client.login(home)
+    return client
 
 
 def make_run(store: RunStore, name: str = "baseline", **params: str) -> Run:
@@ -354,7 +367,8 @@ def test_posting_a_note(client: Client, store: RunStore) -> None:
     url = f"/runs/{run.id}/notes"
     refused = client.request("POST", url, form={"text": "no token"})
     assert refused.status == 403
-    r = client.request("POST", url, form={"text": "  lr 3e-4 <b>diverges</b>  ", "token": TOKEN})
+    form = {"text": "  lr 3e-4 <b>diverges</b>  ", "token": client.csrf}
+    r = client.request("POST", url, form=form)
     assert r.status == 303 and r.headers["location"].endswith(f"/runs/{run.id}#notes")
     notes = read_jsonl(run.path("notes.jsonl"))
     assert [n["text"] for n in notes] == ["lr 3e-4 <b>diverges</b>"]
@@ -368,7 +382,7 @@ def test_posting_a_note(client: Client, store: RunStore) -> None:
         headers={"X-Orbit-Token": TOKEN, "Accept": "application/json"},
     )
     assert r.status == 200 and r.json()["text"] == "via header"
-    assert client.request("POST", url, form={"text": " ", "token": TOKEN}).status == 400
+    assert client.request("POST", url, form={"text": " ", "token": client.csrf}).status == 400
 
 
 def test_a_2_gb_log_is_read_by_range(client: Client, store: RunStore) -> None:

@@ -12,6 +12,7 @@ from urllib.parse import quote, urlencode
 from orbit.cli.common import add_json, print_json
 from orbit.env import Env
 from orbit.errors import OrbitError, UsageError
+from orbit.store.home import Home
 
 START_TIMEOUT_S = 15.0
 
@@ -32,6 +33,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--open", action="store_true", help="open the URL in a browser")
     p.add_argument("--port", type=_port, help="serve on this port (default 7717 or the next free)")
     p.add_argument("--stop", action="store_true", help="stop the web server of this home")
+    p.add_argument(
+        "--rotate",
+        action="store_true",
+        help="make a new web token: every browser is logged out, old links stop working",
+    )
     p.add_argument(
         "--install",
         action="store_true",
@@ -95,8 +101,7 @@ def _start(env: Env, port: int | None) -> None:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.web import server
-    from orbit.web.context import load_or_create_token
+    from orbit.web import auth, server
 
     home = env.home
     port = _requested_port(args, env)
@@ -106,13 +111,23 @@ def run(args: argparse.Namespace, env: Env) -> int:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s web %(message)s")
         server.serve(home, port)
         return 0
-    actions = [f"--{a}" for a in ("stop", "install", "uninstall") if getattr(args, a)]
+    actions = [f"--{a}" for a in ("stop", "install", "uninstall", "rotate") if getattr(args, a)]
     if len(actions) > 1:
         raise UsageError(f"{' and '.join(actions)} cannot be combined")
     if actions and args.id:
         raise UsageError(f"{actions[0]} takes no run ID")
     if args.install:
         return _install(env, port, args.json)
+    if args.rotate:
+        home.ensure()
+        auth.rotate(home)
+        if args.json:
+            print_json(env, {"rotated": True})
+        else:
+            env.stdout.write(
+                "made a new web token: every browser is logged out; `orbit web` prints a new link\n"
+            )
+        return 0
     if args.uninstall:
         removed = server.uninstall_unit(home, env.environ)
         if args.json:
@@ -145,19 +160,38 @@ def run(args: argparse.Namespace, env: Env) -> int:
         raise UsageError(
             f"the web server already runs on port {live.port}; `orbit web --stop` it first"
         )
-    token = load_or_create_token(home)
-    query = {"token": token, **({"next": target} if target != "/" else {})}
+    # A one-time code, not the token: the URL left in history or on a command line expires.
+    code = auth.new_login_code(home, auth.load_or_create_token(home))
+    query = {"code": code, **({"next": target} if target != "/" else {})}
     url = f"{live.url}/login?{urlencode(query)}"
     if args.open:
-        import webbrowser
-
-        webbrowser.open(url)
+        _open_browser(home, url)
+        code = auth.new_login_code(home, auth.load_or_create_token(home))
+        url = f"{live.url}/login?{urlencode({**query, 'code': code})}"
     if args.json:
         print_json(env, {"url": url, "port": live.port, "pid": live.pid, "started": started})
     else:
         note = "started the web server; " if started else ""
         env.stdout.write(f"{note}open {url}\n")
     return 0
+
+
+def _open_browser(home: Home, url: str) -> None:
+    """Open `url` through a 0600 redirect page, so the browser's command line (which every
+    local user can read in /proc) names a file, not the login link."""
+    import html
+    import webbrowser
+
+    from orbit.store.files import atomic_write
+
+    page = home.runtime_dir / "web-open.html"
+    text = (
+        '<!doctype html><meta charset="utf-8">'
+        f'<meta http-equiv="refresh" content="0;url={html.escape(url)}">'
+        f'<p><a href="{html.escape(url)}">Open Orbit</a></p>\n'
+    )
+    atomic_write(page, text.encode(), durable=False, mode=0o600)
+    webbrowser.open(page.as_uri())
 
 
 def _install(env: Env, port: int | None, as_json: bool) -> int:

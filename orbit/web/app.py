@@ -9,11 +9,11 @@ from typing import Any
 import bottle
 
 from orbit.store.home import Home
-from orbit.web.context import COOKIE, STATIC, WebContext, load_or_create_token
+from orbit.web.auth import SESSION_MAX_AGE_S, Auth, load_or_create_token
+from orbit.web.context import STATIC, WebContext, cookie_name, local_path
 
 log = logging.getLogger(__name__)
 
-COOKIE_MAX_AGE = 30 * 86400
 # Scripts and styles only from this server: run data can never become code, even if a
 # template forgot to escape it; no other site may frame these pages.
 SECURITY_HEADERS = {
@@ -26,46 +26,89 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
-def local_path(target: str | None) -> str:
-    """`target` if it is a path on this server, else `/` (no open redirect after login)."""
-    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
-        return target
-    return "/"
+def _apply_headers(response: Any) -> None:
+    """The security headers, where a handler did not set its own (the raw files' sandbox)."""
+    for name, value in SECURITY_HEADERS.items():
+        if name not in response.headers:
+            response.set_header(name, value)
+
+
+def host_ok(host: str | None, port: str) -> bool:
+    """A request names this server by a loopback name and its port (DNS rebinding)."""
+    if host is None:
+        return True  # HTTP/1.0 without Host: no browser sends that
+    allowed = {f"{name}:{port}" for name in LOOPBACK_NAMES}
+    if port == "80":  # the default port is left out of Host
+        allowed.update(LOOPBACK_NAMES)
+    return host.lower() in allowed
 
 
 def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
-    ctx = WebContext(home, token or load_or_create_token(home))
+    """The application; `token` (tests) is written to web-token first."""
+    if token is not None:
+        from orbit.store.files import atomic_write
+        from orbit.web.auth import token_path
+
+        atomic_write(token_path(home), (token + "\n").encode(), mode=0o600)
+    else:
+        load_or_create_token(home)
+    ctx = WebContext(home, Auth(home))
     app = bottle.Bottle()
     app.config["orbit.ctx"] = ctx
 
+    @app.hook("before_request")
+    def check_host() -> None:
+        req = bottle.request
+        if not host_ok(req.get_header("Host"), str(req.environ.get("SERVER_PORT", ""))):
+            bottle.abort(421, "this server answers only as 127.0.0.1, localhost or [::1]")
+
     @app.hook("after_request")
     def security_headers() -> None:
-        for name, value in SECURITY_HEADERS.items():
-            bottle.response.set_header(name, value)
+        _apply_headers(bottle.response)
+
+    def start_session() -> None:
+        bottle.response.set_cookie(
+            cookie_name(),
+            ctx.auth.new_session(),
+            path="/",
+            httponly=True,
+            samesite="strict",
+            max_age=SESSION_MAX_AGE_S,
+        )
+        bottle.redirect(local_path(bottle.request.params.getunicode("next")), 303)
 
     @app.get("/login")
     def login() -> Any:
-        sent = bottle.request.query.getunicode("token", "")
-        if sent and ctx.token_ok(sent):
-            bottle.response.set_cookie(
-                COOKIE,
-                ctx.token,
-                path="/",
-                httponly=True,
-                samesite="strict",
-                max_age=COOKIE_MAX_AGE,
-            )
-            bottle.redirect(local_path(bottle.request.query.getunicode("next")), 303)
+        code = bottle.request.query.getunicode("code", "") or ""
+        if code and ctx.auth.redeem(code):
+            start_session()
         bottle.response.status = 401
-        return ctx.render("login", title="Log in", wrong=bool(sent), logged_in=ctx.authorized())
+        return ctx.render(
+            "login",
+            title="Log in",
+            wrong=bool(code) or bool(bottle.request.query.get("token")),
+            logged_in=ctx.authorized(),
+            next=local_path(bottle.request.query.getunicode("next")),
+        )
+
+    @app.post("/login")
+    def login_with_token() -> Any:
+        if ctx.auth.token_ok(bottle.request.forms.getunicode("token")):
+            start_session()
+        bottle.response.status = 401
+        return ctx.render(
+            "login", title="Log in", wrong=True, logged_in=False, next=local_path(None)
+        )
 
     @app.post("/logout")
     @ctx.require_auth
     def logout() -> None:
         ctx.check_csrf()
-        bottle.response.delete_cookie(COOKIE, path="/")
+        ctx.auth.revoke(bottle.request.get_cookie(cookie_name()))
+        bottle.response.delete_cookie(cookie_name(), path="/")
         bottle.redirect("/login", 303)
 
     @app.get("/static/<path:path>")
@@ -105,14 +148,25 @@ def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
             "settings", title="Settings", checks=checks, home=str(home.root), config=home.config
         )
 
-    @app.error(401)
-    @app.error(403)
-    @app.error(404)
-    @app.error(400)
     def error_page(err: bottle.HTTPError) -> str:
-        for name, value in SECURITY_HEADERS.items():
-            bottle.response.set_header(name, value)
-        return ctx.render("error", title=f"{err.status_code}", status=err.status, message=err.body)
+        # Every status, 500 included: the security headers, and no traceback or host path.
+        _apply_headers(bottle.response)
+        if err.status_code >= 500:
+            if err.traceback:
+                log.error(
+                    "%s %s failed:\n%s", bottle.request.method, bottle.request.path, err.traceback
+                )
+            message = "the server failed to build this page (see runtime/web.log)"
+        else:  # no host paths in an answer: the home is named, not spelled out
+            message = str(err.body).replace(str(home.root), "ORBIT_HOME")
+        try:
+            return ctx.render(
+                "error", title=f"{err.status_code}", status=err.status, message=message
+            )
+        except Exception:  # the error page itself must not fail
+            return f"{err.status_code}"
+
+    app.default_error_handler = error_page
 
     from orbit.web import listing
 

@@ -1,4 +1,4 @@
-"""What every web page shares: the store, the login token, the layout and the auth check.
+"""What every web page shares: the store, the auth state, the layout and the auth check.
 
 Interface for page modules (orbit.web.run_pages and friends):
 
@@ -11,62 +11,63 @@ Interface for page modules (orbit.web.run_pages and friends):
 `ctx.render(name, title=..., **kw)` renders templates/<name>.tpl and wraps it in base.tpl
 (which links /static/orbit.css and /static/orbit.js and passes `csrf` for forms: a form that
 POSTs puts `<input type="hidden" name="token" value="{{csrf}}">`). `ctx.check_csrf()` raises a
-403 unless the request carries the token in the X-Orbit-Token header or a `token` form field;
-call it first in every POST handler. `ctx.actor` names the web server in notes and events.
+403 unless the request carries the master token in X-Orbit-Token or the session's form token
+(a `token` form field or the X-Orbit-CSRF header); call it first in every POST handler.
+`ctx.actor` names the web server in notes and events.
 """
 
 from __future__ import annotations
 
 import functools
-import hmac
 import os
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urljoin, urlsplit
 
 import bottle
 
 from orbit.store.home import Home
 from orbit.store.index import IndexCache
 from orbit.store.runs import RunStore
+from orbit.web.auth import Auth, equal
+from orbit.web.auth import load_or_create_token as load_or_create_token  # for scripts
+from orbit.web.auth import token_path as token_path
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
-COOKIE = "orbit_token"
 HEADER = "X-Orbit-Token"
+CSRF_HEADER = "X-Orbit-CSRF"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def token_path(home: Home) -> Path:
-    return home.root / "web-token"
+def cookie_name() -> str:
+    """`orbit_<port>`: one cookie per server port, so two homes on two ports never collide."""
+    port = str(bottle.request.environ.get("SERVER_PORT", "")).strip()
+    return f"orbit_{port}" if port.isdigit() else "orbit_session"
 
 
-def load_or_create_token(home: Home) -> str:
-    """The login token in ORBIT_HOME/web-token (mode 0600), made on first use."""
-    path = token_path(home)
-    try:
-        token = path.read_text().strip()
-        if token:
-            return token
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(32)
-    tmp = path.with_name(f".web-token.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(token + "\n")
-    os.replace(tmp, path)
-    return token
+def local_path(target: str | None) -> str:
+    """`target` if it is a path on this server, else `/` (no open redirect after login)."""
+    if (
+        not target
+        or not target.startswith("/")
+        or target.startswith("//")
+        or "\\" in target
+        or any(ord(c) < 0x20 or ord(c) == 0x7F for c in target)
+    ):
+        return "/"
+    # What a browser would make of it, relative to this server, must stay on this server.
+    joined = urlsplit(urljoin("http://orbit.invalid/", target))
+    return target if joined.netloc == "orbit.invalid" else "/"
 
 
 @dataclass
 class WebContext:
     home: Home
-    token: str
+    auth: Auth
     store: RunStore = field(init=False)
     actor: str = field(default_factory=lambda: f"web:{os.getpid()}")
 
@@ -74,12 +75,17 @@ class WebContext:
         self.store = RunStore(self.home, index_cache=IndexCache())
 
     # --- auth ---------------------------------------------------------------------------
-    def token_ok(self, value: str | None) -> bool:
-        return bool(value) and hmac.compare_digest(str(value), self.token)
+    def session_id(self) -> str | None:
+        """The request's session id when it is a valid session, else None."""
+        sid = bottle.request.get_cookie(cookie_name())
+        return sid if self.auth.session_ok(sid) else None
+
+    def by_token(self) -> bool:
+        """The request carries the master token in X-Orbit-Token (scripts)."""
+        return self.auth.token_ok(bottle.request.get_header(HEADER))
 
     def authorized(self) -> bool:
-        req = bottle.request
-        return self.token_ok(req.get_cookie(COOKIE)) or self.token_ok(req.get_header(HEADER))
+        return self.by_token() or self.session_id() is not None
 
     def require_auth(self, func: F) -> F:
         """Refuse a request without the token: 401 for the API and POSTs, else a redirect."""
@@ -88,29 +94,37 @@ class WebContext:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if not self.authorized():
                 req = bottle.request
-                if req.method == "GET" and not req.path.startswith("/api/"):
+                if req.method in ("GET", "HEAD") and not req.path.startswith("/api/"):
                     bottle.redirect("/login")
                 bottle.abort(401, "not logged in: run `orbit web` and open the URL it prints")
             return func(*args, **kwargs)
 
         return wrapper  # type: ignore[return-value]
 
+    def csrf(self) -> str:
+        """The form token of this request's session ("" for a script using the master token)."""
+        sid = self.session_id()
+        return self.auth.csrf(sid) if sid else ""
+
     def check_csrf(self) -> None:
-        """A POST must carry the token itself (header or form field), not only the cookie."""
+        """A POST must carry the master token in X-Orbit-Token, or the session's form token
+        (form field `token` or X-Orbit-CSRF header): the cookie alone is not enough."""
+        if self.by_token():
+            return
         req = bottle.request
-        sent = req.get_header(HEADER) or req.forms.get("token")
-        if not self.token_ok(sent):
-            bottle.abort(403, "missing or wrong token in the request (X-Orbit-Token or form)")
+        sent = req.get_header(CSRF_HEADER) or req.forms.get("token")
+        sid = self.session_id()
+        if not sid or not equal(sent, self.auth.csrf(sid)):
+            bottle.abort(403, "missing or wrong form token in the request (reload the page)")
 
     # --- rendering ----------------------------------------------------------------------
     def render(self, template_name: str, title: str = "Orbit", **kw: Any) -> str:
         """templates/<template_name>.tpl inside the base layout (SimpleTemplate escapes {{…}}).
 
-        Both templates get `csrf` (the token, for the hidden field of a POST form).
+        Both templates get `csrf` (the session's form token, for a POST form's hidden field).
         """
         lookup = [str(TEMPLATES)]
-        body = bottle.template(template_name, template_lookup=lookup, csrf=self.token, **kw)
-        page = bottle.template(
-            "base", template_lookup=lookup, title=title, body=body, csrf=self.token
-        )
+        csrf = self.csrf()
+        body = bottle.template(template_name, template_lookup=lookup, csrf=csrf, **kw)
+        page = bottle.template("base", template_lookup=lookup, title=title, body=body, csrf=csrf)
         return str(page)

@@ -14,11 +14,12 @@ from orbit.errors import OrbitError
 from orbit.store.describe import duration_s
 from orbit.store.index import row_for
 from orbit.store.runs import Broken, id_key
-from orbit.web.context import WebContext
+from orbit.web.context import WebContext, local_path
 
 PER_PAGE = 50
 FILTERS = ("state", "name", "group", "tag", "folder", "q")
 COLUMNS = ("id", "name", "state", "group", "folder", "submitted", "duration")
+IDS_MAX = 500  # /api/runs?ids=: the page asks for the PER_PAGE runs it shows
 STATES = ("queued", "starting", "running", "succeeded", "failed", "cancelled", "lost")
 
 
@@ -179,7 +180,9 @@ def register(app: bottle.Bottle, ctx: WebContext) -> None:
     @ctx.require_auth
     def runs_api() -> dict[str, Any]:
         """State, reason and duration of the runs named in ?ids=1,2 (or of all runs)."""
-        wanted = [i for i in bottle.request.query.get("ids", "").split(",") if i]
+        wanted = list(dict.fromkeys(i for i in bottle.request.query.get("ids", "").split(",") if i))
+        if len(wanted) > IDS_MAX:
+            bottle.abort(400, f"ask for at most {IDS_MAX} runs at once")
         rows: list[dict[str, Any] | Broken]
         if wanted:  # the page polls only what it shows: read those runs, not all of them
             rows = []
@@ -212,5 +215,4 @@ def register(app: bottle.Bottle, ctx: WebContext) -> None:
                 results[ref] = {"error": str(exc)}
         if bottle.request.get_header("Accept", "").startswith("application/json"):
             return {"cancelled": results}
-        back = bottle.request.forms.getunicode("back", "/")
-        bottle.redirect(back if back.startswith("/") and not back.startswith("//") else "/", 303)
+        bottle.redirect(local_path(bottle.request.forms.getunicode("back", "/")), 303)

@@ -15,8 +15,11 @@ Routes (all behind the login token; the POST also checks it in the form or heade
 
 from __future__ import annotations
 
+import os
 import re
-from pathlib import Path
+import stat
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
@@ -151,24 +154,25 @@ def register(app: bottle.Bottle, ctx: WebContext) -> None:
     def browse(run_id: str, area: str, path: str) -> Any:
         run = load_run(ctx, run_id)
         folder = AREAS[area]
+        rel = path.strip("/")
+        entries: list[Any] = []
+        total, preview = 0, None
+        # Opened first, checked after, read through the descriptor (runfiles.opened).
         try:
-            root = runfiles.area_root(run.dir, folder)
-            target = runfiles.confined(root, path) if path else root
+            with runfiles.opened(run.dir, folder, path) as (fd, st):
+                if stat.S_ISREG(st.st_mode):
+                    if bottle.request.query.get("raw"):
+                        return _raw(fd, st.st_size, rel or folder)
+                    with runfiles.read_file(fd) as fh:
+                        preview = runfiles.preview(fh, rel)
+                elif stat.S_ISDIR(st.st_mode):
+                    entries, total = runfiles.list_dir(fd)
+                else:
+                    bottle.abort(404, f"{folder}/{rel} is not a regular file")
         except runfiles.Refused as exc:
             bottle.abort(403, str(exc))
         except NotFoundError as exc:
             bottle.abort(404, str(exc))
-        rel = path.strip("/")
-        if bottle.request.query.get("raw") and target.is_file():
-            return _raw(target)
-        entries: list[Any] = []
-        total, preview = 0, None
-        if target.is_dir():
-            entries, total = runfiles.list_dir(target)
-        elif target.is_file():
-            preview = runfiles.preview(target)
-        else:
-            bottle.abort(404, f"{folder}/{rel} is not a regular file")
         return ctx.render(
             "run_files",
             title=f"run {run.label}: {folder}/{rel}",
@@ -199,9 +203,17 @@ def register(app: bottle.Bottle, ctx: WebContext) -> None:
     @ctx.require_auth
     def code_diff(run_id: str) -> Any:
         run = load_run(ctx, run_id)
-        if not run.path("code.diff").is_file():
+        try:
+            fd = os.open(run.path("code.diff"), os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
             bottle.abort(404, "this run has no code.diff")
-        return _raw(run.path("code.diff"))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                bottle.abort(404, "this run has no code.diff")
+            return _raw(fd, st.st_size, "code.diff")
+        finally:
+            os.close(fd)
 
     @app.post("/runs/<run_id>/notes")
     @ctx.require_auth
@@ -233,24 +245,41 @@ def register(app: bottle.Bottle, ctx: WebContext) -> None:
 
 def _listing(run_dir: Path, folder: str) -> tuple[list[runfiles.Entry], int] | tuple[None, int]:
     try:
-        root = runfiles.area_root(run_dir, folder)
-    except (runfiles.Refused, NotFoundError):
+        with runfiles.opened(run_dir, folder, "") as (fd, _):
+            entries, total = runfiles.list_dir(fd)
+    except (runfiles.Refused, NotFoundError, OSError):
         return None, 0
-    if not root.is_dir():
-        return None, 0
-    entries, total = runfiles.list_dir(root)
     return entries[:200], total
 
 
-def _raw(path: Path) -> Any:
-    ctype, download = runfiles.raw_type(path)
-    resp = bottle.static_file(
-        path.name, root=str(path.parent), mimetype=ctype.split(";")[0], download=download
-    )
-    if ctype.startswith("text/plain"):
-        resp.set_header("Content-Type", ctype)
+def _raw(path_fd: int, size: int, name: str) -> Any:
+    """The bytes of the regular file behind `path_fd` (at most `size` of them), with a
+    sandboxing CSP that the site-wide headers leave in place."""
+    ctype, download = runfiles.raw_type(name)
+    fh = runfiles.read_file(path_fd)
+    resp = bottle.response
+    resp.set_header("Content-Type", ctype)
+    resp.set_header("Content-Length", str(size))
     resp.set_header("Content-Security-Policy", "sandbox; default-src 'none'")
-    return resp
+    if download:
+        filename = quote(PurePosixPath(name).name)
+        resp.set_header("Content-Disposition", f"attachment; filename*=UTF-8''{filename}")
+    if bottle.request.method == "HEAD":
+        fh.close()
+        return b""
+    return _chunks(fh, size)
+
+
+def _chunks(fh: Any, size: int) -> Iterator[bytes]:
+    # Exactly `size` bytes (the Content-Length) even if the file grows meanwhile.
+    with fh:
+        left = size
+        while left > 0:
+            data = fh.read(min(left, 256 << 10))
+            if not data:
+                return
+            left -= len(data)
+            yield data
 
 
 def fmt_size(n: int) -> str:

@@ -1,20 +1,28 @@
-"""The files of one run as the web view reads them: confined paths, byte ranges and previews.
+"""The files of one run as the web view reads them: confined opens, byte ranges and previews.
 
-Every path that comes from a request goes through `confined`: no `..`, no absolute path, and
-after resolving symlinks it must still lie under the folder it was asked of. Nothing here reads
-a whole file of unknown size: logs are read by byte range, previews by a capped prefix.
+A run's container writes its output/ while the server reads it, so a path that was checked may
+be a symlink a moment later. Every path from a request is therefore opened first and checked
+after, and then read only through that descriptor (`open_beneath`): with openat2's
+RESOLVE_BENEATH where the kernel has it (symlinks that stay inside the folder work), else a walk
+one component at a time with O_NOFOLLOW (every symlink is refused). Nothing here reads a whole
+file of unknown size: logs are read by byte range, previews by a capped prefix.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import ctypes
+import errno
 import io
 import json
 import mimetypes
 import os
+import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from orbit.errors import NotFoundError, OrbitError
 
@@ -48,28 +56,133 @@ class Refused(OrbitError):
     """A request path that leaves its folder (`..`, absolute, or a symlink out)."""
 
 
-def confined(root: Path, rel: str) -> Path:
-    """`root/rel` resolved, refused unless it stays under `root` (which must exist)."""
-    if "\x00" in rel or "\\" in rel:
-        raise Refused(f"refused path {rel!r}")
-    parts = PurePosixPath(rel).parts
-    if rel.startswith("/") or any(p == ".." for p in parts):
-        raise Refused(f"refused path {rel!r}: it leaves the run directory")
+_SYS_OPENAT2 = 437  # the same number on every Linux architecture
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_BENEATH = 0x08
+_openat2_state: dict[str, Any] = {"usable": None}
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [
+        ("flags", ctypes.c_uint64),
+        ("mode", ctypes.c_uint64),
+        ("resolve", ctypes.c_uint64),
+    ]
+
+
+def _openat2(dir_fd: int, rel: str, flags: int) -> int | None:
+    """openat2(dir_fd, rel, RESOLVE_BENEATH|RESOLVE_NO_MAGICLINKS); None without the syscall."""
+    if _openat2_state["usable"] is False:
+        return None
+    libc = _openat2_state.get("libc")
+    if libc is None:
+        try:
+            libc = _openat2_state["libc"] = ctypes.CDLL(None, use_errno=True)
+        except OSError:
+            _openat2_state["usable"] = False
+            return None
+    how = _OpenHow(flags, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+    for _ in range(8):  # EAGAIN: a rename raced with the lookup; the kernel asks to retry
+        fd = int(
+            libc.syscall(
+                _SYS_OPENAT2,
+                ctypes.c_int(dir_fd),
+                ctypes.c_char_p(os.fsencode(rel)),
+                ctypes.byref(how),
+                ctypes.c_size_t(ctypes.sizeof(how)),
+            )
+        )
+        if fd >= 0:
+            _openat2_state["usable"] = True
+            return fd
+        err = ctypes.get_errno()
+        if err in (errno.ENOSYS, errno.EPERM) and _openat2_state["usable"] is None:
+            _openat2_state["usable"] = False  # an old kernel, or seccomp forbids it
+            return None
+        if err != errno.EAGAIN:
+            raise OSError(err, os.strerror(err))
+    raise Refused("refused path: it kept changing while it was opened")
+
+
+def _walk(dir_fd: int, parts: list[str], flags: int) -> int:
+    """Open `parts` under dir_fd one component at a time; no component may be a symlink."""
+    cur = os.dup(dir_fd)
     try:
-        base = root.resolve(strict=True)
-        target = (base / rel).resolve(strict=True)
+        for part in parts[:-1]:
+            nxt = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=cur)
+            os.close(cur)
+            cur = nxt
+        fd = os.open(parts[-1], flags | os.O_NOFOLLOW, dir_fd=cur)
+    finally:
+        os.close(cur)
+    if stat.S_ISLNK(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Refused("refused path: it is a symbolic link")
+    return fd
+
+
+def _check_rel(rel: str) -> list[str]:
+    if "\x00" in rel or "\\" in rel:
+        raise Refused("refused path: it has a NUL or a backslash")
+    if rel.startswith("/"):
+        raise Refused("refused path: it is absolute")
+    parts = [p for p in PurePosixPath(rel).parts if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        raise Refused("refused path: it leaves the run directory")
+    return parts
+
+
+def open_beneath(dir_fd: int, rel: str) -> int:
+    """An O_PATH descriptor of `rel` under the folder `dir_fd`, opened without ever leaving it
+    (raises Refused for `..`, absolute paths and symlinks out, NotFoundError when missing).
+    An empty `rel` is the folder itself."""
+    parts = _check_rel(rel)
+    if not parts:
+        return os.dup(dir_fd)
+    flags = os.O_PATH | os.O_CLOEXEC
+    try:
+        fd = _openat2(dir_fd, "/".join(parts), flags)
+        if fd is None:
+            fd = _walk(dir_fd, parts, flags)
     except (FileNotFoundError, NotADirectoryError):
         raise NotFoundError(f"no file {rel!r}") from None
-    except (OSError, RuntimeError) as exc:  # a symlink loop
-        raise Refused(f"refused path {rel!r}: {exc}") from None
-    if target != base and base not in target.parents:
-        raise Refused(f"refused path {rel!r}: it points outside the run directory")
-    return target
+    except OSError as exc:
+        if exc.errno in (errno.EXDEV, errno.ELOOP, errno.ENOTDIR):
+            raise Refused(f"refused path {rel!r}: it points outside the run directory") from None
+        raise Refused(f"refused path {rel!r}: {os.strerror(exc.errno or 0)}") from None
+    return fd
 
 
-def area_root(run_dir: Path, area: str) -> Path:
-    """The folder of a browsable area (output/ or session/), itself confined to the run."""
-    return confined(run_dir, area)
+@contextlib.contextmanager
+def opened(run_dir: Path, area: str, rel: str) -> Iterator[tuple[int, os.stat_result]]:
+    """(O_PATH descriptor, its stat) of `area/rel` in a run: `area` must be a folder of the run
+    and `rel` must stay inside it (see open_beneath). Closed on exit."""
+    try:
+        run_fd = os.open(run_dir, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise NotFoundError(f"no folder {area}") from None
+    fds = [run_fd]
+    try:
+        area_fd = open_beneath(run_fd, area)
+        fds.append(area_fd)
+        if not stat.S_ISDIR(os.fstat(area_fd).st_mode):
+            raise Refused(f"refused path {area!r}: not a folder")
+        fd = open_beneath(area_fd, rel)
+        fds.append(fd)
+        yield fd, os.fstat(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def reopen(path_fd: int, flags: int = os.O_RDONLY) -> int:
+    """A readable descriptor of the same inode as the O_PATH `path_fd` (no path lookup)."""
+    return os.open(f"/proc/self/fd/{path_fd}", flags | os.O_CLOEXEC | os.O_NOCTTY)
+
+
+def read_file(path_fd: int) -> IO[bytes]:
+    """The regular file behind an O_PATH descriptor, opened for reading."""
+    return os.fdopen(reopen(path_fd), "rb")
 
 
 # --- logs ---------------------------------------------------------------------------------
@@ -159,20 +272,25 @@ class Entry:
     link: bool
 
 
-def list_dir(path: Path) -> tuple[list[Entry], int]:
-    """The entries of a folder (folders first, by name), at most LISTING_MAX, and how many
-    there are (counted up to SCAN_MAX)."""
+def list_dir(path_fd: int) -> tuple[list[Entry], int]:
+    """The entries of the folder behind an O_PATH descriptor (folders first, by name), at most
+    LISTING_MAX, and how many there are (counted up to SCAN_MAX). Links are not followed."""
     entries = []
-    with os.scandir(path) as it:
-        for n, e in enumerate(it):
-            if n >= SCAN_MAX:
-                break
-            try:
-                is_dir = e.is_dir()
-                size = 0 if is_dir else e.stat().st_size
-            except OSError:
-                is_dir, size = False, 0  # a dangling link
-            entries.append(Entry(e.name, is_dir, size, e.is_symlink()))
+    dir_fd = reopen(path_fd, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with os.scandir(dir_fd) as it:  # scandir works on a copy: dir_fd stays ours to close
+            for n, e in enumerate(it):
+                if n >= SCAN_MAX:
+                    break
+                try:
+                    link = e.is_symlink()
+                    is_dir = e.is_dir(follow_symlinks=False)
+                    size = 0 if is_dir or link else e.stat(follow_symlinks=False).st_size
+                except OSError:
+                    link, is_dir, size = False, False, 0
+                entries.append(Entry(e.name, is_dir, size, link))
+    finally:
+        os.close(dir_fd)
     entries.sort(key=lambda e: (not e.is_dir, e.name))
     return entries[:LISTING_MAX], len(entries)
 
@@ -187,34 +305,46 @@ class Preview:
     note: str = ""
 
 
-def preview(path: Path) -> Preview:
-    size = path.stat().st_size
-    suffix = path.suffix.lower()
+def _head(fh: IO[bytes], limit: int) -> tuple[str, bool]:
+    fh.seek(0)
+    data = fh.read(limit + 1)
+    return data[:limit].decode("utf-8", errors="replace"), len(data) > limit
+
+
+def preview(fh: IO[bytes], name: str) -> Preview:
+    """A preview of an open regular file named `name` (read only through `fh`)."""
+    size = os.fstat(fh.fileno()).st_size
+    suffix = PurePosixPath(name).suffix.lower()
     if suffix in IMAGE_TYPES:
         return Preview("image", size)
     if size == 0:
         return Preview("empty", 0)
-    head, cut = read_head(path, PREVIEW_BYTES)
-    with open(path, "rb") as fh:
-        if b"\x00" in fh.read(8192):
-            return Preview("binary", size)
+    head, cut = _head(fh, PREVIEW_BYTES)
+    fh.seek(0)
+    if b"\x00" in fh.read(8192):
+        return Preview("binary", size)
     if suffix == ".json":
         if size <= JSON_PRETTY_MAX:
+            fh.seek(0)
             try:
-                pretty = json.dumps(json.loads(path.read_bytes()), indent=2, ensure_ascii=False)
+                pretty = json.dumps(
+                    json.loads(fh.read(JSON_PRETTY_MAX)), indent=2, ensure_ascii=False
+                )
             except ValueError as exc:
                 return Preview("text", size, head, cut, note=f"not valid JSON: {exc}")
+            except RecursionError:
+                return Preview("text", size, head, cut, note="JSON nested too deeply to show")
             text = pretty[:PREVIEW_BYTES]
             return Preview("json", size, text, len(pretty) > len(text))
         return Preview("text", size, head, cut, note="too large to pretty-print")
     if suffix in (".csv", ".tsv"):
-        return _csv_preview(path, size, "\t" if suffix == ".tsv" else ",")
+        return _csv_preview(fh, size, "\t" if suffix == ".tsv" else ",")
     return Preview("text", size, head, cut)
 
 
-def _csv_preview(path: Path, size: int, delimiter: str) -> Preview:
+def _csv_preview(fh: IO[bytes], size: int, delimiter: str) -> Preview:
     # Parsed from a capped prefix: a CSV that is one 2 GB line must not be read whole.
-    text, cut = read_head(path, CSV_BYTES)
+    text, cut = _head(fh, CSV_BYTES)
     if cut and "\n" in text:
         text = text[: text.rindex("\n") + 1]
     rows: list[list[str]] = []
@@ -224,23 +354,23 @@ def _csv_preview(path: Path, size: int, delimiter: str) -> Preview:
                 break
             rows.append([cell[:500] for cell in row[:CSV_COLUMNS]])
     except csv.Error as exc:
-        head, cut = read_head(path, PREVIEW_BYTES)
+        head, cut = _head(fh, PREVIEW_BYTES)
         return Preview("text", size, head, cut, note=f"not valid CSV: {exc}")
     truncated = len(rows) > CSV_ROWS or cut
     return Preview("csv", size, rows=rows[: CSV_ROWS + 1], truncated=truncated)
 
 
-def raw_type(path: Path) -> tuple[str, bool]:
+def raw_type(name: str) -> tuple[str, bool]:
     """The content type a raw file is served with, and whether it must be a download.
 
     Only images keep their own type; text of any kind is served as text/plain (so an HTML or
     JavaScript file an experiment wrote can never run as this site's page or script); SVG
     renders in an <img> but downloads when opened directly.
     """
-    suffix = path.suffix.lower()
+    suffix = PurePosixPath(name).suffix.lower()
     if suffix in IMAGE_TYPES:
         return IMAGE_TYPES[suffix], suffix == ".svg"
-    guessed, _ = mimetypes.guess_type(path.name)
+    guessed, _ = mimetypes.guess_type(name)
     if suffix in TEXT_SUFFIXES or (guessed or "").startswith("text/"):
         return "text/plain; charset=utf-8", False
     return "application/octet-stream", True

@@ -67,15 +67,24 @@ class Metrics:
 def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    f = float(value)
+    try:
+        f = float(value)
+    except OverflowError:
+        return None
     return f if math.isfinite(f) else None
 
 
 _NUMBER_TYPES = {int, float}
 
 
+_FLOAT_INT_MAX = 2**1023  # a JSON integer beyond this does not fit a float
+
+
 def _is_number(v: Any) -> bool:
-    return type(v) is int or (type(v) is float and v - v == 0.0)  # not bool, NaN or inf
+    """A finite int or float that fits a float (not bool, NaN, inf or a 400-digit integer)."""
+    if type(v) is int:
+        return -_FLOAT_INT_MAX < v < _FLOAT_INT_MAX
+    return type(v) is float and v - v == 0.0
 
 
 def _all_numbers(col: list[Any]) -> bool:
@@ -88,6 +97,15 @@ def _all_numbers(col: list[Any]) -> bool:
         return False
 
 
+def _fits(col: list[Any]) -> bool:
+    """Every value of an all-number column converts to a float (no 400-digit integer)."""
+    try:
+        array("d", col)
+    except OverflowError:
+        return False
+    return True
+
+
 def _objects(raw: bytes) -> list[Any]:
     """The JSON values of a block of whole lines: one `json.loads` for the block (far cheaper
     than one per line), falling back to line by line when some line is malformed."""
@@ -96,12 +114,12 @@ def _objects(raw: bytes) -> list[Any]:
         return []
     try:
         return list(json.loads(b"[" + b",".join(lines) + b"]"))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a line nested too deeply
         out: list[Any] = []
         for line in lines:
             try:
                 out.append(json.loads(line))
-            except ValueError:
+            except (ValueError, RecursionError):
                 out.append(None)  # keeps the line count right for a line-numbered x axis
         return out
 
@@ -151,13 +169,13 @@ class _Parsed:
         xcol: list[Any] | range
         if x_key:
             raw: list[Any] = [o.get(x_key) for o in objs]
-            if _all_numbers(raw):
+            if _all_numbers(raw) and _fits(raw):
                 xcol = raw
             else:
                 xcol = []
                 x_now = self.x_now
                 for v in raw:
-                    if type(v) is int or (type(v) is float and v - v == 0.0):
+                    if _is_number(v):
                         x_now = v  # a line without a step belongs to the last one seen
                     xcol.append(x_now)
             self.x_now = xcol[-1]
@@ -170,6 +188,11 @@ class _Parsed:
                 continue
             col: list[Any] = [o.get(k) for o in objs]
             every = _all_numbers(col)
+            if every:
+                try:
+                    values = array("d", col)
+                except OverflowError:  # integers too large for a float that summed to one
+                    every = False
             ok = [] if every else [_is_number(v) for v in col]
             ya = ys.get(k)
             if ya is None:
@@ -181,7 +204,7 @@ class _Parsed:
                 ya = ys[k] = array("d")
                 xs[k] = array("d")
             if every:
-                ya.extend(col)
+                ya.extend(values)
                 xs[k].extend(xcol)
             else:
                 ya.extend(compress(col, ok))

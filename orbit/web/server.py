@@ -1,5 +1,11 @@
 """The web server process: binds 127.0.0.1, holds runtime/web.lock while it lives, and records
-its pid and port in runtime/web.json (for people and `orbit web`; liveness is the lock)."""
+its pid and port in runtime/web.json (for people and `orbit web`; liveness is the lock).
+
+HTTP is served by waitress: one event loop reads requests without a thread per connection, a
+pool of worker threads runs the app, the listen backlog is 1024, a connection idle for
+IDLE_TIMEOUT_S is closed, and at most `connection_limit()` connections are kept: beyond that the
+longest-idle connection that has no request in progress is dropped, so idle or half-open sockets
+cannot lock other clients out."""
 
 from __future__ import annotations
 
@@ -8,14 +14,20 @@ import json
 import logging
 import os
 import re
+import resource
 import signal
-import socketserver
 import sys
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from waitress import wasyncore
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask
 
 from orbit.errors import ConflictError, OrbitError, UsageError
 from orbit.store.files import atomic_write
@@ -62,21 +74,123 @@ def running(home: Home) -> Running | None:
         return None  # starting: the lock is taken just before web.json is written
 
 
-class _Server(socketserver.ThreadingMixIn, WSGIServer):
-    daemon_threads = True  # a slow client never keeps the server from stopping
+IDLE_TIMEOUT_S = 30
+WORKER_THREADS = 8
+BODY_MAX = 1 << 20  # a note is at most 64 KiB; nothing posts more than this
+FD_RESERVE = 256  # descriptors kept for files, locks and logs
 
 
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
+def raise_fd_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit; the soft limit in force after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return soft
 
 
-def bind(app: Any, port: int | None) -> WSGIServer:
+def connection_limit() -> int:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(32, min(4096, soft - FD_RESERVE))
+
+
+class _ErrorTask(ErrorTask):
+    """waitress's own error answers (a malformed request, a body over BODY_MAX) carry the
+    security headers too."""
+
+    def execute(self) -> None:
+        from orbit.web.app import SECURITY_HEADERS
+
+        self.response_headers.extend(SECURITY_HEADERS.items())
+        super().execute()
+
+
+class _Channel(HTTPChannel):
+    error_task_class = _ErrorTask
+
+
+class Server(TcpWSGIServer):
+    """waitress's server that drops the longest-idle connection instead of refusing new ones,
+    with the serve_forever/shutdown/server_close interface the CLI and tests use."""
+
+    channel_class = _Channel
+
+    def __init__(self, app: Any, port: int, limit: int) -> None:
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self.limit = limit
+        super().__init__(
+            app,
+            host=HOST,
+            port=port,
+            threads=WORKER_THREADS,
+            backlog=1024,
+            connection_limit=limit + 16,  # waitress's own stop-accepting guard, never reached
+            channel_timeout=IDLE_TIMEOUT_S,
+            cleanup_interval=2,
+            asyncore_use_poll=True,  # select() fails past descriptor 1023
+            max_request_body_size=BODY_MAX,
+            ident="",  # no Server: header
+            expose_tracebacks=False,
+        )
+
+    def bind_server_socket(self) -> None:
+        try:
+            super().bind_server_socket()
+        except OSError:
+            self.close()  # the socket and the wake-up pipe: `bind` tries the next port
+            raise
+
+    @property
+    def server_port(self) -> int:
+        return int(self.effective_port)
+
+    def handle_accept(self) -> None:
+        if len(self.active_channels) >= self.limit:
+            self._drop_idlest()
+        super().handle_accept()
+
+    def _drop_idlest(self) -> None:
+        idle = [c for c in self.active_channels.values() if not c.requests]
+        if idle:
+            oldest = min(idle, key=lambda c: c.last_activity)
+            log.debug("connection limit %d reached: dropping an idle connection", self.limit)
+            oldest.handle_close()
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        try:
+            while not self._stop.is_set():
+                wasyncore.loop(timeout=poll_interval, map=self._map, use_poll=True, count=1)
+        finally:
+            self._stopped.set()
+
+    def shutdown(self) -> None:
+        self._stop.set()
+        self.pull_trigger()
+        self._stopped.wait(10)
+
+    def server_close(self) -> None:
+        for channel in list(self._map.values()):
+            if channel is not self:
+                try:
+                    channel.close()
+                except OSError:
+                    pass
+        self.close()
+        self.task_dispatcher.shutdown(timeout=5)
+
+
+def bind(app: Any, port: int | None) -> Server:
     """A server on `port`, or on the first free port from 7717 when `port` is None."""
     candidates = [port] if port is not None else range(DEFAULT_PORT, DEFAULT_PORT + PORT_TRIES)
+    limit = connection_limit()
     for candidate in candidates:
         try:
-            return make_server(HOST, candidate, app, _Server, _QuietHandler)
+            return Server(app, candidate, limit)
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
@@ -93,6 +207,7 @@ def serve(home: Home, port: int | None) -> None:
     lock = try_lock(lock_path(home))
     if lock is None:
         raise ConflictError("the web server of this ORBIT_HOME is already running")
+    raise_fd_limit()
     try:
         server = bind(make_app(home), port)
         _record(home, server.server_port)
@@ -123,8 +238,6 @@ def _record(home: Home, port: int) -> None:
 
 def stop(home: Home, timeout: float = 10.0) -> bool:
     """Stop this home's server; False when none was running."""
-    import time
-
     live = running(home)
     if live is None:
         return False

@@ -1,7 +1,6 @@
 // Orbit web view: live states, multi-select actions and keyboard shortcuts. No build step.
 (function () {
   "use strict";
-  var token = document.body.dataset.token;
   var keys = document.getElementById("keys");
   function toggleKeys() { keys.hidden = !keys.hidden; }
   var show = document.getElementById("show-keys");
@@ -35,7 +34,7 @@
     var shown = rows().map(function (r) { return r.dataset.id; });
     if (!shown.length || document.hidden) return;
     fetch("/api/runs?ids=" + shown.map(encodeURIComponent).join(","),
-          { headers: { "X-Orbit-Token": token }, credentials: "same-origin" })
+          { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (data) {
         if (!data) return;

@@ -4,7 +4,6 @@
   var page = document.getElementById("run-page");
   if (!page) return;
   var runId = page.dataset.run;
-  var token = document.body.dataset.token || "";
   var logEl = document.getElementById("log");
   var search = document.getElementById("log-search");
   var follow = document.getElementById("log-follow");
@@ -19,7 +18,7 @@
   var busy = false;
 
   function api(url) {
-    return fetch(url, { headers: { "X-Orbit-Token": token }, credentials: "same-origin" })
+    return fetch(url, { credentials: "same-origin" })
       .then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); });
   }
 

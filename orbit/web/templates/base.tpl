@@ -6,7 +6,7 @@
 <title>{{title}} · Orbit</title>
 <link rel="stylesheet" href="/static/orbit.css">
 </head>
-<body data-token="{{csrf}}">
+<body>
 <header class="top">
   <a class="brand" href="/">Orbit</a>
   <nav>

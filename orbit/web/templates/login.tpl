@@ -1,16 +1,22 @@
 <section class="login">
 <h1>Log in to Orbit</h1>
 % if wrong:
-<p class="error">That login link is not valid (the token may have changed).</p>
+<p class="error">That login link is not valid: it was used already, it is older than 10 minutes, or the token changed. Run <code>orbit web</code> again for a new one.</p>
 % end
 % if logged_in:
 <p>You are logged in. <a href="/">Go to the runs</a>.</p>
 % else:
-<p>This page needs the token of this Orbit home. In a terminal on the machine, run</p>
+<p>This page needs a login link of this Orbit home. In a terminal on the machine, run</p>
 <pre>orbit web</pre>
-<p>and open the URL it prints (<code>orbit web --open</code> opens it for you). The link stores
-the token in a cookie for this browser.</p>
-<p>From another machine, forward the port first:
+<p>and open the URL it prints (<code>orbit web --open</code> opens it for you). Each link works
+once, within 10 minutes, and gives this browser a session cookie.</p>
+<p>From another machine, forward the same port first:
 <code>ssh -L 7717:127.0.0.1:7717 HOST</code>, then open the printed URL.</p>
+<form method="post" action="/login">
+<p><label>Or paste the token of <code>ORBIT_HOME/web-token</code>:
+<input type="password" name="token" autocomplete="off"></label>
+<input type="hidden" name="next" value="{{next}}">
+<button type="submit">Log in</button></p>
+</form>
 % end
 </section>
