@@ -255,3 +255,25 @@ def test_full_disk_waits_and_settles_with_the_real_result(
         from conftest import _cleanup_containers
 
         _cleanup_containers(orbit.home)
+
+
+def test_a_held_half_line_survives_a_shepherd_kill(orbit: Orbit, busybox: str) -> None:
+    # Docker emits the first 16 KiB of the line at once, the rest only at its newline, 3 s
+    # later: the killed shepherd held the first piece; its successor must take it up again.
+    orbit.environ["MYSECRET"] = "s3cr3t-XYZ"
+    run_id = orbit.submit(
+        "--image", busybox, *SMALL, "--pass-env", "MYSECRET", "--", "sh", "-c",
+        'echo before; head -c 16379 /dev/zero | tr "\\0" a; printf "$MYSECRET"; sleep 3; '
+        "echo -tail; echo after",
+    )  # fmt: skip
+    orbit.wait_for(run_id, lambda s: s["state"] == "running")
+    deadline = time.monotonic() + 10
+    pos = orbit.run_dir(run_id) / "log.pos"
+    while not pos.exists() or "held" not in pos.read_text():
+        assert time.monotonic() < deadline, "the first piece was never held"
+        time.sleep(0.05)
+    kill_shepherd(orbit, run_id)
+    orbit("scheduler", "tick")
+    status = orbit.wait_for(run_id, finished)
+    assert status["state"] == "succeeded", status
+    assert log_lines(orbit, run_id) == ["before", "a" * 16379 + "[redacted]-tail", "after"]
