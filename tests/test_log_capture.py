@@ -251,6 +251,7 @@ def test_full_disk_waits_and_settles_with_the_real_result(
         assert status["state"] == "failed" and status["exit_code"] == 3, status
         assert log_lines(orbit, run_id) == [*numbered(1, 100_000), "END"]
         assert "log_incomplete" not in status
+        assert [e["event"] for e in orbit.events(run_id)].count("failed") == 1
     finally:
         from conftest import _cleanup_containers
 
@@ -277,3 +278,22 @@ def test_a_held_half_line_survives_a_shepherd_kill(orbit: Orbit, busybox: str) -
     status = orbit.wait_for(run_id, finished)
     assert status["state"] == "succeeded", status
     assert log_lines(orbit, run_id) == ["before", "a" * 16379 + "[redacted]-tail", "after"]
+
+
+def test_a_progress_bar_of_many_pieces_is_copied_exactly_across_a_kill(
+    orbit: Orbit, busybox: str
+) -> None:
+    # One 18 MB "line" drawn with \r: about 1,100 pieces that all carry the first one's
+    # timestamp, more than a short read reaches back to.
+    bar = 'awk \'BEGIN{for(i=0;i<200000;i++){printf "progress %09d %070d\\r", i, 0; '
+    bar += 'if(i%20000==0) system("sleep 0.5")}}\''
+    run_id = flood_run(orbit, busybox, f"echo start; {bar}; echo; echo done")
+    orbit.wait_for(run_id, lambda s: s["state"] == "running")
+    time.sleep(2.5)
+    kill_shepherd(orbit, run_id)
+    orbit("scheduler", "tick")
+    status = orbit.wait_for(run_id, finished, timeout=60)
+    assert status["state"] == "succeeded", status
+    progress = b"".join(b"progress %09d %070d\r" % (i, 0) for i in range(200_000))
+    expected = b"start\n" + progress + b"\ndone\n"
+    assert (orbit.run_dir(run_id) / "log.txt").read_bytes() == expected

@@ -92,6 +92,8 @@ def parse_frames(data: bytes) -> tuple[list[int], list[bytes], list[bytes]]:
     while i + 8 <= n:
         kind, size = unpack(data, i)
         start, i = i + 8, i + 8 + size
+        if i > n:
+            break  # a frame cut short
         # Docker's stamps are fixed-width (30 bytes and a space); find the space otherwise.
         cut = start + 30
         if data[cut : cut + 1] != b" ":
@@ -133,6 +135,8 @@ class Window:
         return len(self.stamps)
 
     def frame_id(self, i: int) -> FrameId:
+        """The id of frame `i`; its ordinal is -1 when the read does not reach back to the
+        first frame with its stream and timestamp."""
         stream, stamp = self.streams[i], self.stamps[i]
         ordinal = 0
         j = i - 1
@@ -142,12 +146,14 @@ class Window:
                     break
                 ordinal += 1
             j -= 1
+        if j < 0 and not self.whole:
+            ordinal = -1
         return FrameId(stream, stamp, ordinal, zlib.crc32(self.texts[i]))
 
     def locate(self, fid: FrameId) -> int | None:
         """The index of `fid`; -1 when it is certainly absent; None when this read is too
         short to tell (a longer one is needed)."""
-        streams, stamps = self.streams, self.stamps
+        streams, stamps, texts = self.streams, self.stamps, self.texts
         start = 0
         first = -1
         while True:
@@ -158,21 +164,26 @@ class Window:
             if streams[first] == fid.stream:
                 break
             start = first + 1
-        if not self.whole and not any(streams[j] == fid.stream for j in range(first - 1, -1, -1)):
-            return None  # earlier pieces with this stamp may lie before the read
         members = []
         for j in range(first, len(stamps)):
             if streams[j] == fid.stream:
                 if stamps[j] != fid.stamp:
                     break
                 members.append(j)
-        if fid.ordinal < len(members) and zlib.crc32(self.texts[members[fid.ordinal]]) == fid.crc:
+        matches = [j for j in members if zlib.crc32(texts[j]) == fid.crc]
+        complete = self.whole or any(streams[j] == fid.stream for j in range(first - 1, -1, -1))
+        if not complete:
+            # Earlier pieces with this stamp may lie before the read (a line of many pieces,
+            # such as a progress bar drawn with \r): a piece of unique text is enough.
+            return matches[0] if len(matches) == 1 else None
+        if 0 <= fid.ordinal < len(members) and members[fid.ordinal] in matches:
             return members[fid.ordinal]
-        # Only when rotation cut into the pieces of one line: the piece with that text, latest.
-        for j in reversed(members[: fid.ordinal + 1]):
-            if zlib.crc32(self.texts[j]) == fid.crc:
-                return j
-        return -1
+        # Rotation cut into the pieces of that line, or the ordinal was unknown: the piece
+        # with that text nearest to the ordinal.
+        if not matches:
+            return -1
+        at = fid.ordinal if fid.ordinal >= 0 else len(members)
+        return min(matches, key=lambda j: abs(members.index(j) - at))
 
 
 @dataclass
@@ -256,7 +267,6 @@ class LogCopier:
         self.held: dict[int, list[bytes]] = {}  # held pieces per stream (their ids in pos.held)
         self.rate = 0.0  # frames per second Docker received, as last seen
         self.last_read = 0.0  # monotonic start of the last read that found its place
-        self.disk_full = False
         self._restored = not self.pos.held  # held frames must be re-read after a restart
         self.fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT, 0o644)
         os.ftruncate(self.fd, self.pos.size)
@@ -367,17 +377,19 @@ class LogCopier:
                 if stream not in rehold:  # the held start is gone from Docker
                     gaps.append({"after": iso_of(pos.held[stream].stamp), "at_byte": pos.size})
         data = None
-        if not held and isinstance(new, range) and len(new):
-            # The common case, without a Python step per frame: Docker ends a frame at each
+        if not held and isinstance(new, range):
+            # The common cases, without a Python step per frame. Docker ends a frame at each
             # newline, so when the newlines are as many as the frames, every line is whole.
             chunk = b"".join(texts[new.start :])
-            if chunk.count(b"\n") == len(new):
-                if not self.redact.patterns:
-                    data = chunk
-                elif streams[new.start :].count(streams[new.start]) == len(new):
-                    data = self.redact(chunk)  # one stream: all its lines at once
+            if not self.redact.patterns:
+                data = chunk  # nothing to redact: pieces of long lines need not wait
+            elif chunk.count(b"\n") == len(new) and streams[new.start :].count(
+                streams[new.start]
+            ) == len(new):
+                data = self.redact(chunk)  # whole lines of one stream: all at once
         if data is None:
-            data = self._render(self._lines(window, new, held, held_ids, final))
+            hold = bool(self.redact.patterns)
+            data = self._render(self._lines(window, new, held, held_ids, final, hold))
         # Every frame of the read is now copied, held or (before a gap, or already copied
         # under the old format) passed over: the last one is the anchor.
         anchor = pos.anchor
@@ -397,6 +409,7 @@ class LogCopier:
         held: dict[int, list[bytes]],
         held_ids: dict[int, FrameId],
         final: bool,
+        hold: bool,
     ) -> list[tuple[int, bytes]]:
         """Whole lines, in arrival order; the pieces of a line go where the line ends. `held`
         and `held_ids` are updated: the pieces still waiting for the end of their line."""
@@ -405,7 +418,7 @@ class LogCopier:
         add = lines.append
         for i in new:
             stream, text = streams[i], texts[i]
-            if text[-1:] == b"\n":
+            if not hold or text[-1:] == b"\n":
                 pieces = held.get(stream)
                 if pieces:
                     pieces.append(text)
@@ -472,12 +485,13 @@ class LogCopier:
             if data or updated.to_json() != self.pos.to_json() or self.pos.legacy is not None:
                 atomic_write(self.pos_path, json.dumps(updated.to_json()).encode(), durable=False)
         except OSError as exc:
+            try:
+                os.ftruncate(self.fd, self.pos.size)  # never leave unrecorded bytes behind
+            except OSError:
+                pass
             if exc.errno not in DISK_FULL:
                 raise
-            os.ftruncate(self.fd, self.pos.size)
-            self.disk_full = True
             return False
-        self.disk_full = False
         self.pos = updated
         return True
 

@@ -23,7 +23,7 @@ from orbit.execute import docker_ops
 from orbit.execute.cgroup import OomEvents, Sampler, locate
 from orbit.execute.exitrecord import finalize_from_exit, read_exit, write_exit
 from orbit.execute.logfollow import DISK_FULL, LogCopier
-from orbit.store.files import atomic_write, unlink_quiet
+from orbit.store.files import atomic_write, read_jsonl, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.locks import release, try_lock
 from orbit.store.model import Run, RunState, now_iso, parse_iso
@@ -312,12 +312,10 @@ class Shepherd:
         """One poll of Docker's log: frames read, or -1 when the disk is full."""
         try:
             return copier.poll(final=final)
-        except OSError as exc:
-            if exc.errno in DISK_FULL:
-                return -1
-            log.warning("cannot write the log: %s", exc)
         except Exception as exc:  # Docker's: the container may be gone; what was written stays
-            log.info("log read failed: %s", exc)
+            if isinstance(exc, OSError) and exc.errno in DISK_FULL:
+                return -1
+            log.info("log copy failed: %s", exc)
         return 0
 
     def _wait(self, client: docker.DockerClient, container_id: str, out: dict[str, Any]) -> None:
@@ -353,7 +351,7 @@ class Shepherd:
 
     def _finish(self, run: Run, container: Container | None) -> None:
         unlink_quiet(secrets_path(self.home, run.id))
-        self._until_written("status.yaml", finalize_from_exit, self.store, run.id, actor=self.actor)
+        self._finalize(run)
         self.tick()  # the lease is free now: refill it before the slower clean-up
         if container is not None:
             try:
@@ -361,6 +359,37 @@ class Shepherd:
             except Exception as exc:
                 log.info("could not remove container: %s", exc)
         self._settle_leftovers(run)  # then the marker goes
+
+    def _finalize(self, run: Run) -> None:
+        """finalize_from_exit, again every few seconds while the disk is full. If the status
+        was written but the full disk refused its event line, the line is appended then."""
+        while True:
+            try:
+                finalize_from_exit(self.store, run.id, actor=self.actor)
+                return
+            except OSError as exc:
+                if exc.errno not in DISK_FULL:
+                    raise
+                log.warning("run %s: settling: %s; retrying", run.id, exc)
+            time.sleep(DISK_RETRY_SECONDS)
+            try:
+                current = self.store.load(run.id)
+            except OrbitError:
+                continue
+            if not current.state.finished:
+                continue
+            state = current.state.value
+            if not any(e.get("event") == state for e in read_jsonl(run.path("events.jsonl"))):
+                fields = {k: current.status.get(k) for k in ("state", "reason", "exit_code")}
+                self._until_written(
+                    "events.jsonl",
+                    self.store.append_event,
+                    run.id,
+                    state,
+                    actor=self.actor,
+                    **fields,
+                )
+            return
 
     def _settle_leftovers(self, run: Run) -> None:
         """The last step for a finished run: if its container still exists (e.g. after a
