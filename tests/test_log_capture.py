@@ -31,6 +31,13 @@ def log_lines(orbit: Orbit, run_id: str) -> list[str]:
     return (orbit.run_dir(run_id) / "log.txt").read_text().splitlines()
 
 
+def assert_copied_cleanly(orbit: Orbit, run_id: str) -> None:
+    """No read of Docker's log failed along the way (shepherd.log says so otherwise)."""
+    path = orbit.run_dir(run_id) / "shepherd.log"
+    text = path.read_text() if path.exists() else ""
+    assert "log copy failed" not in text, text
+
+
 def exit_record(orbit: Orbit, run_id: str) -> dict:
     return json.loads((orbit.run_dir(run_id) / "exit.json").read_text())
 
@@ -75,6 +82,7 @@ def test_flood_past_rotation_is_copied_whole_and_once(orbit: Orbit, busybox: str
     record = exit_record(orbit, run_id)
     assert "log_incomplete" not in record and "log_incomplete" not in status
     assert record["shepherd_cpu_s"] > 0
+    assert_copied_cleanly(orbit, run_id)
 
 
 def test_flood_with_shepherd_kills_keeps_every_line_once(orbit: Orbit, busybox: str) -> None:
@@ -167,15 +175,18 @@ def test_secrets_split_by_docker_or_spread_over_lines_are_redacted(
     orbit.environ["MYSECRET"] = "s3cr3t-XYZ"
     orbit.environ["MYKEY"] = "-----BEGIN KEY-----\nkeyline-ONE-abcdef\n-----END KEY-----"
     script = (
-        'echo plain=$MYSECRET; echo "$MYKEY"; echo "one line: $MYKEY" | tr "\\n" " "; echo; '
+        'echo plain=$MYSECRET; sleep 1; echo "$MYKEY"; echo "one line: $MYKEY" | tr "\\n" " "; '
+        "echo; "
         'head -c 16379 /dev/zero | tr "\\0" a; echo "$MYSECRET-tail"; '
         'head -c 40000 /dev/zero | tr "\\0" b; echo "$MYSECRET"; echo "$MYKEY" >&2'
     )
-    res = orbit(
+    # A real process, so that the shepherd's log reaches shepherd.log.
+    proc = orbit.proc(
         "run", "--image", busybox, *SMALL, "--pass-env", "MYSECRET", "--pass-env", "MYKEY",
         "-w", "--", "sh", "-c", script,
     )  # fmt: skip
-    assert res.code == 0, res.err
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
     log = (orbit.run_dir("1") / "log.txt").read_text()
     assert "s3cr3t-XYZ" not in log and "keyline-ONE" not in log and "BEGIN KEY" not in log
     lines = log.splitlines()
@@ -183,6 +194,7 @@ def test_secrets_split_by_docker_or_spread_over_lines_are_redacted(
     assert "a" * 16379 + "[redacted]-tail" in lines
     assert "b" * 40000 + "[redacted]" in lines
     assert lines.count("[redacted]") >= 2  # the value printed alone, on stdout and stderr
+    assert_copied_cleanly(orbit, "1")
 
 
 def test_old_log_pos_format_is_continued(orbit: Orbit, busybox: str) -> None:
@@ -278,6 +290,7 @@ def test_a_held_half_line_survives_a_shepherd_kill(orbit: Orbit, busybox: str) -
     status = orbit.wait_for(run_id, finished)
     assert status["state"] == "succeeded", status
     assert log_lines(orbit, run_id) == ["before", "a" * 16379 + "[redacted]-tail", "after"]
+    assert_copied_cleanly(orbit, run_id)
 
 
 def test_a_progress_bar_of_many_pieces_is_copied_exactly_across_a_kill(

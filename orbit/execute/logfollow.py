@@ -377,7 +377,7 @@ class LogCopier:
                 if stream not in rehold:  # the held start is gone from Docker
                     gaps.append({"after": iso_of(pos.held[stream].stamp), "at_byte": pos.size})
         data = None
-        if not held and isinstance(new, range):
+        if not held and isinstance(new, range) and len(new):
             # The common cases, without a Python step per frame. Docker ends a frame at each
             # newline, so when the newlines are as many as the frames, every line is whole.
             chunk = b"".join(texts[new.start :])
