@@ -201,7 +201,7 @@ def test_old_log_pos_format_is_continued(orbit: Orbit, busybox: str) -> None:
     # A run started by the previous Orbit: its shepherd left log.pos in the old format.
     run_id = orbit.submit(
         "--image", busybox, *SMALL, "--", "sh", "-c",
-        "echo a; echo b >&2; sleep 3; echo c; echo d >&2",
+        "echo a; echo b >&2; sleep 3; echo c; sleep 0.3; echo d >&2",
     )  # fmt: skip
     orbit.wait_for(run_id, lambda s: s["state"] == "running")
     deadline = time.monotonic() + 10
