@@ -14,7 +14,11 @@ line), the lines expected and written (missing, duplicated, out of order), and l
 
     ratio: X.XX (target ≤ 1)
 
-the shepherd's CPU over the container's, the median over `--runs` runs.
+the shepherd's CPU over the container's, the median over `--runs` runs. In such a flood the
+container itself does little (it writes into a pipe; Docker's daemon encodes, stores and hands
+back every line), so its CPU time is small and varies from run to run; the shepherd's CPU per
+line written (`us/line`) is the steadier figure. `settle` is the time from the container's
+`FinishedAt` to the run's final event.
 
 Standalone: `python benchmarks/bench_log_flood.py [--runs N] [--seconds S]`; needs Docker and
 the test images (scripts/build-test-images.sh). `--orbit PATH` measures another checkout.
@@ -191,7 +195,7 @@ def main() -> None:
     head = (
         f"{'run':>4}{'shepherd':>10}{'container':>11}{'dockerd':>9}{'ratio':>7}"
         f"{'expected':>10}{'written':>9}{'missing':>9}{'dups':>6}{'back':>6}{'gap':>5}"
-        f"{'wall':>7}{'settle':>8}"
+        f"{'wall':>7}{'settle':>8}{'us/line':>9}"
     )
     print(head)
     ratios = []
@@ -205,6 +209,7 @@ def main() -> None:
                 f"{ratio:>7.2f}{r['expected']:>10.0f}{r['written']:>9.0f}{r['missing']:>9.0f}"
                 f"{r['dups']:>6.0f}{r['backwards']:>6.0f}{'yes' if r['gaps'] else 'no':>5}"
                 f"{r['wall']:>6.1f}s{r['settle']:>7.1f}s"
+                f"{1e6 * r['shepherd'] / max(r['written'], 1):>9.1f}"
             )
     finally:
         if not args.keep:

@@ -16,7 +16,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from orbit.errors import DockerError, OrbitError
 from orbit.execute import docker_ops
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from orbit.sched.tick import Spawner
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 SAMPLE_SECONDS = 0.5
 # Docker's log is polled every POLL_MIN s after output, backing off to SAMPLE_SECONDS when idle;
