@@ -375,7 +375,8 @@ class LogCopier:
                 ]
             for stream in pos.held:
                 if stream not in rehold:  # the held start is gone from Docker
-                    gaps.append({"after": iso_of(pos.held[stream].stamp), "at_byte": pos.size})
+                    lost = {"after": iso_of(pos.held[stream].stamp), "before": None}
+                    gaps.append({**lost, "at_byte": pos.size})
         data = None
         if not held and isinstance(new, range) and len(new):
             # The common cases, without a Python step per frame. Docker ends a frame at each
