@@ -317,7 +317,20 @@ class LogCopier:
                     self.rate = seen / max(started - self.last_read, 1e-3)
                 self.last_read = started
                 return window, start, rehold
-            tail = None if tail is None or tail * 4 > 4_000_000 else tail * 4
+            tail = None if tail is None else self._longer(window, tail)
+
+    def _longer(self, window: Window, tail: int) -> int | None:
+        """The next `tail` after a read too short: from the frames per second of this read
+        and the time back to the anchor, when known; else 4 × longer."""
+        longer = tail * 4
+        anchor = self.pos.anchor
+        if anchor is not None and len(window) > 1:
+            first, last = parse_ts_ns(window.stamps[0]), parse_ts_ns(window.stamps[-1])
+            since = parse_ts_ns(anchor.stamp)
+            if last > first > since:
+                need = len(window) * (last - since) / (last - first)
+                longer = max(2 * tail, int(1.25 * need) + FIRST_TAIL)
+        return None if longer > 4_000_000 else longer
 
     def _place(self, window: Window) -> tuple[int, dict[int, int]] | None:
         pos = self.pos
