@@ -77,6 +77,13 @@ def run(args: argparse.Namespace, env: Env) -> int:
             + (" (killed for memory)" if d["oom_killed"] else "")
             + "\n"
         )
+    gaps = run.status.get("log_incomplete")
+    if isinstance(gaps, dict):
+        count = gaps.get("gaps")
+        w(
+            f"  log        log incomplete: {count} gap{'s' if count != 1 else ''} "
+            "(Docker discarded output before it was copied; see log.pos)\n"
+        )
     w(f"  submitted  {d.get('submitted_at')}\n")
     if d.get("started_at"):
         w(f"  started    {d['started_at']}\n")

@@ -76,6 +76,8 @@ def finalize_from_exit(store: RunStore, run_id: str, *, actor: str) -> None:
         # Docker stamps StartedAt when the start call returns, which can be after a very
         # short process already exited.
         finished_at = started_at
+    # Only when Docker discarded output that was never copied (see logfollow.py).
+    extra = {"log_incomplete": record["log_incomplete"]} if record.get("log_incomplete") else {}
     try:
         store.transition(
             run_id,
@@ -87,6 +89,7 @@ def finalize_from_exit(store: RunStore, run_id: str, *, actor: str) -> None:
             oom_killed=bool(record.get("oom_killed")),
             finished_at=finished_at,
             peaks=record.get("peaks") or {},
+            **extra,
         )
     except ConflictError:
         pass  # already finished (e.g. by a racing tick)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
 import threading
 import time
 from datetime import UTC, datetime
@@ -21,8 +22,8 @@ from orbit.errors import DockerError, OrbitError
 from orbit.execute import docker_ops
 from orbit.execute.cgroup import OomEvents, Sampler, locate
 from orbit.execute.exitrecord import finalize_from_exit, read_exit, write_exit
-from orbit.execute.logfollow import STREAMS, LogWriter, follow
-from orbit.store.files import atomic_write, unlink_quiet
+from orbit.execute.logfollow import DISK_FULL, LogCopier
+from orbit.store.files import atomic_write, read_jsonl, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.locks import release, try_lock
 from orbit.store.model import Run, RunState, now_iso, parse_iso
@@ -37,6 +38,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SAMPLE_SECONDS = 0.5
+# Docker's log is polled every POLL_MIN s after output, backing off to SAMPLE_SECONDS when idle;
+# a poll that brought BUSY_FRAMES frames or more is followed by another after POLL_BUSY s, so
+# that Docker cannot rotate away (60 MB) what was not read yet.
+POLL_MIN = 0.1
+POLL_BUSY = 0.05
+BUSY_FRAMES = 2000
+DISK_RETRY_SECONDS = 3.0
 STOP_GRACE_SECONDS = 10
 CANCEL_FILE = "cancel.request"
 
@@ -48,7 +56,10 @@ def run_shepherd(home: Home, run_id: str, *, spawner: Spawner) -> None:
         return
     try:
         # For people and tests only; liveness is the lock, never this pid.
-        atomic_write(home.runs_dir / run_id / "shepherd.pid", f"{os.getpid()}\n".encode())
+        try:
+            atomic_write(home.runs_dir / run_id / "shepherd.pid", f"{os.getpid()}\n".encode())
+        except OSError as exc:
+            log.warning("run %s: cannot write shepherd.pid: %s", run_id, exc)
         shepherd = Shepherd(home, run_id, spawner)
         settled = shepherd.run()
     finally:
@@ -75,8 +86,27 @@ class Shepherd:
     def tick(self) -> None:
         from orbit.sched.tick import tick
 
-        tick(self.home, spawn=self.spawner, actor=self.actor)
+        try:
+            tick(self.home, spawn=self.spawner, actor=self.actor)
+        except OSError as exc:  # a full disk: the next tick does it
+            log.warning("tick failed: %s", exc)
+            return
         self.ticked = True
+
+    def _until_written(self, what: str, write: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call `write` until it stops failing for a full disk, every DISK_RETRY_SECONDS:
+        the container and Docker's copy of its log wait meanwhile."""
+        warned = False
+        while True:
+            try:
+                return write(*args, **kwargs)
+            except OSError as exc:
+                if exc.errno not in DISK_FULL:
+                    raise
+                if not warned:
+                    log.warning("run %s: %s: %s; retrying", self.run_id, what, exc)
+                    warned = True
+            time.sleep(DISK_RETRY_SECONDS)
 
     def run(self) -> bool:
         """Watch the run to its end; True when it is finished (now or before)."""
@@ -166,7 +196,9 @@ class Shepherd:
             container.reload()
         if run.state is RunState.STARTING:
             started_at = (container.attrs.get("State") or {}).get("StartedAt") or ""
-            run = self.store.transition(
+            run = self._until_written(
+                "status.yaml",
+                self.store.transition,
                 run.id,
                 RunState.RUNNING,
                 actor=self.actor,
@@ -177,19 +209,17 @@ class Shepherd:
                 container_id=container.id,
             )
         else:
-            self.store.append_event(run.id, "shepherd-resumed", actor=self.actor)
+            self._until_written(
+                "events.jsonl",
+                self.store.append_event,
+                run.id,
+                "shepherd-resumed",
+                actor=self.actor,
+            )
         pid = (container.attrs.get("State") or {}).get("Pid") or None
         sampler = Sampler(locate(container.id, pid))
         oom_events = OomEvents(sampler.dirs.get("memory"))
-        writer = LogWriter(run.dir, redact=list(self._secrets(run).values()))
-        followers = [
-            threading.Thread(
-                target=self._follow, args=(client, container.id, writer, s, True), daemon=True
-            )
-            for s in STREAMS
-        ]
-        for follower in followers:
-            follower.start()
+        copier = LogCopier(client.api, container.id, run.dir, list(self._secrets(run).values()))
         waited: dict[str, Any] = {}
         waiter = threading.Thread(target=self._wait, args=(client, container.id, waited))
         waiter.daemon = True
@@ -199,21 +229,38 @@ class Shepherd:
         timeout_min = run.spec.get("timeout_min")
         deadline = started.timestamp() + float(timeout_min) * 60 if timeout_min else None
         flags = {"timed_out": False, "cancelled": False}
+        next_sample = next_poll = time.monotonic()
+        idle = POLL_MIN
         while waiter.is_alive():
-            sampler.sample()
-            oom_events.poll()
-            writer.flush()
-            if not any(flags.values()):
-                if deadline is not None and time.time() >= deadline:
-                    flags["timed_out"] = True
-                    self._stop(container)
-                elif run.path(CANCEL_FILE).exists():
-                    flags["cancelled"] = True
-                    self._stop(container)
-            waiter.join(SAMPLE_SECONDS)
+            now = time.monotonic()
+            if now >= next_sample:
+                next_sample = now + SAMPLE_SECONDS
+                sampler.sample()
+                oom_events.poll()
+                if not any(flags.values()):
+                    if deadline is not None and time.time() >= deadline:
+                        flags["timed_out"] = True
+                        self._stop(container)
+                    elif run.path(CANCEL_FILE).exists():
+                        flags["cancelled"] = True
+                        self._stop(container)
+            if now >= next_poll:
+                got = self._poll(copier)
+                if got < 0:
+                    delay = DISK_RETRY_SECONDS
+                elif got >= BUSY_FRAMES:
+                    delay, idle = POLL_BUSY, POLL_MIN
+                elif got > 0:
+                    delay = idle = POLL_MIN
+                else:
+                    delay = idle = min(idle * 2, SAMPLE_SECONDS)
+                next_poll = time.monotonic() + delay
+            waiter.join(max(0.0, min(next_sample, next_poll) - time.monotonic()))
         if waited.get("gone"):
-            writer.close()
-            self.store.transition(
+            copier.close()
+            self._until_written(
+                "status.yaml",
+                self.store.transition,
                 run.id,
                 RunState.LOST,
                 actor=self.actor,
@@ -234,12 +281,11 @@ class Shepherd:
             finished_at = state.get("FinishedAt") or finished_at
         except docker.errors.APIError:
             pass
-        for follower in followers:
-            follower.join(3.0)
-        # A follow stream can hang after a fast exit (docker-py #3084): read the rest plainly.
-        for stream in STREAMS:
-            self._follow(client, container.id, writer, stream, False)
-        writer.close()
+        # The log is complete in Docker once the wait returns: one last read, held partial
+        # lines included; on a full disk, again every few seconds until there is room.
+        while self._poll(copier, final=True) < 0:
+            time.sleep(DISK_RETRY_SECONDS)
+        copier.close()
         res = run.spec.get("resources") or {}
         record = {
             "exit_code": waited.get("code"),
@@ -254,20 +300,22 @@ class Shepherd:
             "finished_at": _normalize_time(finished_at),
             "peaks": sampler.peaks(),
         }
+        incomplete = copier.incomplete()
+        if incomplete:
+            record["log_incomplete"] = incomplete
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        record["shepherd_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
         self._record(run, record, container)
 
-    def _follow(
-        self,
-        client: docker.DockerClient,
-        container_id: str,
-        writer: LogWriter,
-        stream: str,
-        live: bool,
-    ) -> None:
+    def _poll(self, copier: LogCopier, final: bool = False) -> int:
+        """One poll of Docker's log: frames read, or -1 when the disk is full."""
         try:
-            follow(client.api, container_id, writer, stream, live=live)
-        except Exception as exc:  # the container may be gone; what was written stays
-            log.info("log stream ended: %s", exc)
+            return copier.poll(final=final)
+        except Exception as exc:  # Docker's: the container may be gone; what was written stays
+            if isinstance(exc, OSError) and exc.errno in DISK_FULL:
+                return -1
+            log.info("log copy failed: %s", exc)
+        return 0
 
     def _wait(self, client: docker.DockerClient, container_id: str, out: dict[str, Any]) -> None:
         import docker.errors
@@ -297,12 +345,12 @@ class Shepherd:
     # --- finishing ------------------------------------------------------------------------
     def _record(self, run: Run, record: dict[str, Any], container: Container | None) -> None:
         record.setdefault("finished_at", now_iso())
-        write_exit(run.dir, record)
+        self._until_written("exit.json", write_exit, run.dir, record)
         self._finish(run, container)
 
     def _finish(self, run: Run, container: Container | None) -> None:
         unlink_quiet(secrets_path(self.home, run.id))
-        finalize_from_exit(self.store, run.id, actor=self.actor)
+        self._finalize(run)
         self.tick()  # the lease is free now: refill it before the slower clean-up
         if container is not None:
             try:
@@ -310,6 +358,37 @@ class Shepherd:
             except Exception as exc:
                 log.info("could not remove container: %s", exc)
         self._settle_leftovers(run)  # then the marker goes
+
+    def _finalize(self, run: Run) -> None:
+        """finalize_from_exit, again every few seconds while the disk is full. If the status
+        was written but the full disk refused its event line, the line is appended then."""
+        while True:
+            try:
+                finalize_from_exit(self.store, run.id, actor=self.actor)
+                return
+            except OSError as exc:
+                if exc.errno not in DISK_FULL:
+                    raise
+                log.warning("run %s: settling: %s; retrying", run.id, exc)
+            time.sleep(DISK_RETRY_SECONDS)
+            try:
+                current = self.store.load(run.id)
+            except OrbitError:
+                continue
+            if not current.state.finished:
+                continue
+            state = current.state.value
+            if not any(e.get("event") == state for e in read_jsonl(run.path("events.jsonl"))):
+                fields = {k: current.status.get(k) for k in ("state", "reason", "exit_code")}
+                self._until_written(
+                    "events.jsonl",
+                    self.store.append_event,
+                    run.id,
+                    state,
+                    actor=self.actor,
+                    **fields,
+                )
+            return
 
     def _settle_leftovers(self, run: Run) -> None:
         """The last step for a finished run: if its container still exists (e.g. after a
@@ -321,10 +400,11 @@ class Shepherd:
             return
         container = docker_ops.find_container(client, self.home, run.id)
         if container is not None:
-            writer = LogWriter(run.dir, redact=list(self._secrets(run).values()))
-            for stream in STREAMS:
-                self._follow(client, container.id, writer, stream, False)
-            writer.close()
+            copier = LogCopier(client.api, container.id, run.dir, list(self._secrets(run).values()))
+            got = self._poll(copier, final=True)
+            copier.close()
+            if got < 0:
+                return  # the disk is full: a later tick's shepherd copies the rest
             try:
                 container.remove(force=True)
             except Exception as exc:
