@@ -537,6 +537,26 @@ def test_non_ascii_tokens_are_refused_cleanly(live: Live) -> None:
     assert bad.status == 403
 
 
+def test_headers_with_bytes_that_are_not_utf8_are_refused_cleanly(live: Live) -> None:
+    # Bottle's get_header decodes UTF-8 and raised on \xe9: a 500 before any login check.
+    sid = live.login()
+    csrf = live.csrf(sid)
+    run_id = make_run(live.home)
+    cases: list[tuple[str, str, dict[str, str | bytes], str | None, int]] = [
+        ("GET", "/api/runs", {"X-Orbit-Token": b"\xe9"}, None, 401),
+        ("GET", "/", {"X-Orbit-Token": b"\xff\xfe"}, None, 303),
+        ("GET", "/api/runs", {"Host": b"127.0.0.1\xe9"}, None, 421),
+        ("POST", f"/runs/{run_id}/notes", {"X-Orbit-CSRF": b"\xe9"}, sid, 403),
+        ("POST", f"/runs/{run_id}/notes", {"X-Orbit-CSRF": csrf, "Accept": b"\xe9"}, sid, 303),
+        ("POST", "/cancel", {"X-Orbit-CSRF": csrf, "Accept": b"\xe9"}, sid, 303),
+    ]
+    for method, path, headers, session, status in cases:
+        body = b"text=hi&ids=999" if method == "POST" else None
+        reply = live.request(path, method=method, headers=headers, session=session, body=body)
+        assert reply.status == status, (method, path, headers, reply.status)
+        assert all(h in reply.headers for h in SECURITY), (path, reply.headers)
+
+
 def test_every_answer_carries_the_security_headers(live: Live) -> None:
     run_id = make_run(live.home)
     events = _run_dir(live.home, run_id) / "events.jsonl"

@@ -10,7 +10,7 @@ import bottle
 
 from orbit.store.home import Home
 from orbit.web.auth import SESSION_MAX_AGE_S, Auth, load_or_create_token
-from orbit.web.context import STATIC, WebContext, cookie_name, local_path
+from orbit.web.context import STATIC, WebContext, cookie_name, header, local_path
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
     @app.hook("before_request")
     def check_host() -> None:
         req = bottle.request
-        if not host_ok(req.get_header("Host"), str(req.environ.get("SERVER_PORT", ""))):
+        if not host_ok(header("Host"), str(req.environ.get("SERVER_PORT", ""))):
             bottle.abort(421, "this server answers only as 127.0.0.1, localhost or [::1]")
 
     @app.hook("after_request")

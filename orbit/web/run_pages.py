@@ -30,7 +30,7 @@ from orbit.store.describe import describe, latest_metrics
 from orbit.store.model import Run
 from orbit.web import runfiles
 from orbit.web.charts import COLORS, Line, fmt, svg_chart
-from orbit.web.context import WebContext
+from orbit.web.context import WebContext, header
 from orbit.web.series import Metrics, read_metrics
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -226,7 +226,7 @@ def register(app: bottle.Bottle, ctx: WebContext) -> None:
         if len(text.encode()) > NOTE_MAX:
             bottle.abort(400, f"a note is at most {NOTE_MAX // 1024} KiB")
         note = ctx.store.add_note(run.id, text, ctx.actor)
-        if "application/json" in (bottle.request.get_header("Accept") or ""):
+        if "application/json" in (header("Accept") or ""):
             return note
         bottle.redirect(f"/runs/{run.id}#notes", 303)
 
