@@ -722,3 +722,36 @@ def test_a_page_on_another_port_gets_no_master_token(live: Live) -> None:
         other.shutdown()
         other.server_close()
         thread.join()
+
+
+def test_the_page_of_open_logs_chromium_in(live: Live, tmp_path: Path) -> None:
+    # `orbit web --open` hands the browser a file: page that moves on to the login link. From a
+    # file: (or any other site's) page the navigation is cross-site, and Chromium sends no
+    # SameSite=Strict cookie along its redirects: the 303 after login landed on /login again.
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    run_id = make_run(live.home)
+    env = {**live.orbit.environ, "BROWSER": "true %s", "PYTHONPATH": str(REPO)}
+    res = subprocess.run(
+        [sys.executable, "-m", "orbit", "web", run_id, "--open", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    opened = live.home.runtime_dir / "web-open.html"
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-background-networking"]
+        )
+        try:
+            page = browser.new_page()
+            with page.expect_response(lambda r: urlsplit(r.url).path == f"/runs/{run_id}"):
+                page.goto(opened.as_uri())
+            page.wait_for_load_state()
+            assert page.locator("main").inner_text().find("Log in to Orbit") < 0
+            assert f"run {run_id}" in page.title(), page.title()
+        finally:
+            browser.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import logging
 from typing import Any
+from urllib.parse import quote
 
 import bottle
 
@@ -27,6 +28,7 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+URL_SAFE = "/?&=#%:;,+@!$'()*~"  # kept as they are when a path is put in a Refresh header
 
 
 def _apply_headers(response: Any) -> None:
@@ -69,7 +71,7 @@ def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
     def security_headers() -> None:
         _apply_headers(bottle.response)
 
-    def start_session() -> None:
+    def start_session() -> str:
         bottle.response.set_cookie(
             cookie_name(),
             ctx.auth.new_session(),
@@ -78,13 +80,22 @@ def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
             samesite="strict",
             max_age=SESSION_MAX_AGE_S,
         )
-        bottle.redirect(local_path(bottle.request.params.getunicode("next")), 303)
+        target = local_path(bottle.request.params.getunicode("next"))
+        if header("Sec-Fetch-Site") == "cross-site":
+            # A login link followed from another site, or from the file: page of `orbit web
+            # --open`: browsers send no SameSite=Strict cookie along the redirects of such a
+            # navigation, so a 303 would land on /login again. A page of this server that moves
+            # on by itself starts a same-origin navigation, which carries the cookie.
+            bottle.response.set_header("Refresh", f"0;url={quote(target, safe=URL_SAFE)}")
+            return ctx.render("logged_in", title="Logged in", next=target)
+        bottle.redirect(target, 303)
+        raise AssertionError("unreachable")
 
     @app.get("/login")
     def login() -> Any:
         code = bottle.request.query.getunicode("code", "") or ""
         if code and ctx.auth.redeem(code):
-            start_session()
+            return start_session()
         bottle.response.status = 401
         return ctx.render(
             "login",
@@ -97,7 +108,7 @@ def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
     @app.post("/login")
     def login_with_token() -> Any:
         if ctx.auth.token_ok(bottle.request.forms.getunicode("token")):
-            start_session()
+            return start_session()
         bottle.response.status = 401
         return ctx.render(
             "login", title="Log in", wrong=True, logged_in=False, next=local_path(None)
