@@ -28,7 +28,7 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-URL_SAFE = "/?&=#%:;,+@!$'()*~"  # kept as they are when a path is put in a Refresh header
+URL_SAFE = "/?&=#%:,+@!$()*~"  # kept as they are in a Refresh header (not ; ' or ")
 
 
 def _apply_headers(response: Any) -> None:
