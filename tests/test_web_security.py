@@ -466,6 +466,33 @@ def test_a_thousand_idle_sockets_do_not_lock_others_out(orbit: Orbit) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, mine)
 
 
+def test_downloads_that_are_never_read_do_not_freeze_the_server(live: Live) -> None:
+    # A worker thread that writes a raw file itself blocks once 16 MiB wait for the client;
+    # with the 8 workers held by clients that never read, nobody got an answer, ever.
+    run_id = make_run(live.home)
+    big = _run_dir(live.home, run_id) / "output" / "big.bin"
+    with open(big, "wb") as fh:
+        fh.write(os.urandom(1 << 20) * 40)
+    stalled = []
+    try:
+        for _ in range(10):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", live.port))
+            s.sendall(
+                f"GET /runs/{run_id}/files/big.bin?raw=1 HTTP/1.1\r\n"
+                f"Host: 127.0.0.1:{live.port}\r\nX-Orbit-Token: {live.token}\r\n\r\n".encode()
+            )
+            stalled.append(s)
+        time.sleep(2)  # the server has taken all ten requests
+        assert _get(live.port, "/login", timeout=20) == 401
+    finally:
+        for s in stalled:
+            s.close()
+    whole = live.request(f"/runs/{run_id}/files/big.bin?raw=1", token=live.token)
+    assert whole.status == 200 and whole.body == big.read_bytes()
+
+
 def test_fifty_concurrent_clients_all_get_answers(orbit: Orbit) -> None:
     port = _free_port()
     proc = _serve(orbit, port, 512, 4096)

@@ -267,6 +267,12 @@ def _raw(path_fd: int, size: int, name: str) -> Any:
     if bottle.request.method == "HEAD":
         fh.close()
         return b""
+    if "wsgi.file_wrapper" in bottle.request.environ:
+        # Bottle hands a file to the server's file_wrapper: waitress then sends it from its
+        # event loop, at most Content-Length bytes. A worker thread that wrote the bytes itself
+        # would wait for a client that stops reading, forever: eight such downloads of a file
+        # over 16 MiB froze the server for everyone.
+        return fh
     return _chunks(fh, size)
 
 
