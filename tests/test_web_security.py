@@ -782,3 +782,25 @@ def test_the_page_of_open_logs_chromium_in(live: Live, tmp_path: Path) -> None:
             assert f"run {run_id}" in page.title(), page.title()
         finally:
             browser.close()
+
+
+def test_a_request_flood_without_a_token_does_not_grow_the_log(live: Live) -> None:
+    # waitress logged "Task queue depth is N" for each request that waited for a worker, and
+    # "Client disconnected" for each client that hung up early: about 32 bytes a request.
+    log = live.home.runtime_dir / "web.log"
+    before = log.stat().st_size
+
+    def client() -> None:
+        for _ in range(10):
+            _get(live.port)
+            with socket.create_connection(("127.0.0.1", live.port)) as s:
+                s.sendall(f"GET /login HTTP/1.1\r\nHost: 127.0.0.1:{live.port}\r\n\r\n".encode())
+
+    threads = [threading.Thread(target=client) for _ in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert _get(live.port) == 401
+    grown = log.read_bytes()[before:].decode(errors="replace")
+    assert len(grown) < 2000, grown[-500:]

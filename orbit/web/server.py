@@ -208,6 +208,10 @@ def serve(home: Home, port: int | None) -> None:
     if lock is None:
         raise ConflictError("the web server of this ORBIT_HOME is already running")
     raise_fd_limit()
+    # waitress logs a line for each request that waits for a worker and for each client that
+    # hangs up early: any local user, without a token, could grow runtime/web.log at will.
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    logging.getLogger("waitress").setLevel(logging.WARNING)
     try:
         server = bind(make_app(home), port)
         _record(home, server.server_port)
