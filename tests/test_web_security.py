@@ -5,6 +5,7 @@ real container and Debian's Chromium."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import http.client
 import http.server
 import json
@@ -804,3 +805,45 @@ def test_a_request_flood_without_a_token_does_not_grow_the_log(live: Live) -> No
     assert _get(live.port) == 401
     grown = log.read_bytes()[before:].decode(errors="replace")
     assert len(grown) < 2000, grown[-500:]
+
+
+def _loopback6() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def test_the_server_holds_its_port_on_ipv6_loopback_too(live: Live) -> None:
+    # A browser may resolve localhost to ::1 first: with the port free there, another local
+    # user's server on [::1]:<port> got every visit to http://localhost:<port>/.
+    if not _loopback6():
+        pytest.skip("no IPv6 loopback on this host")
+    with socket.socket(socket.AF_INET6) as squatter, pytest.raises(OSError) as taken:
+        squatter.bind(("::1", live.port))
+    assert taken.value.errno == errno.EADDRINUSE
+    conn = http.client.HTTPConnection("::1", live.port, timeout=30)
+    try:
+        conn.request("GET", "/api/runs", headers={"X-Orbit-Token": live.token})
+        assert conn.getresponse().status == 200
+    finally:
+        conn.close()
+
+
+def test_a_port_taken_on_ipv6_loopback_is_refused(orbit: Orbit) -> None:
+    if not _loopback6():
+        pytest.skip("no IPv6 loopback on this host")
+    port = _free_port()
+    with socket.socket(socket.AF_INET6) as squatter:
+        squatter.bind(("::1", port))
+        squatter.listen()
+        try:
+            res = orbit("web", "--port", str(port))
+            assert res.code != 0 and "[::1]" in res.err and len(res.err.splitlines()) == 1
+            started = orbit("web", "--json")  # no port asked: another one, free on both
+            assert started.code == 0, started.err
+            assert started.json()["port"] != port
+        finally:
+            orbit("web", "--stop")
