@@ -377,6 +377,14 @@ def test_the_printed_login_link_is_one_time_and_short_lived(live: Live) -> None:
     assert posted.status == 303 and posted.headers["Location"].endswith("/settings")
 
 
+def test_a_head_request_does_not_use_up_a_login_code(live: Live) -> None:
+    url = urlsplit(live.login_url())
+    head = live.request(f"{url.path}?{url.query}", method="HEAD")
+    assert head.cookie(live.cookie_name) is None
+    reply = live.request(f"{url.path}?{url.query}")
+    assert reply.status == 303 and reply.cookie(live.cookie_name)
+
+
 def test_open_hands_the_browser_a_private_file_not_the_link(live: Live, tmp_path: Path) -> None:
     seen = tmp_path / "argv.json"
     browser = tmp_path / "browser"

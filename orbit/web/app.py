@@ -94,7 +94,8 @@ def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
     @app.get("/login")
     def login() -> Any:
         code = bottle.request.query.getunicode("code", "") or ""
-        if code and ctx.auth.redeem(code):
+        # A HEAD (a link checker or preview) must not use up the one-time code.
+        if code and bottle.request.method != "HEAD" and ctx.auth.redeem(code):
             return start_session()
         bottle.response.status = 401
         return ctx.render(
