@@ -502,6 +502,30 @@ def test_downloads_that_are_never_read_do_not_freeze_the_server(live: Live) -> N
     assert whole.status == 200 and whole.body == big.read_bytes()
 
 
+def test_a_file_that_shrinks_while_it_is_sent_ends_the_download(live: Live) -> None:
+    # Sent by waitress's file_wrapper, a file cut short made read() return b"" before
+    # Content-Length: waitress retried it without end (a CPU at 100%) and never closed.
+    run_id = make_run(live.home)
+    big = _run_dir(live.home, run_id) / "output" / "big.bin"
+    with open(big, "wb") as fh:
+        fh.write(os.urandom(1 << 20) * 40)
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.connect(("127.0.0.1", live.port))
+        s.sendall(
+            f"GET /runs/{run_id}/files/big.bin?raw=1 HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{live.port}\r\nX-Orbit-Token: {live.token}\r\n\r\n".encode()
+        )
+        got = len(s.recv(1 << 20))
+        time.sleep(0.5)
+        os.truncate(big, 1000)
+        s.settimeout(20)
+        while data := s.recv(1 << 20):  # a timeout here: the server kept the download open
+            got += len(data)
+    assert got < 40 << 20
+    assert _get(live.port) == 401
+
+
 def test_fifty_concurrent_clients_all_get_answers(orbit: Orbit) -> None:
     port = _free_port()
     proc = _serve(orbit, port, 512, 4096)

@@ -15,6 +15,7 @@ Routes (all behind the login token; the POST also checks it in the form or heade
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -272,8 +273,28 @@ def _raw(path_fd: int, size: int, name: str) -> Any:
         # event loop, at most Content-Length bytes. A worker thread that wrote the bytes itself
         # would wait for a client that stops reading, forever: eight such downloads of a file
         # over 16 MiB froze the server for everyone.
-        return fh
+        return _NoShortRead(fh)
     return _chunks(fh, size)
+
+
+class _NoShortRead:
+    """A file for waitress's file_wrapper whose read() fails where the file ended too early.
+    waitress sends min(size, Content-Length) bytes; if the file then shrinks (a run rewrote
+    it), a plain read() returns b"" and waitress retries it without end, spinning a CPU. The
+    error instead makes it close the connection (the client sees a cut download)."""
+
+    def __init__(self, fh: Any) -> None:
+        self._fh = fh
+        self.seek = fh.seek
+        self.tell = fh.tell
+        self.seekable = fh.seekable
+        self.close = fh.close
+
+    def read(self, n: int = -1) -> bytes:
+        data: bytes = self._fh.read(n)
+        if not data and n != 0:
+            raise OSError(errno.EIO, "the file became shorter while it was sent")
+        return data
 
 
 def _chunks(fh: Any, size: int) -> Iterator[bytes]:
