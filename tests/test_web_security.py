@@ -5,6 +5,7 @@ real container and Debian's Chromium."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import http.client
 import http.server
 import json
@@ -376,6 +377,14 @@ def test_the_printed_login_link_is_one_time_and_short_lived(live: Live) -> None:
     assert posted.status == 303 and posted.headers["Location"].endswith("/settings")
 
 
+def test_a_head_request_does_not_use_up_a_login_code(live: Live) -> None:
+    url = urlsplit(live.login_url())
+    head = live.request(f"{url.path}?{url.query}", method="HEAD")
+    assert head.cookie(live.cookie_name) is None
+    reply = live.request(f"{url.path}?{url.query}")
+    assert reply.status == 303 and reply.cookie(live.cookie_name)
+
+
 def test_open_hands_the_browser_a_private_file_not_the_link(live: Live, tmp_path: Path) -> None:
     seen = tmp_path / "argv.json"
     browser = tmp_path / "browser"
@@ -466,6 +475,57 @@ def test_a_thousand_idle_sockets_do_not_lock_others_out(orbit: Orbit) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, mine)
 
 
+def test_downloads_that_are_never_read_do_not_freeze_the_server(live: Live) -> None:
+    # A worker thread that writes a raw file itself blocks once 16 MiB wait for the client;
+    # with the 8 workers held by clients that never read, nobody got an answer, ever.
+    run_id = make_run(live.home)
+    big = _run_dir(live.home, run_id) / "output" / "big.bin"
+    with open(big, "wb") as fh:
+        fh.write(os.urandom(1 << 20) * 40)
+    stalled = []
+    try:
+        for _ in range(10):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", live.port))
+            s.sendall(
+                f"GET /runs/{run_id}/files/big.bin?raw=1 HTTP/1.1\r\n"
+                f"Host: 127.0.0.1:{live.port}\r\nX-Orbit-Token: {live.token}\r\n\r\n".encode()
+            )
+            stalled.append(s)
+        time.sleep(2)  # the server has taken all ten requests
+        assert _get(live.port, "/login", timeout=20) == 401
+    finally:
+        for s in stalled:
+            s.close()
+    whole = live.request(f"/runs/{run_id}/files/big.bin?raw=1", token=live.token)
+    assert whole.status == 200 and whole.body == big.read_bytes()
+
+
+def test_a_file_that_shrinks_while_it_is_sent_ends_the_download(live: Live) -> None:
+    # Sent by waitress's file_wrapper, a file cut short made read() return b"" before
+    # Content-Length: waitress retried it without end (a CPU at 100%) and never closed.
+    run_id = make_run(live.home)
+    big = _run_dir(live.home, run_id) / "output" / "big.bin"
+    with open(big, "wb") as fh:
+        fh.write(os.urandom(1 << 20) * 40)
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.connect(("127.0.0.1", live.port))
+        s.sendall(
+            f"GET /runs/{run_id}/files/big.bin?raw=1 HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{live.port}\r\nX-Orbit-Token: {live.token}\r\n\r\n".encode()
+        )
+        got = len(s.recv(1 << 20))
+        time.sleep(0.5)
+        os.truncate(big, 1000)
+        s.settimeout(20)
+        while data := s.recv(1 << 20):  # a timeout here: the server kept the download open
+            got += len(data)
+    assert got < 40 << 20
+    assert _get(live.port) == 401
+
+
 def test_fifty_concurrent_clients_all_get_answers(orbit: Orbit) -> None:
     port = _free_port()
     proc = _serve(orbit, port, 512, 4096)
@@ -535,6 +595,26 @@ def test_non_ascii_tokens_are_refused_cleanly(live: Live) -> None:
     bad = live.request("/cancel", method="POST", body=form, session=sid,
                        headers={"X-Orbit-CSRF": b"\xc3\xa9"})  # fmt: skip
     assert bad.status == 403
+
+
+def test_headers_with_bytes_that_are_not_utf8_are_refused_cleanly(live: Live) -> None:
+    # Bottle's get_header decodes UTF-8 and raised on \xe9: a 500 before any login check.
+    sid = live.login()
+    csrf = live.csrf(sid)
+    run_id = make_run(live.home)
+    cases: list[tuple[str, str, dict[str, str | bytes], str | None, int]] = [
+        ("GET", "/api/runs", {"X-Orbit-Token": b"\xe9"}, None, 401),
+        ("GET", "/", {"X-Orbit-Token": b"\xff\xfe"}, None, 303),
+        ("GET", "/api/runs", {"Host": b"127.0.0.1\xe9"}, None, 421),
+        ("POST", f"/runs/{run_id}/notes", {"X-Orbit-CSRF": b"\xe9"}, sid, 403),
+        ("POST", f"/runs/{run_id}/notes", {"X-Orbit-CSRF": csrf, "Accept": b"\xe9"}, sid, 303),
+        ("POST", "/cancel", {"X-Orbit-CSRF": csrf, "Accept": b"\xe9"}, sid, 303),
+    ]
+    for method, path, headers, session, status in cases:
+        body = b"text=hi&ids=999" if method == "POST" else None
+        reply = live.request(path, method=method, headers=headers, session=session, body=body)
+        assert reply.status == status, (method, path, headers, reply.status)
+        assert all(h in reply.headers for h in SECURITY), (path, reply.headers)
 
 
 def test_every_answer_carries_the_security_headers(live: Live) -> None:
@@ -702,3 +782,100 @@ def test_a_page_on_another_port_gets_no_master_token(live: Live) -> None:
         other.shutdown()
         other.server_close()
         thread.join()
+
+
+def test_the_page_of_open_logs_chromium_in(live: Live, tmp_path: Path) -> None:
+    # `orbit web --open` hands the browser a file: page that moves on to the login link. From a
+    # file: (or any other site's) page the navigation is cross-site, and Chromium sends no
+    # SameSite=Strict cookie along its redirects: the 303 after login landed on /login again.
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    run_id = make_run(live.home)
+    env = {**live.orbit.environ, "BROWSER": "true %s", "PYTHONPATH": str(REPO)}
+    res = subprocess.run(
+        [sys.executable, "-m", "orbit", "web", run_id, "--open", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    opened = live.home.runtime_dir / "web-open.html"
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-background-networking"]
+        )
+        try:
+            page = browser.new_page()
+            with page.expect_response(lambda r: urlsplit(r.url).path == f"/runs/{run_id}"):
+                page.goto(opened.as_uri())
+            page.wait_for_load_state()
+            assert page.locator("main").inner_text().find("Log in to Orbit") < 0
+            assert f"run {run_id}" in page.title(), page.title()
+        finally:
+            browser.close()
+
+
+def test_a_request_flood_without_a_token_does_not_grow_the_log(live: Live) -> None:
+    # waitress logged "Task queue depth is N" for each request that waited for a worker, and
+    # "Client disconnected" for each client that hung up early: about 32 bytes a request.
+    log = live.home.runtime_dir / "web.log"
+    before = log.stat().st_size
+
+    def client() -> None:
+        for _ in range(10):
+            _get(live.port)
+            with socket.create_connection(("127.0.0.1", live.port)) as s:
+                s.sendall(f"GET /login HTTP/1.1\r\nHost: 127.0.0.1:{live.port}\r\n\r\n".encode())
+
+    threads = [threading.Thread(target=client) for _ in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert _get(live.port) == 401
+    grown = log.read_bytes()[before:].decode(errors="replace")
+    assert len(grown) < 2000, grown[-500:]
+
+
+def _loopback6() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def test_the_server_holds_its_port_on_ipv6_loopback_too(live: Live) -> None:
+    # A browser may resolve localhost to ::1 first: with the port free there, another local
+    # user's server on [::1]:<port> got every visit to http://localhost:<port>/.
+    if not _loopback6():
+        pytest.skip("no IPv6 loopback on this host")
+    with socket.socket(socket.AF_INET6) as squatter, pytest.raises(OSError) as taken:
+        squatter.bind(("::1", live.port))
+    assert taken.value.errno == errno.EADDRINUSE
+    conn = http.client.HTTPConnection("::1", live.port, timeout=30)
+    try:
+        conn.request("GET", "/api/runs", headers={"X-Orbit-Token": live.token})
+        assert conn.getresponse().status == 200
+    finally:
+        conn.close()
+
+
+def test_a_port_taken_on_ipv6_loopback_is_refused(orbit: Orbit) -> None:
+    if not _loopback6():
+        pytest.skip("no IPv6 loopback on this host")
+    port = _free_port()
+    with socket.socket(socket.AF_INET6) as squatter:
+        squatter.bind(("::1", port))
+        squatter.listen()
+        try:
+            res = orbit("web", "--port", str(port))
+            assert res.code != 0 and "[::1]" in res.err and len(res.err.splitlines()) == 1
+            started = orbit("web", "--json")  # no port asked: another one, free on both
+            assert started.code == 0, started.err
+            assert started.json()["port"] != port
+        finally:
+            orbit("web", "--stop")

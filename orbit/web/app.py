@@ -5,12 +5,13 @@ from __future__ import annotations
 import importlib
 import logging
 from typing import Any
+from urllib.parse import quote
 
 import bottle
 
 from orbit.store.home import Home
 from orbit.web.auth import SESSION_MAX_AGE_S, Auth, load_or_create_token
-from orbit.web.context import STATIC, WebContext, cookie_name, local_path
+from orbit.web.context import STATIC, WebContext, cookie_name, header, local_path
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +28,7 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+URL_SAFE = "/?&=#%:,+@!$()*~"  # kept as they are in a Refresh header (not ; ' or ")
 
 
 def _apply_headers(response: Any) -> None:
@@ -62,14 +64,14 @@ def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
     @app.hook("before_request")
     def check_host() -> None:
         req = bottle.request
-        if not host_ok(req.get_header("Host"), str(req.environ.get("SERVER_PORT", ""))):
+        if not host_ok(header("Host"), str(req.environ.get("SERVER_PORT", ""))):
             bottle.abort(421, "this server answers only as 127.0.0.1, localhost or [::1]")
 
     @app.hook("after_request")
     def security_headers() -> None:
         _apply_headers(bottle.response)
 
-    def start_session() -> None:
+    def start_session() -> str:
         bottle.response.set_cookie(
             cookie_name(),
             ctx.auth.new_session(),
@@ -78,13 +80,23 @@ def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
             samesite="strict",
             max_age=SESSION_MAX_AGE_S,
         )
-        bottle.redirect(local_path(bottle.request.params.getunicode("next")), 303)
+        target = local_path(bottle.request.params.getunicode("next"))
+        if header("Sec-Fetch-Site") == "cross-site":
+            # A login link followed from another site, or from the file: page of `orbit web
+            # --open`: browsers send no SameSite=Strict cookie along the redirects of such a
+            # navigation, so a 303 would land on /login again. A page of this server that moves
+            # on by itself starts a same-origin navigation, which carries the cookie.
+            bottle.response.set_header("Refresh", f"0;url={quote(target, safe=URL_SAFE)}")
+            return ctx.render("logged_in", title="Logged in", next=target)
+        bottle.redirect(target, 303)
+        raise AssertionError("unreachable")
 
     @app.get("/login")
     def login() -> Any:
         code = bottle.request.query.getunicode("code", "") or ""
-        if code and ctx.auth.redeem(code):
-            start_session()
+        # A HEAD (a link checker or preview) must not use up the one-time code.
+        if code and bottle.request.method != "HEAD" and ctx.auth.redeem(code):
+            return start_session()
         bottle.response.status = 401
         return ctx.render(
             "login",
@@ -97,7 +109,7 @@ def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
     @app.post("/login")
     def login_with_token() -> Any:
         if ctx.auth.token_ok(bottle.request.forms.getunicode("token")):
-            start_session()
+            return start_session()
         bottle.response.status = 401
         return ctx.render(
             "login", title="Log in", wrong=True, logged_in=False, next=local_path(None)

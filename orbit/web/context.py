@@ -43,6 +43,14 @@ CSRF_HEADER = "X-Orbit-CSRF"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def header(name: str) -> str | None:
+    """A request header as the server received it (bytes as latin-1 text), never an error:
+    Bottle's `get_header` decodes UTF-8 and raises on other bytes, which made a 500 of any
+    request with a stray byte in Host or X-Orbit-Token, before the login check."""
+    value = bottle.request.environ.get("HTTP_" + name.upper().replace("-", "_"))
+    return value if isinstance(value, str) else None
+
+
 def cookie_name() -> str:
     """`orbit_<port>`: one cookie per server port, so two homes on two ports never collide."""
     port = str(bottle.request.environ.get("SERVER_PORT", "")).strip()
@@ -82,7 +90,7 @@ class WebContext:
 
     def by_token(self) -> bool:
         """The request carries the master token in X-Orbit-Token (scripts)."""
-        return self.auth.token_ok(bottle.request.get_header(HEADER))
+        return self.auth.token_ok(header(HEADER))
 
     def authorized(self) -> bool:
         return self.by_token() or self.session_id() is not None
@@ -112,7 +120,7 @@ class WebContext:
         if self.by_token():
             return
         req = bottle.request
-        sent = req.get_header(CSRF_HEADER) or req.forms.get("token")
+        sent = header(CSRF_HEADER) or req.forms.get("token")
         sid = self.session_id()
         if not sid or not equal(sent, self.auth.csrf(sid)):
             bottle.abort(403, "missing or wrong form token in the request (reload the page)")

@@ -14,7 +14,7 @@ from orbit.errors import OrbitError
 from orbit.store.describe import duration_s
 from orbit.store.index import row_for
 from orbit.store.runs import Broken, id_key
-from orbit.web.context import WebContext, local_path
+from orbit.web.context import WebContext, header, local_path
 
 PER_PAGE = 50
 FILTERS = ("state", "name", "group", "tag", "folder", "q")
@@ -213,6 +213,6 @@ def register(app: bottle.Bottle, ctx: WebContext) -> None:
                 results[run.id] = {"state": run.state.value}
             except OrbitError as exc:
                 results[ref] = {"error": str(exc)}
-        if bottle.request.get_header("Accept", "").startswith("application/json"):
+        if (header("Accept") or "").startswith("application/json"):
             return {"cancelled": results}
         bottle.redirect(local_path(bottle.request.forms.getunicode("back", "/")), 303)

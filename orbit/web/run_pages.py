@@ -15,6 +15,7 @@ Routes (all behind the login token; the POST also checks it in the form or heade
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -30,7 +31,7 @@ from orbit.store.describe import describe, latest_metrics
 from orbit.store.model import Run
 from orbit.web import runfiles
 from orbit.web.charts import COLORS, Line, fmt, svg_chart
-from orbit.web.context import WebContext
+from orbit.web.context import WebContext, header
 from orbit.web.series import Metrics, read_metrics
 
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -226,7 +227,7 @@ def register(app: bottle.Bottle, ctx: WebContext) -> None:
         if len(text.encode()) > NOTE_MAX:
             bottle.abort(400, f"a note is at most {NOTE_MAX // 1024} KiB")
         note = ctx.store.add_note(run.id, text, ctx.actor)
-        if "application/json" in (bottle.request.get_header("Accept") or ""):
+        if "application/json" in (header("Accept") or ""):
             return note
         bottle.redirect(f"/runs/{run.id}#notes", 303)
 
@@ -267,7 +268,33 @@ def _raw(path_fd: int, size: int, name: str) -> Any:
     if bottle.request.method == "HEAD":
         fh.close()
         return b""
+    if "wsgi.file_wrapper" in bottle.request.environ:
+        # Bottle hands a file to the server's file_wrapper: waitress then sends it from its
+        # event loop, at most Content-Length bytes. A worker thread that wrote the bytes itself
+        # would wait for a client that stops reading, forever: eight such downloads of a file
+        # over 16 MiB froze the server for everyone.
+        return _NoShortRead(fh)
     return _chunks(fh, size)
+
+
+class _NoShortRead:
+    """A file for waitress's file_wrapper whose read() fails where the file ended too early.
+    waitress sends min(size, Content-Length) bytes; if the file then shrinks (a run rewrote
+    it), a plain read() returns b"" and waitress retries it without end, spinning a CPU. The
+    error instead makes it close the connection (the client sees a cut download)."""
+
+    def __init__(self, fh: Any) -> None:
+        self._fh = fh
+        self.seek = fh.seek
+        self.tell = fh.tell
+        self.seekable = fh.seekable
+        self.close = fh.close
+
+    def read(self, n: int = -1) -> bytes:
+        data: bytes = self._fh.read(n)
+        if not data and n != 0:
+            raise OSError(errno.EIO, "the file became shorter while it was sent")
+        return data
 
 
 def _chunks(fh: Any, size: int) -> Iterator[bytes]:

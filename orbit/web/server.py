@@ -1,5 +1,6 @@
-"""The web server process: binds 127.0.0.1, holds runtime/web.lock while it lives, and records
-its pid and port in runtime/web.json (for people and `orbit web`; liveness is the lock).
+"""The web server process: binds 127.0.0.1 (and ::1, same port), holds runtime/web.lock while it
+lives, and records its pid and port in runtime/web.json (for people and `orbit web`; liveness
+is the lock).
 
 HTTP is served by waitress: one event loop reads requests without a thread per connection, a
 pool of worker threads runs the app, the listen backlog is 1024, a connection idle for
@@ -16,6 +17,7 @@ import os
 import re
 import resource
 import signal
+import socket
 import sys
 import threading
 import time
@@ -150,12 +152,20 @@ class Server(TcpWSGIServer):
         return int(self.effective_port)
 
     def handle_accept(self) -> None:
-        if len(self.active_channels) >= self.limit:
-            self._drop_idlest()
+        self.make_room()
         super().handle_accept()
 
+    def make_room(self) -> None:
+        """Before a connection is accepted (on either address): drop the longest-idle one when
+        `limit` connections are open."""
+        if len(self._channels()) >= self.limit:
+            self._drop_idlest()
+
+    def _channels(self) -> list[HTTPChannel]:
+        return [c for c in self._map.values() if isinstance(c, HTTPChannel)]
+
     def _drop_idlest(self) -> None:
-        idle = [c for c in self.active_channels.values() if not c.requests]
+        idle = [c for c in self._channels() if not c.requests]
         if idle:
             oldest = min(idle, key=lambda c: c.last_activity)
             log.debug("connection limit %d reached: dropping an idle connection", self.limit)
@@ -184,17 +194,81 @@ class Server(TcpWSGIServer):
         self.task_dispatcher.shutdown(timeout=5)
 
 
+class _Loopback6(TcpWSGIServer):
+    """The same server on [::1] and the same port, sharing the event loop, the workers and the
+    connection limit. A browser may resolve `localhost` to ::1 first: a port left free there
+    could be taken by another local user's server, which would then get every visit to
+    http://localhost:<port>/ (and could ask for the token on a copy of the login page)."""
+
+    channel_class = _Channel
+    main: Server
+
+    def bind_server_socket(self) -> None:
+        try:
+            super().bind_server_socket()
+        except OSError:
+            self.close()  # its socket and wake-up pipe leave the shared map
+            raise
+
+    def handle_accept(self) -> None:
+        self.main.make_room()
+        super().handle_accept()
+
+
+def _add_loopback6(server: Server) -> None:
+    """Listen on [::1]:<the server's port> too; nothing when this host has no IPv6 loopback
+    (then no one can listen there). Raises OSError(EADDRINUSE) when someone else does."""
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            probe.bind(("::1", 0))
+    except OSError as exc:
+        if exc.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+            return
+        raise
+    sockinfo = (
+        socket.AF_INET6,
+        socket.SOCK_STREAM,
+        socket.IPPROTO_TCP,
+        ("::1", server.server_port),
+    )
+    sibling = _Loopback6(
+        server.application,
+        map=server._map,
+        dispatcher=server.task_dispatcher,
+        adj=server.adj,
+        sockinfo=sockinfo,
+    )
+    sibling.main = server
+
+
 def bind(app: Any, port: int | None) -> Server:
-    """A server on `port`, or on the first free port from 7717 when `port` is None."""
-    candidates = [port] if port is not None else range(DEFAULT_PORT, DEFAULT_PORT + PORT_TRIES)
+    """A server on `port` (of 127.0.0.1 and, where it exists, ::1), or on the first port from
+    7717 that is free on both when `port` is None (0: any free port)."""
+    candidates: Any = [port] if port is not None else range(DEFAULT_PORT, DEFAULT_PORT + PORT_TRIES)
+    if port == 0:
+        candidates = [0] * PORT_TRIES  # the kernel picks one; ::1 may hold it already
     limit = connection_limit()
     for candidate in candidates:
         try:
-            return Server(app, candidate, limit)
+            server = Server(app, candidate, limit)
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
-    if port is not None:
+            continue
+        try:
+            _add_loopback6(server)
+        except OSError as exc:
+            server.server_close()
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            if port:
+                raise ConflictError(
+                    f"port {port} on [::1] (localhost) is in use by another program "
+                    "(choose another with --port)"
+                ) from None
+            continue
+        return server
+    if port:
         raise ConflictError(f"port {port} on {HOST} is in use (choose another with --port)")
     raise ConflictError(f"no free port in {DEFAULT_PORT}–{DEFAULT_PORT + PORT_TRIES - 1}")
 
@@ -208,6 +282,10 @@ def serve(home: Home, port: int | None) -> None:
     if lock is None:
         raise ConflictError("the web server of this ORBIT_HOME is already running")
     raise_fd_limit()
+    # waitress logs a line for each request that waits for a worker and for each client that
+    # hangs up early: any local user, without a token, could grow runtime/web.log at will.
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+    logging.getLogger("waitress").setLevel(logging.WARNING)
     try:
         server = bind(make_app(home), port)
         _record(home, server.server_port)
