@@ -51,9 +51,23 @@ def run(args: argparse.Namespace, env: Env) -> int:
         if env.stdin.readline().strip() != expected:
             raise UsageError("not confirmed; nothing deleted")
     for r in runs:
+        if (env.home.active_dir / r.id).exists():
+            _remove_container(env, r.id, r.label)
         store.remove(r)
     if args.json:
         print_json(env, {"removed": [r.id for r in runs]})
     else:
         print(f"deleted {len(runs)} run(s): {' '.join(r.id for r in runs)}", file=env.stdout)
     return 0
+
+
+def _remove_container(env: Env, run_id: str, label: str) -> None:
+    """A finished run keeps its active/ marker until its container is gone; its shepherd may
+    have died first. Deleting the run drops the marker, so remove the container here."""
+    from orbit.errors import DockerError
+    from orbit.execute.docker_ops import remove_container
+
+    try:
+        remove_container(env.home, run_id)
+    except DockerError as exc:
+        raise DockerError(f"run {label} may still have a container, and {exc}") from None

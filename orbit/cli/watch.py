@@ -58,11 +58,17 @@ class Ticker:
     def __init__(self, env: Env) -> None:
         self.env = env
         self.last = time.monotonic()
+        self.warned = float("-inf")
 
     def maybe(self) -> None:
         if time.monotonic() - self.last >= TICK_EVERY_SECONDS:
             self.last = time.monotonic()
-            self.env.tick()
+            report = self.env.tick()
+            # A stuck scheduler lock stalls the wait: say so, at most every 30 s.
+            stuck = [p for p in getattr(report, "problems", []) if p.startswith("scheduler lock")]
+            if stuck and self.last - self.warned >= 30:
+                self.warned = self.last
+                print(f"orbit: warning: {stuck[0]}", file=self.env.stderr, flush=True)
 
 
 def copy_new(path: Path, offset: int, out: BinaryIO) -> int:

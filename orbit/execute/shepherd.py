@@ -302,14 +302,17 @@ class Shepherd:
 
     def _finish(self, run: Run, container: Container | None) -> None:
         unlink_quiet(secrets_path(self.home, run.id))
-        finalize_from_exit(self.store, run.id, actor=self.actor)
+        settled = finalize_from_exit(self.store, run.id, actor=self.actor)
         self.tick()  # the lease is free now: refill it before the slower clean-up
         if container is not None:
             try:
                 container.remove(force=True)
             except Exception as exc:
                 log.info("could not remove container: %s", exc)
-        self._settle_leftovers(run)  # then the marker goes
+        if settled:
+            self._settle_leftovers(run)  # then the marker goes
+        else:  # the result is in exit.json; the marker keeps the run in the tick's view
+            log.warning("run %s: not settled (its files are damaged); a tick repairs it", run.id)
 
     def _settle_leftovers(self, run: Run) -> None:
         """The last step for a finished run: if its container still exists (e.g. after a
