@@ -150,6 +150,18 @@ def test_shepherds_keep_none_of_the_submitters_environment(orbit: Orbit, busybox
     assert orbit("cancel", "1").code == 0
 
 
+def test_exec_mode_shepherds_are_named_orbit_shepherd(orbit: Orbit, busybox: str) -> None:
+    run_id = orbit.submit("--image", busybox, *SMALL, "--", "sleep", "30")
+    orbit.wait_for(run_id, running)
+    kill_shepherd(orbit, run_id)
+    assert orbit("scheduler", "tick", "--spawn", "exec").code == 0
+    wait_until(lambda: is_locked(orbit.run_dir(run_id) / "shepherd.lock"), what="a shepherd")
+    pid = shepherd_pid(orbit, run_id)
+    time.sleep(1)  # past the interpreter's start
+    assert comm_of(pid) == "orbit-shepherd"
+    assert orbit("cancel", run_id).code == 0
+
+
 # --- F11 (last bullet): a shepherd never writes to the caller's terminal ------------------------
 
 
@@ -183,7 +195,7 @@ def test_a_stuck_scheduler_lock_is_named(tmp_path: Path, busybox: str) -> None:
     lock_a = a.home / "locks" / "scheduler.lock"
     assert a("scheduler", "tick").code == 0
     # -o: `flock` itself holds the lock, not the `sleep` it starts, so killing it frees it.
-    flock = subprocess.Popen(["flock", "-o", str(lock_a), "sleep", "300"])
+    flock = subprocess.Popen(["flock", "-o", str(lock_a), "sleep", "300"], start_new_session=True)
     # Home B: a real tick, hung reading the GPU stand-in (a FIFO), then stopped (Ctrl-Z).
     b = Orbit(tmp_path / "b", tmp_path)
     gpus = tmp_path / "gpus.yaml"
@@ -228,7 +240,7 @@ def test_a_stuck_scheduler_lock_is_named(tmp_path: Path, busybox: str) -> None:
         assert f"scheduler lock held by pid {flock.pid}" in wait.communicate()[1]
         assert a.status(run_a)["state"] == "queued"
     finally:
-        flock.kill()
+        os.killpg(flock.pid, signal.SIGKILL)  # flock and its sleep
         flock.wait()
         os.kill(tick_b.pid, signal.SIGKILL)
         tick_b.wait()
