@@ -230,6 +230,7 @@ def test_a_stuck_scheduler_lock_is_named(tmp_path: Path, busybox: str) -> None:
         # (B's resources and doctor would read the FIFO too: they are checked on A.)
         expected = f"scheduler lock held by pid {flock.pid} (flock "
         assert any(expected in p for p in a("resources", "--json").json()["problems"])
+        assert expected in a("scheduler", "status").out
         doctor = a("doctor", "--json").json()
         check = next(c for c in doctor["checks"] if c["name"] == "scheduler lock")
         assert check["status"] == "FAIL" and expected in check["detail"]
@@ -272,11 +273,17 @@ def test_a_lost_queue_marker_is_rebuilt(orbit: Orbit, busybox: str) -> None:
     assert (orbit.run_dir(big2) / "log.txt").read_text() == "ran\n"
 
 
+@pytest.mark.parametrize("scanned", ["while-queued", "before-submit"])
 def test_a_run_that_lost_its_active_marker_still_holds_its_lease(
-    orbit: Orbit, busybox: str
+    orbit: Orbit, busybox: str, scanned: str
 ) -> None:
+    """The tick that would admit the second run finds the first: in the runs the last full
+    scan saw active, or among the runs submitted since."""
     orbit.configure(total_cpus=2)
     opts = ("--image", busybox, "--no-project", "--cpus", "1.5", "--mem", "0.25", "--")
+    if scanned == "before-submit":
+        assert orbit("run", *opts[:-1], "-w", "--", "true").code == 0
+        assert orbit("scheduler", "tick").code == 0  # a full scan: no active run, next id 2
     first = orbit.submit(*opts, "sleep", "30")
     orbit.wait_for(first, running)
     (orbit.home / "active" / first).unlink()

@@ -230,6 +230,7 @@ def _web_state(env: Env) -> str:
 
 def status(args: argparse.Namespace, env: Env) -> int:
     from orbit.sched import supervisor
+    from orbit.store.locks import stuck_scheduler
 
     report = supervisor.status(env.home, env.environ)
     data: dict[str, Any] = report.as_dict()
@@ -249,6 +250,9 @@ def status(args: argparse.Namespace, env: Env) -> int:
     ]
     if report.systemd.installed:
         rows.insert(4, ("", f"units in {report.systemd.unit_dir}"))
+    stuck = stuck_scheduler(env.home.locks_dir)
+    if stuck:
+        rows.insert(2, ("lock", stuck))
     for label, value in rows:
         print(f"{label:<11} {value}", file=out)
     if not report.supervised:

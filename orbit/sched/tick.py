@@ -7,6 +7,7 @@ flag stays clear, so a submit that raced a running tick is never left waiting fo
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 from orbit.errors import OrbitError
 from orbit.execute.exitrecord import finalize_from_exit, read_exit, rebuild_status
@@ -39,8 +41,14 @@ log = logging.getLogger(__name__)
 Spawner = Callable[[Home, str], None]
 
 ACTIVE_STATES = frozenset(s.value for s in (RunState.QUEUED, *LEASED))
-# Ticks that admit nothing look for runs that lost their marker at most this often.
+# Ticks look through every run for one that lost its marker at most this often.
 SCAN_EVERY_S = 30.0
+
+
+def _markers_checked(home: Home) -> Path:
+    """The record of the last full scan: {"active": [the ids it found active], "next_id": the
+    first id it did not see}."""
+    return home.runtime_dir / "markers_checked"
 
 
 @dataclass
@@ -167,9 +175,12 @@ def _tick_once(
     if not scanned and any(isinstance(d, Admit) for d in decisions):
         # Before leasing anything, make sure no active run lost its marker: its lease would not
         # be counted, and the machine would be leased twice.
-        extra = _unmarked(home, store, state.seen, report)
+        since = _unmarked_since_scan(home, store, state.seen)
+        extra: list[Run | Broken] = list(since) if since is not None else []
+        if since is None:  # no record of the last scan: look through every run
+            extra = store.load_many(_unmarked(home, store, state.seen, report))
         if extra:
-            for item in store.load_many(extra):
+            for item in extra:
                 _reconcile(home, store, item, spawn, actor, report, state)
             decisions, problems = _plan(home, state, now)
     report.problems.extend(problems)
@@ -274,33 +285,67 @@ def unreadable_lease(home: Home, store: RunStore, item: Broken) -> tuple[Run | N
 def _unmarked(home: Home, store: RunStore, seen: set[str], report: TickReport) -> list[str]:
     """Ids of queued, starting and running runs that have no marker (lost, or deleted by hand).
 
-    Reads every run's listing row (the index, checked against each status.yaml): done when
-    something is about to be admitted, by `orbit scheduler tick`, and at most every
-    SCAN_EVERY_S otherwise, so that ordinary ticks stay O(queued + active).
+    Reads every run's listing row (the index, checked against each status.yaml): done by
+    `orbit scheduler tick` and at most every SCAN_EVERY_S otherwise, so that ordinary ticks
+    stay O(queued + active); a tick about to admit checks the runs this scan records
+    (`_unmarked_since_scan`).
     """
+    next_id = _next_id(home)  # read first: a run claimed during the listing counts as new
     try:
         rows = store.list_rows()
     except (OrbitError, OSError) as exc:
         report.problems.append(f"cannot list the runs to check their markers: {exc}")
         return []
-    finally:
-        atomic_write(home.runtime_dir / "markers_checked", b"", durable=False)
-    missing = [
+    active = [
         str(row["id"])
         for row in rows
-        if isinstance(row, dict)
-        and row.get("state") in ACTIVE_STATES
-        and str(row["id"]) not in seen
+        if isinstance(row, dict) and row.get("state") in ACTIVE_STATES
     ]
+    record = {"active": active, "next_id": next_id}
+    atomic_write(_markers_checked(home), json.dumps(record).encode(), durable=False)
+    missing = [run_id for run_id in active if run_id not in seen]
     if missing:
         log.warning("runs %s had lost their queue/ or active/ marker", ", ".join(missing))
     seen.update(missing)
     return missing
 
 
+def _unmarked_since_scan(home: Home, store: RunStore, seen: set[str]) -> list[Run] | None:
+    """The active runs without a marker among those the last full scan found active and those
+    created since (ids from its `next_id` on): every run that can be active, at the cost of
+    reading only those. None when there is no usable record of the last scan."""
+    try:
+        record = json.loads(_markers_checked(home).read_text())
+        candidates = {str(i) for i in record["active"]}
+        first_new = int(record["next_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    last = _next_id(home)
+    if first_new <= 0 or last <= 0:
+        return None
+    candidates.update(str(i) for i in range(first_new, last))
+    found = [
+        item
+        for item in store.load_many(sorted(candidates - seen, key=id_key))
+        if isinstance(item, Run) and item.state.active
+    ]
+    if found:
+        log.warning("runs %s had lost their marker", ", ".join(r.id for r in found))
+    seen.update(candidates)
+    return found
+
+
+def _next_id(home: Home) -> int:
+    """The id the next run will get (runtime/next_id), or 0 when unknown."""
+    try:
+        return int((home.runtime_dir / "next_id").read_text().strip())
+    except (OSError, ValueError):
+        return 0
+
+
 def _scan_due(home: Home) -> bool:
     try:
-        age = time.time() - os.stat(home.runtime_dir / "markers_checked").st_mtime
+        age = time.time() - os.stat(_markers_checked(home)).st_mtime
     except OSError:
         return True
     return not 0 <= age < SCAN_EVERY_S
