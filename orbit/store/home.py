@@ -4,11 +4,14 @@ ORBIT_HOME/
   config.yaml        user settings (format: 1)
   runs/<id>/         run directories (under the data directory when one is set)
   queue/<id>         marker: the run is queued        } Maildir-style index kept by the
-  active/<id>        marker: the run holds a lease    } tick; rebuildable from runs/
+  active/<id>        marker: the run holds a lease    } tick; rebuilt from runs/ by the tick
   snapshots/<h>.tar  content-addressed code snapshots
   index.jsonl        listing cache for `ps -a` (rebuildable; never the truth)
-  locks/             scheduler.lock, ids.lock, index.lock
-  runtime/           next_id, boot_id, last_tick, tick.requested, secrets/ (0700)
+  locks/             scheduler.lock (+ .holder), ids.lock, index.lock
+  runtime/           next_id, boot_id, last_tick, tick.requested, markers_checked, secrets/
+
+Private by default: the home and what Orbit creates in it are 0700/0600 unless the home itself
+is made readable by its group or everyone (`Home.umask`).
 """
 
 from __future__ import annotations
