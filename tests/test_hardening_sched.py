@@ -375,6 +375,24 @@ def test_rm_removes_the_container_a_dead_shepherd_left(orbit: Orbit, busybox: st
     assert not (orbit.home / "active" / run_id).exists()
 
 
+def test_rm_refuses_while_a_container_may_be_left_and_docker_is_down(
+    orbit: Orbit, busybox: str
+) -> None:
+    assert orbit("run", "--image", busybox, *SMALL, "-w", "--", "true").code == 0
+    wait_until(lambda: not is_locked(orbit.run_dir("1") / "shepherd.lock"), what="clean-up")
+    (orbit.home / "active" / "1").touch()  # as a shepherd that died before its clean-up leaves it
+    orbit.environ["DOCKER_HOST"] = f"unix://{orbit.home}/no-docker.sock"
+    proc = orbit.proc("rm", "-y", "1")
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 4, err
+    assert err.startswith("orbit: run 1 may still have a container, and Docker is not reachable")
+    assert len(err.splitlines()) == 1
+    assert orbit.run_dir("1").is_dir()
+    del orbit.environ["DOCKER_HOST"]
+    assert orbit("rm", "-y", "1").code == 0
+    assert not (orbit.home / "active" / "1").exists()
+
+
 # --- R5: a fresh home is private ------------------------------------------------------------------
 
 
