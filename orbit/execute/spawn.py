@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 PROCESS_NAME = "orbit-shepherd"
 # What a shepherd needs: finding programs and the user's files, the locale, Orbit's own settings,
-# and what the Docker SDK reads (its engine, TLS and CA files).
+# what the Docker SDK reads (its engine, TLS and CA files), and what starts Python (exec mode).
 KEEP = frozenset(
     {
         "PATH",
@@ -40,11 +40,10 @@ KEEP = frozenset(
         "SSL_CERT_FILE",
         "SSL_CERT_DIR",
         "REQUESTS_CA_BUNDLE",
-        "PYTHONPATH",
-        "PYTHONHOME",
+        "LD_LIBRARY_PATH",  # some Python builds need it to start (exec mode)
     }
 )
-KEEP_PREFIXES = ("LC_", "ORBIT_", "DOCKER_")
+KEEP_PREFIXES = ("LC_", "ORBIT_", "DOCKER_", "PYTHON")
 # As the tick saw them (they may come from the caller's Env rather than os.environ).
 FROM_HOME = ("ORBIT_DATA", "ORBIT_FAKE_GPUS", "ORBIT_GPUS")
 
