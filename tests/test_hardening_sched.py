@@ -344,6 +344,28 @@ def test_a_damaged_running_run_leaks_no_container_and_keeps_its_lease(
         assert orbit("resources", "--json").json()["cpus"]["leased"] == 1.5
 
 
+def test_a_damaged_status_of_a_run_whose_shepherd_died_is_rebuilt(
+    orbit: Orbit, busybox: str
+) -> None:
+    run_id = orbit.submit("--image", busybox, *SMALL, "--", "sh", "-c", "sleep 3; echo done")
+    orbit.wait_for(run_id, running)
+    kill_shepherd(orbit, run_id)
+    path = orbit.run_dir(run_id) / "status.yaml"
+    path.write_bytes(path.read_bytes()[:60])
+    tick = orbit("scheduler", "tick", "--json").json()
+    assert tick["repaired"] == [run_id] and tick["problems"] == []
+    status = orbit.status(run_id)
+    assert status["state"] == "running" and status["container"] == container_names(orbit.home)[0]
+    assert status["lease"] == {"cpus": 1.0, "mem_gb": 0.25, "gpus": []}
+    assert orbit("wait", run_id).code == 0  # the new shepherd watched it to the end
+    assert (orbit.run_dir(run_id) / "log.txt").read_text() == "done\n"
+    assert [e["event"] for e in orbit.events(run_id)][-3:] == [
+        "repaired",
+        "shepherd-resumed",
+        "succeeded",
+    ]
+
+
 # --- F9: `orbit rm` after a shepherd died before removing its container ------------------------
 
 

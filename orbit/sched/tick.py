@@ -229,8 +229,7 @@ def _reconcile(
                 state.leased.append(assumed)
             return
         log.warning("run %s: status.yaml rebuilt from its history", item.id)
-        report.repaired.append(item.id)
-        item = repaired
+        item = repaired  # its shepherd is gone: it gets a new one below (listed in `repaired`)
     run = item
     q_marker = home.queue_dir / run.id
     a_marker = home.active_dir / run.id
