@@ -48,10 +48,19 @@ def shepherd_pid(orbit: Orbit, run_id: str) -> int:
     return int(path.read_text())
 
 
-def kill_shepherd(orbit: Orbit, run_id: str) -> None:
-    os.kill(shepherd_pid(orbit, run_id), signal.SIGKILL)
+def kill_shepherd(orbit: Orbit, run_id: str) -> int:
+    """SIGKILL the run's shepherd; its pid."""
+    pid = shepherd_pid(orbit, run_id)
+    os.kill(pid, signal.SIGKILL)
     lock = orbit.run_dir(run_id) / "shepherd.lock"
     wait_until(lambda: not is_locked(lock), 10, "the killed shepherd's lock")
+    return pid
+
+
+def next_shepherd_pid(orbit: Orbit, run_id: str, old: int) -> int:
+    """The pid of the shepherd that replaced `old` (it writes shepherd.pid once it runs)."""
+    wait_until(lambda: shepherd_pid(orbit, run_id) != old, 30, "a new shepherd")
+    return shepherd_pid(orbit, run_id)
 
 
 def running(status: dict[str, object]) -> bool:
@@ -138,10 +147,7 @@ def test_shepherds_keep_none_of_the_submitters_environment(orbit: Orbit, busybox
     kill_shepherd(orbit, "1")
     tick = orbit.proc("scheduler", "tick", "--spawn", "exec")
     assert tick.wait(60) == 0
-    wait_until(lambda: is_locked(orbit.run_dir("1") / "shepherd.lock"), what="a new shepherd")
-    pid2 = shepherd_pid(orbit, "1")
-    wait_until(lambda: pid2 != pid and comm_of(pid2) == "orbit-shepherd", 10, "its name")
-    env = environ_of(pid2)
+    env = environ_of(next_shepherd_pid(orbit, "1", pid))
     assert f"ORBIT_HOME={orbit.home}".encode() in env
     assert b"s3cr3t-XYZ" not in env and b"aws-key" not in env
     # The secret still reached the container, through runtime/secrets/, and is redacted.
@@ -153,11 +159,9 @@ def test_shepherds_keep_none_of_the_submitters_environment(orbit: Orbit, busybox
 def test_exec_mode_shepherds_are_named_orbit_shepherd(orbit: Orbit, busybox: str) -> None:
     run_id = orbit.submit("--image", busybox, *SMALL, "--", "sleep", "30")
     orbit.wait_for(run_id, running)
-    kill_shepherd(orbit, run_id)
+    old = kill_shepherd(orbit, run_id)
     assert orbit("scheduler", "tick", "--spawn", "exec").code == 0
-    wait_until(lambda: is_locked(orbit.run_dir(run_id) / "shepherd.lock"), what="a shepherd")
-    pid = shepherd_pid(orbit, run_id)
-    time.sleep(1)  # past the interpreter's start
+    pid = next_shepherd_pid(orbit, run_id, old)  # written once the shepherd runs
     assert comm_of(pid) == "orbit-shepherd"
     assert orbit("cancel", run_id).code == 0
 
