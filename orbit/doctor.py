@@ -159,11 +159,49 @@ def check_python() -> list[Check]:
     return checks
 
 
+def check_privacy(home: Home) -> list[Check]:
+    """Whether other users can read the runs (logs, notes, outputs): only on purpose."""
+    checks = []
+    places = [("home", home.root)]
+    if home.data_dir != home.root:
+        places.append(("data directory", home.data_dir))
+    for label, path in places:
+        try:
+            mode = os.stat(path).st_mode & 0o777
+        except OSError:
+            continue  # not created yet: it will be, 0700
+        name = f"{label} access"
+        if mode & 0o007:
+            fix = (
+                f"`chmod -R go-rwx {path}` to make it private, or `chmod -R g+rX,o-rwx {path}` "
+                "to share it with your group only (docs/configuration.md)"
+            )
+            detail = f"{path} is readable by every user (mode {mode:04o}): logs, notes, outputs"
+            checks.append(Check(name, WARN, detail, fix))
+        elif mode & 0o070:
+            checks.append(Check(name, OK, f"{path} is shared with its group (mode {mode:04o})"))
+        else:
+            checks.append(Check(name, OK, f"{path} is private (mode {mode:04o})"))
+    return checks
+
+
+def check_scheduler_lock(home: Home) -> Check:
+    from orbit.store.locks import stuck_scheduler
+
+    stuck = stuck_scheduler(home.locks_dir)
+    if stuck:
+        detail, _, fix = stuck.partition(": ")
+        return Check("scheduler lock", FAIL, detail, fix)
+    return Check("scheduler lock", OK, "not stuck (ticks can run)")
+
+
 def run_checks(home: Home) -> list[dict[str, Any]]:
     checks: list[Check] = []
     docker_checks, info = check_docker()
     checks.extend(docker_checks)
     checks.append(check_disk("data directory", home.data_dir))
+    checks.extend(check_privacy(home))
+    checks.append(check_scheduler_lock(home))
     if info.get("DockerRootDir"):
         checks.append(check_disk("docker data root", Path(info["DockerRootDir"])))
     checks.extend(check_gpus(home, list(info.get("Runtimes") or {})))

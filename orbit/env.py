@@ -27,7 +27,10 @@ class Env:
 
     @cached_property
     def home(self) -> Home:
-        return Home.from_environ(self.environ)
+        home = Home.from_environ(self.environ)
+        # Before anything is written: what Orbit creates is private unless the home is shared.
+        home.apply_umask()
+        return home
 
     @property
     def actor(self) -> str:

@@ -79,6 +79,7 @@ CONFIG = {
     "allowed_gpus",
     "gpu_outside_min_gb",
     "scheduler_interval_s",
+    "pids_limit",
 }
 RESOURCES = {"gpu_source", "gpus", "cpus", "memory", "leases", "queue", "problems"}
 GPU = {

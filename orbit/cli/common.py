@@ -51,20 +51,19 @@ def key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
-def side_tick(env: Env, *, warn: bool = True) -> bool:
-    """A tick run on the side of a command (to start or repair runs). A machine that refuses
-    it (disk full, permission denied, read-only) does not fail the command: with `warn`, one
-    line `orbit: warning: …` says so. False when the tick failed."""
+def side_tick(env: Env, *, warn: bool = True) -> Any:
+    """A tick run on the side of a command (to start or repair runs): its report. A machine
+    that refuses it (disk full, permission denied, read-only) does not fail the command: with
+    `warn`, one line `orbit: warning: …` says so, and the result is None."""
     try:
-        env.tick()
+        return env.tick()
     except OSError as exc:
         problem = from_os_error(exc, where=str(env.home.root))
         if problem is None:
             raise
         if warn:
             print(f"orbit: warning: the scheduler tick failed: {problem}", file=env.stderr)
-        return False
-    return True
+        return None
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

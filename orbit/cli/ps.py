@@ -59,7 +59,12 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
+    from orbit.store.locks import stuck_scheduler
+
     found = rows(env, args.all, args.group)
+    stuck = stuck_scheduler(env.home.locks_dir)
+    if stuck:  # queued runs do not move meanwhile: say why
+        print(f"orbit: warning: {stuck}", file=env.stderr)
     if args.json:
         print_json(env, {"runs": [{k: v for k, v in r.items() if k != "st"} for r in found]})
         return 0

@@ -19,13 +19,25 @@ def collect(env: Env) -> dict[str, Any]:
     """The data behind `orbit resources` (also what the web view shows)."""
     from orbit.sched import pool
     from orbit.sched.gpus import GIB
+    from orbit.sched.tick import unreadable_lease
+    from orbit.store.locks import stuck_scheduler
     from orbit.store.model import LEASED, RunState
     from orbit.store.runs import Broken, RunStore
 
     store = RunStore(env.home)
-    runs = [r for r in store.load_many(store.active_ids()) if not isinstance(r, Broken)]
+    loaded = store.load_many(store.active_ids())
+    runs = [r for r in loaded if not isinstance(r, Broken)]
     leased = [r for r in runs if r.state in LEASED]
     queued = [r for r in runs if r.state is RunState.QUEUED]
+    problems: list[str] = []
+    for broken in (r for r in loaded if isinstance(r, Broken)):
+        assumed, problem = unreadable_lease(env.home, store, broken)
+        if assumed is not None:  # its container may be running: count it, as the tick does
+            leased.append(assumed)
+            problems.append(problem)
+    stuck = stuck_scheduler(env.home.locks_dir)
+    if stuck:
+        problems.append(stuck)
     snap = pool.build(env.home, leased)
     slots = {s.index: s for s in snap.pool.gpus}
     gpus = []
@@ -84,7 +96,11 @@ def collect(env: Env) -> dict[str, Any]:
         "queue": [
             {"id": r.id, "name": r.name or None, "reason": r.status.get("reason")} for r in queued
         ],
-        "problems": snap.problems,
+        "problems": [
+            *snap.problems,
+            *problems,
+            *filter(None, [stuck_scheduler(env.home.locks_dir)]),
+        ],
     }
 
 

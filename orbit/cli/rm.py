@@ -56,6 +56,8 @@ def run(args: argparse.Namespace, env: Env) -> int:
     if broken:
         _remove_containers(env, broken)
     for r in runs:
+        if (env.home.active_dir / r.id).exists():
+            _remove_container(env, r.id, r.label)
         store.remove(r)
     for b in broken:
         store.remove_dir(b.id)
@@ -139,3 +141,14 @@ def _remove_containers(env: Env, broken: list[Broken]) -> None:
                 f"run {b.id}: its container could not be removed ({exc.explanation or exc}); "
                 "nothing of it was deleted"
             ) from None
+
+
+def _remove_container(env: Env, run_id: str, label: str) -> None:
+    """A finished run keeps its active/ marker until its container is gone; its shepherd may
+    have died first. Deleting the run drops the marker, so remove the container here."""
+    from orbit.execute.docker_ops import remove_container
+
+    try:
+        remove_container(env.home, run_id)
+    except DockerError as exc:
+        raise DockerError(f"run {label} may still have a container, and {exc}") from None

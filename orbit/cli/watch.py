@@ -61,13 +61,21 @@ class Ticker:
     def __init__(self, env: Env) -> None:
         self.env = env
         self.last = time.monotonic()
-        self.warned = False
+        self.warned = False  # the tick failed (disk full…) and that was said once
+        self.warned_stuck = float("-inf")
 
     def maybe(self) -> None:
         if time.monotonic() - self.last >= TICK_EVERY_SECONDS:
             self.last = time.monotonic()
-            if not side_tick(self.env, warn=not self.warned):
+            report = side_tick(self.env, warn=not self.warned)
+            if report is None:
                 self.warned = True
+                return
+            # A stuck scheduler lock stalls the wait: say so, at most every 30 s.
+            stuck = [p for p in getattr(report, "problems", []) if p.startswith("scheduler lock")]
+            if stuck and self.last - self.warned_stuck >= 30:
+                self.warned_stuck = self.last
+                print(f"orbit: warning: {stuck[0]}", file=self.env.stderr, flush=True)
 
 
 def copy_new(path: Path, offset: int, out: BinaryIO) -> int:

@@ -270,6 +270,8 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
         "nano_cpus": int(float(res["cpus"]) * 1e9),
         "mem_limit": mem_bytes,
         "memswap_limit": mem_bytes,
+        # A fork bomb would otherwise stop every user of the machine from forking.
+        "pids_limit": int(home.config["pids_limit"]),
         "network_mode": network,
         "init": True,
         "device_requests": device_requests or None,
@@ -278,3 +280,20 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
             type="json-file", config={"max-size": "20m", "max-file": "3"}
         ),
     }
+
+
+def remove_container(home: Home, run_id: str) -> bool:
+    """Remove the run's container if it still exists (force: it may be running); True when one
+    was removed. Raises DockerError when Docker cannot be reached."""
+    import docker.errors
+
+    container = find_container(connect(), home, run_id)
+    if container is None:
+        return False
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        return False
+    except docker.errors.APIError as exc:
+        raise DockerError(f"cannot remove container {container.name}: {exc.explanation}") from None
+    return True

@@ -7,15 +7,21 @@ next tick) turns it into the run's final state with `finalize_from_exit`.
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
-from orbit.errors import ConflictError, OrbitError
+from orbit.errors import ConflictError, CorruptError, OrbitError
 from orbit.sched.resources import fmt_num
-from orbit.store.files import atomic_write
-from orbit.store.model import FORMAT, RunState, now_iso
+from orbit.store import index
+from orbit.store.files import atomic_write, read_yaml, write_yaml
+from orbit.store.locks import locked
+from orbit.store.model import FORMAT, LEASED, Run, RunState, now_iso
 from orbit.store.runs import RunStore
+
+log = logging.getLogger(__name__)
 
 EXIT_FILE = "exit.json"
 
@@ -60,12 +66,16 @@ def outcome(record: dict[str, Any]) -> tuple[RunState, str | None]:
     return RunState.FAILED, f"exit code {code}" + (f" ({hint})" if hint else "")
 
 
-def finalize_from_exit(store: RunStore, run_id: str, *, actor: str) -> None:
-    """Settle a run from its exit.json; a run already settled is left as it is."""
+def finalize_from_exit(store: RunStore, run_id: str, *, actor: str) -> bool:
+    """Settle a run from its exit.json; a run already settled is left as it is.
+
+    False when the run's files cannot be read or written (hand-damaged, disk full): the result
+    stays in exit.json and the run is left for the tick to repair (`rebuild_status`).
+    """
     run_dir = store.run_dir(run_id)
     record = read_exit(run_dir)
     if record is None:
-        return
+        return False
     state, reason = outcome(record)
     finished_at = record.get("finished_at") or now_iso()
     try:
@@ -93,4 +103,113 @@ def finalize_from_exit(store: RunStore, run_id: str, *, actor: str) -> None:
         )
     except ConflictError:
         pass  # already finished (e.g. by a racing tick)
+    except (OrbitError, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise  # a full disk passes: the shepherd retries until space returns
+        log.warning("run %s: cannot settle from exit.json: %s", run_id, exc)
+        return False
     # The active/ marker stays until the container is removed (the shepherd's last step).
+    return True
+
+
+def rebuild_status(store: RunStore, run_id: str, *, actor: str) -> Run | None:
+    """Write a new status.yaml for a run whose status.yaml is damaged (cut short, garbage,
+    missing), from its history (events.jsonl) and, when there is one, its exit.json; the
+    damaged file is kept as `status.yaml.broken`. The repaired run, or None when it is not
+    repairable here: run.yaml unreadable too, a status.yaml that is only unreadable (permissions)
+    or from a newer Orbit, or no such run. Call it only while no shepherd runs for the run.
+    """
+    run_dir = store.run_dir(run_id)
+    try:
+        spec = read_yaml(run_dir / "run.yaml")
+    except CorruptError:
+        return None
+    if not isinstance(spec.get("format", FORMAT), int) or spec.get("format", FORMAT) > FORMAT:
+        return None
+    try:
+        with locked(run_dir / ".lock", timeout=5.0):
+            if not _damaged(store, run_id):
+                return None
+            status = _replay(spec, store.events(run_id), read_exit(run_dir))
+            try:
+                atomic_write(run_dir / "status.yaml.broken", (run_dir / "status.yaml").read_bytes())
+            except FileNotFoundError:
+                pass
+            write_yaml(run_dir / "status.yaml", status)
+            store.append_event(run_id, "repaired", actor=actor, state=status["state"])
+        run = store.load(run_id)
+    except (OrbitError, OSError) as exc:
+        log.warning("run %s: cannot rebuild status.yaml: %s", run_id, exc)
+        return None
+    index.append(store.home.index_path, index.row_for(run, index.status_stamp(run.dir)))
+    return run
+
+
+def _damaged(store: RunStore, run_id: str) -> bool:
+    """True when status.yaml is missing or broken; False when it is fine, only unreadable
+    (permissions: never overwrite what cannot be read) or written by a newer Orbit."""
+    import yaml
+
+    path = store.run_dir(run_id) / "status.yaml"
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    try:
+        data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return True
+    if isinstance(data, dict):
+        version = data.get("format", FORMAT)
+        if not isinstance(version, int) or version > FORMAT:
+            return False
+    try:
+        store.load(run_id)
+    except CorruptError:
+        return True
+    except OrbitError:
+        return False
+    return False
+
+
+def _replay(
+    spec: dict[str, Any], events: list[dict[str, Any]], record: dict[str, Any] | None
+) -> dict[str, Any]:
+    """A status from the run's events (each transition's event carries the fields it set),
+    then settled from its exit record if the events leave it active."""
+    status: dict[str, Any] = {
+        "format": FORMAT,
+        "state": RunState.QUEUED.value,
+        "reason": None,
+        "exit_code": None,
+        "submitted_at": spec.get("submitted_at") or now_iso(),
+        "started_at": None,
+        "finished_at": None,
+    }
+    for event in events:
+        if event.get("event") == "repaired":
+            continue
+        fields = {k: v for k, v in event.items() if k not in ("time", "event", "actor")}
+        if fields.get("state") in {s.value for s in RunState}:
+            status.update(fields)
+    state = RunState(status["state"])
+    if record is not None and state.active:
+        state, reason = outcome(record)
+        status.update(
+            state=state.value,
+            reason=reason,
+            exit_code=record.get("exit_code"),
+            oom_killed=bool(record.get("oom_killed")),
+            finished_at=record.get("finished_at") or now_iso(),
+            peaks=record.get("peaks") or {},
+        )
+    if state in LEASED and not isinstance(status.get("lease"), dict):
+        res = spec.get("resources") or {}
+        status["lease"] = {"cpus": res.get("cpus"), "mem_gb": res.get("mem_gb"), "gpus": []}
+    if state.finished and not status.get("finished_at"):
+        status["finished_at"] = now_iso()
+    status.pop("updated_at", None)
+    status["updated_at"] = now_iso()  # always the last key, as RunStore writes it
+    return status

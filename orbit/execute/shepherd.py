@@ -350,22 +350,25 @@ class Shepherd:
 
     def _finish(self, run: Run, container: Container | None) -> None:
         unlink_quiet(secrets_path(self.home, run.id))
-        self._finalize(run)
+        settled = self._finalize(run)
         self.tick()  # the lease is free now: refill it before the slower clean-up
         if container is not None:
             try:
                 container.remove(force=True)
             except Exception as exc:
                 log.info("could not remove container: %s", exc)
-        self._settle_leftovers(run)  # then the marker goes
+        if settled:
+            self._settle_leftovers(run)  # then the marker goes
+        else:  # the result is in exit.json; the marker keeps the run in the tick's view
+            log.warning("run %s: not settled (its files are damaged); a tick repairs it", run.id)
 
-    def _finalize(self, run: Run) -> None:
+    def _finalize(self, run: Run) -> bool:
         """finalize_from_exit, again every few seconds while the disk is full. If the status
-        was written but the full disk refused its event line, the line is appended then."""
+        was written but the full disk refused its event line, the line is appended then.
+        False when the run's files are damaged (exit.json keeps the result; a tick repairs)."""
         while True:
             try:
-                finalize_from_exit(self.store, run.id, actor=self.actor)
-                return
+                return finalize_from_exit(self.store, run.id, actor=self.actor)
             except OSError as exc:
                 if exc.errno not in DISK_FULL:
                     raise
@@ -388,7 +391,7 @@ class Shepherd:
                     actor=self.actor,
                     **fields,
                 )
-            return
+            return True
 
     def _settle_leftovers(self, run: Run) -> None:
         """The last step for a finished run: if its container still exists (e.g. after a

@@ -4,6 +4,11 @@
 new session, closes every inherited descriptor (so it cannot keep the caller's locks) and runs
 the shepherd without paying for a fresh interpreter. `exec` mode starts `python -m orbit
 _shepherd ID` instead, for long-lived threaded callers (`orbit scheduler run`).
+
+Either way the shepherd keeps only the part of the caller's environment it needs
+(`shepherd_environ`): it lives as long as the run, and whatever else the submitter had set
+(cloud keys, tokens, `--pass-env` values) has no business there. The secrets reach the container
+through `runtime/secrets/<id>.json`, never through the shepherd's environment.
 """
 
 from __future__ import annotations
@@ -11,17 +16,68 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from orbit.store.home import Home
 
 log = logging.getLogger(__name__)
 
+PROCESS_NAME = "orbit-shepherd"
+# What a shepherd needs: finding programs and the user's files, the locale, Orbit's own settings,
+# what the Docker SDK reads (its engine, TLS and CA files), and what starts Python (exec mode).
+KEEP = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TMPDIR",
+        "XDG_RUNTIME_DIR",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "REQUESTS_CA_BUNDLE",
+        "LD_LIBRARY_PATH",  # some Python builds need it to start (exec mode)
+    }
+)
+KEEP_PREFIXES = ("LC_", "ORBIT_", "DOCKER_", "PYTHON")
+# As the tick saw them (they may come from the caller's Env rather than os.environ).
+FROM_HOME = ("ORBIT_DATA", "ORBIT_FAKE_GPUS", "ORBIT_GPUS")
+
+
+def shepherd_environ(environ: Mapping[str, str], home: Home) -> dict[str, str]:
+    """The environment a shepherd for `home` runs with: the caller's, scrubbed."""
+    env = {k: v for k, v in environ.items() if k in KEEP or k.startswith(KEEP_PREFIXES)}
+    for name in FROM_HOME:
+        env.pop(name, None)
+        if home.environ.get(name):
+            env[name] = home.environ[name]
+    env["ORBIT_HOME"] = str(home.root)
+    return env
+
+
+def set_process_name() -> None:
+    """Name this process `orbit-shepherd` (what `ps` and `top` show); exec resets the name,
+    so an exec'd shepherd calls this itself."""
+    try:
+        with open("/proc/self/comm", "w") as comm:
+            comm.write(PROCESS_NAME)
+    except OSError:
+        pass
+
 
 def _detach_stdio(log_path: str) -> None:
-    null = os.open(os.devnull, os.O_RDONLY)
+    """stdin from /dev/null, stdout and stderr to `log_path`, or to /dev/null when it cannot be
+    opened: nothing a shepherd writes may reach the caller's terminal."""
+    null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
-    out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    except OSError:
+        out = null
     os.dup2(out, 1)
     os.dup2(out, 2)
 
@@ -39,33 +95,59 @@ def _close_inherited() -> None:
                 pass
 
 
+def _replace_environ(env: dict[str, str]) -> None:
+    """Make `env` this forked process's whole environment, also in /proc/<pid>/environ.
+
+    The kernel shows there the bytes the environment had at exec time, wherever libc's
+    `environ` points now. Once every variable is unset and the kept ones set again (libc
+    copies them to the heap), nothing refers to those bytes: they are overwritten with the kept
+    variables, as many as fit, and zeros.
+    """
+    import ctypes
+
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (stat fields 50, 51)
+    except (OSError, IndexError, ValueError):
+        return
+    if not 0 < start < end:
+        return
+    kept = b""
+    for key, value in env.items():
+        entry = f"{key}={value}".encode() + b"\0"
+        if len(kept) + len(entry) <= end - start:
+            kept += entry
+    ctypes.memset(start, 0, end - start)
+    ctypes.memmove(start, kept, len(kept))
+
+
 def _spawn(home: Home, run_id: str, *, in_place: bool) -> None:
     log_path = str(home.runs_dir / run_id / "shepherd.log")
+    env = shepherd_environ(os.environ, home)
     pid = os.fork()
     if pid:
         os.waitpid(pid, 0)  # the middle child exits at once; no zombie is left
         return
     code = 1
+    detached = False
     try:
         os.setsid()
         if os.fork():
             os._exit(0)
         _close_inherited()
         _detach_stdio(log_path)
-        try:
-            with open("/proc/self/comm", "w") as comm:
-                comm.write("orbit-shepherd")
-        except OSError:
-            pass
+        detached = True
         if not in_place:
             # The package's parent on PYTHONPATH: `python orbit.py` works without an install.
             package_parent = str(Path(__file__).resolve().parents[2])
-            path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
-            env = {**os.environ, "ORBIT_HOME": str(home.root), "PYTHONPATH": path}
-            for name in ("ORBIT_DATA", "ORBIT_FAKE_GPUS", "ORBIT_GPUS"):  # as the tick saw them
-                if home.environ.get(name):
-                    env[name] = home.environ[name]
+            path = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+            env["PYTHONPATH"] = path
             os.execve(sys.executable, [sys.executable, "-m", "orbit", "_shepherd", run_id], env)
+        set_process_name()
+        _replace_environ(env)
         for handler in list(logging.root.handlers):
             logging.root.removeHandler(handler)
         logging.basicConfig(
@@ -73,13 +155,16 @@ def _spawn(home: Home, run_id: str, *, in_place: bool) -> None:
         )
         from orbit.execute.shepherd import run_shepherd
 
-        run_shepherd(Home(home.root, dict(home.environ)), run_id, spawner=spawn_fork)
+        run_shepherd(
+            Home(home.root, shepherd_environ(home.environ, home)), run_id, spawner=spawn_fork
+        )
         code = 0
     except BaseException:
-        try:
-            logging.exception("shepherd for run %s failed", run_id)
-        except BaseException:
-            pass
+        if detached:  # before that, stderr is still the caller's terminal
+            try:
+                logging.exception("shepherd for run %s failed", run_id)
+            except BaseException:
+                pass
     os._exit(code)
 
 

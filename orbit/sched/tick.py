@@ -7,25 +7,48 @@ flag stays clear, so a submit that raced a running tick is never left waiting fo
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
-from orbit.errors import from_os_error
-from orbit.execute.exitrecord import finalize_from_exit, read_exit
+from orbit.errors import OrbitError, from_os_error
+from orbit.execute.exitrecord import finalize_from_exit, read_exit, rebuild_status
 from orbit.sched import pool
 from orbit.sched.plan import Admit, Request, Wait, plan
-from orbit.sched.resources import Amount
-from orbit.store.files import atomic_write, touch_exclusive, unlink_quiet
+from orbit.sched.resources import Amount, machine_totals
+from orbit.store import index
+from orbit.store.files import atomic_write, read_yaml, touch_exclusive, unlink_quiet
 from orbit.store.home import Home, current_boot_id
-from orbit.store.locks import is_locked, release, try_lock
+from orbit.store.locks import (
+    SCHEDULER_LOCK,
+    is_locked,
+    note_holder,
+    release,
+    stuck_scheduler,
+    try_lock,
+)
 from orbit.store.model import LEASED, Run, RunState, now_iso, parse_iso
-from orbit.store.runs import Broken, RunStore
+from orbit.store.runs import Broken, RunStore, id_key
 
 log = logging.getLogger(__name__)
 
 Spawner = Callable[[Home, str], None]
+
+ACTIVE_STATES = frozenset(s.value for s in (RunState.QUEUED, *LEASED))
+# Ticks look through every run for one that lost its marker at most this often.
+SCAN_EVERY_S = 30.0
+
+
+def _markers_checked(home: Home) -> Path:
+    """The record of the last full scan: {"active": [the ids it found active], "next_id": the
+    first id it did not see}."""
+    return home.runtime_dir / "markers_checked"
 
 
 @dataclass
@@ -73,23 +96,30 @@ def tick(
     actor: str = "tick",
     now: datetime | None = None,
     lock_timeout: float = 0.2,
+    full: bool = False,
 ) -> TickReport:
+    """One tick; with `full`, also look through every run for one that lost its marker."""
     home.ensure()
     flag = home.runtime_dir / "tick.requested"
     request_tick(home)
     report = TickReport()
+    lock = home.locks_dir / SCHEDULER_LOCK
     while True:
-        handle = try_lock(home.locks_dir / "scheduler.lock", lock_timeout)
+        handle = try_lock(lock, lock_timeout)
         if handle is None:
             report.ran = False  # the holder sees our flag and ticks again for us
+            stuck = stuck_scheduler(home.locks_dir)
+            if stuck:
+                report.problems.append(stuck)
             return report
         try:
             # A full disk (or a file this user may not write) ends this pass, never the tick:
             # it is reported, and the next tick after the repair goes on from the files.
             try:
+                note_holder(lock, _command(actor))
                 while flag.exists():
                     unlink_quiet(flag)
-                    _tick_once(home, spawn, actor, now, report)
+                    _tick_once(home, spawn, actor, now, report, full)
                 atomic_write(home.runtime_dir / "last_tick", now_iso(now).encode(), durable=False)
             except OSError as exc:
                 problem = from_os_error(exc, where=str(home.root))
@@ -103,54 +133,66 @@ def tick(
         lock_timeout = 0.0  # someone asked while we were releasing: only retry if free
 
 
+def _command(actor: str) -> str:
+    """What this process is, for a person reading a stuck lock's holder."""
+    if actor.startswith("shepherd:"):
+        return f"orbit-shepherd of run {actor.split(':', 1)[1]}"
+    if actor.startswith("scheduler:"):
+        return "orbit scheduler run"
+    words = []
+    for arg in sys.argv[1:3]:
+        if arg.startswith("-"):
+            break
+        words.append(arg)
+    return " ".join(["orbit", *words])
+
+
+@dataclass
+class _Pass:
+    """What one pass has read: the queued runs and the runs that hold a lease."""
+
+    queued: list[Run] = field(default_factory=list)
+    leased: list[Run] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+
+
 def _tick_once(
-    home: Home, spawn: Spawner, actor: str, now: datetime | None, report: TickReport
+    home: Home,
+    spawn: Spawner,
+    actor: str,
+    now: datetime | None,
+    report: TickReport,
+    full: bool = False,
 ) -> None:
     store = RunStore(home)
     _check_boot(home, store, spawn, actor, report)
-    queued: list[Run] = []
-    leased: list[Run] = []
-    for item in store.load_many(store.active_ids()):
-        if isinstance(item, Broken):
-            if not store.settle_unfinished_submit(item.id):
-                report.problems.append(item.problem)
-            continue
-        run = item
-        state = run.state
-        q_marker = home.queue_dir / run.id
-        a_marker = home.active_dir / run.id
-        if state is RunState.QUEUED:
-            queued.append(run)
-            touch_exclusive(q_marker)
-            continue
-        unlink_quiet(q_marker)
-        if state in LEASED:
-            touch_exclusive(a_marker)
-            leased.append(run)
-            if not is_locked(run.path("shepherd.lock")):
-                if read_exit(run.dir) is not None:
-                    # Its exit is known: release the lease now; the new shepherd only cleans up.
-                    finalize_from_exit(store, run.id, actor=actor)
-                    leased.pop()
-                log.info("run %s has no live shepherd; starting one", run.id)
-                spawn(home, run.id)
-                report.repaired.append(run.id)
-        elif not is_locked(run.path("shepherd.lock")):
-            # Finished, but the marker says its container may still exist: a shepherd removes
-            # it and then the marker. A finished run holds no lease either way.
-            spawn(home, run.id)
-            report.repaired.append(run.id)
-    if not queued:
+    state = _Pass()
+    ids = store.active_ids()
+    state.seen.update(ids)
+    scanned = full or _scan_due(home)
+    if scanned:
+        ids = sorted({*ids, *_unmarked(home, store, state.seen, report)}, key=id_key)
+    for item in store.load_many(ids):
+        _reconcile(home, store, item, spawn, actor, report, state)
+    if not state.queued:
         if home.config.get("count_outside_use", True):
             # Keep the CPU baseline fresh, so the next submit is judged on a recent measurement.
-            pool.measure_outside(home, leased)
+            pool.measure_outside(home, state.leased)
         return
-    requests = [request_of(r) for r in queued]
-    by_id = {r.id: r for r in queued}
-    snap = pool.build(home, leased, with_gpus=any(r.gpus > 0 for r in requests))
-    report.problems.extend(snap.problems)
-    when = now or datetime.now(UTC)
-    decisions = plan(requests, snap.pool, when, float(home.config["reserve_after_s"]))
+    decisions, problems = _plan(home, state, now)
+    if not scanned and any(isinstance(d, Admit) for d in decisions):
+        # Before leasing anything, make sure no active run lost its marker: its lease would not
+        # be counted, and the machine would be leased twice.
+        since = _unmarked_since_scan(home, store, state.seen)
+        extra: list[Run | Broken] = list(since) if since is not None else []
+        if since is None:  # no record of the last scan: look through every run
+            extra = store.load_many(_unmarked(home, store, state.seen, report))
+        if extra:
+            for item in extra:
+                _reconcile(home, store, item, spawn, actor, report, state)
+            decisions, problems = _plan(home, state, now)
+    report.problems.extend(problems)
+    by_id = {r.id: r for r in state.queued}
     for decision in decisions:
         if isinstance(decision, Admit):
             _admit(home, store, decision, actor, spawn, report, now)
@@ -158,6 +200,162 @@ def _tick_once(
             if by_id[decision.run_id].status.get("reason") != decision.reason:
                 _set_reason(store, decision, actor)  # only when it changed: ticks stay cheap
             report.waiting[decision.run_id] = decision.reason
+
+
+def _plan(home: Home, state: _Pass, now: datetime | None) -> tuple[list[Admit | Wait], list[str]]:
+    """The decisions for the queued runs, and the problems met measuring."""
+    requests = [request_of(r) for r in state.queued]
+    snap = pool.build(home, state.leased, with_gpus=any(r.gpus > 0 for r in requests))
+    when = now or datetime.now(UTC)
+    decisions = plan(requests, snap.pool, when, float(home.config["reserve_after_s"]))
+    return list(decisions), snap.problems
+
+
+def _reconcile(
+    home: Home,
+    store: RunStore,
+    item: Run | Broken,
+    spawn: Spawner,
+    actor: str,
+    report: TickReport,
+    state: _Pass,
+) -> None:
+    """Bring one run's markers and shepherd in line with its status; note its queue or lease."""
+    if isinstance(item, Broken):
+        if store.settle_unfinished_submit(item.id):
+            return
+        repaired = None
+        # A started run whose shepherd is gone (it could not settle it): its container and
+        # lease must not stay in limbo. A damaged queued run is only reported.
+        active = (home.active_dir / item.id).exists()
+        if active and not is_locked(store.run_dir(item.id) / "shepherd.lock"):
+            repaired = rebuild_status(store, item.id, actor=actor)
+        if repaired is None:
+            assumed, problem = unreadable_lease(home, store, item)
+            report.problems.append(problem)
+            if assumed is not None:
+                state.leased.append(assumed)
+            return
+        log.warning("run %s: status.yaml rebuilt from its history", item.id)
+        item = repaired  # its shepherd is gone: it gets a new one below (listed in `repaired`)
+    run = item
+    q_marker = home.queue_dir / run.id
+    a_marker = home.active_dir / run.id
+    if run.state is RunState.QUEUED:
+        state.queued.append(run)
+        touch_exclusive(q_marker)
+        return
+    unlink_quiet(q_marker)
+    if run.state in LEASED:
+        touch_exclusive(a_marker)
+        state.leased.append(run)
+        if not is_locked(run.path("shepherd.lock")):
+            if read_exit(run.dir) is not None:
+                # Its exit is known: release the lease now; the new shepherd only cleans up.
+                finalize_from_exit(store, run.id, actor=actor)
+                state.leased.pop()
+            log.info("run %s has no live shepherd; starting one", run.id)
+            spawn(home, run.id)
+            report.repaired.append(run.id)
+    elif not is_locked(run.path("shepherd.lock")):
+        # Finished, but the marker says its container may still exist: a shepherd removes
+        # it and then the marker. A finished run holds no lease either way.
+        spawn(home, run.id)
+        report.repaired.append(run.id)
+
+
+def unreadable_lease(home: Home, store: RunStore, item: Broken) -> tuple[Run | None, str]:
+    """What an unreadable run is taken to lease, and the problem to report.
+
+    One with an active/ marker may have a container using its lease: it is counted at what it
+    asked for (run.yaml, else its listing row), or as the whole machine when neither can be
+    read. None without a marker (queued or finished: it holds nothing).
+    """
+    if not (home.active_dir / item.id).exists():
+        return None, item.problem
+    counted = "its request is counted as leased"
+    try:
+        resources = read_yaml(store.run_dir(item.id) / "run.yaml").get("resources") or {}
+    except OrbitError:
+        resources = index.read(home.index_path)[0].get(item.id) or {}
+    try:
+        lease = {"cpus": float(resources["cpus"]), "mem_gb": float(resources["mem_gb"])}
+    except (KeyError, TypeError, ValueError):
+        totals = machine_totals(home)
+        lease = {"cpus": totals.cpus, "mem_gb": totals.mem_gb}
+        counted = "the whole machine is counted as leased"
+    status = {"state": RunState.RUNNING.value, "lease": {**lease, "gpus": []}}
+    problem = f"{item.problem}; {counted} until it is repaired or removed"
+    return Run(item.id, store.run_dir(item.id), {}, status), problem
+
+
+def _unmarked(home: Home, store: RunStore, seen: set[str], report: TickReport) -> list[str]:
+    """Ids of queued, starting and running runs that have no marker (lost, or deleted by hand).
+
+    Reads every run's listing row (the index, checked against each status.yaml): done by
+    `orbit scheduler tick` and at most every SCAN_EVERY_S otherwise, so that ordinary ticks
+    stay O(queued + active); a tick about to admit checks the runs this scan records
+    (`_unmarked_since_scan`).
+    """
+    next_id = _next_id(home)  # read first: a run claimed during the listing counts as new
+    try:
+        rows = store.list_rows()
+    except (OrbitError, OSError) as exc:
+        report.problems.append(f"cannot list the runs to check their markers: {exc}")
+        return []
+    active = [
+        str(row["id"])
+        for row in rows
+        if isinstance(row, dict) and row.get("state") in ACTIVE_STATES
+    ]
+    record = {"active": active, "next_id": next_id}
+    atomic_write(_markers_checked(home), json.dumps(record).encode(), durable=False)
+    missing = [run_id for run_id in active if run_id not in seen]
+    if missing:
+        log.warning("runs %s had lost their queue/ or active/ marker", ", ".join(missing))
+    seen.update(missing)
+    return missing
+
+
+def _unmarked_since_scan(home: Home, store: RunStore, seen: set[str]) -> list[Run] | None:
+    """The active runs without a marker among those the last full scan found active and those
+    created since (ids from its `next_id` on): every run that can be active, at the cost of
+    reading only those. None when there is no usable record of the last scan."""
+    try:
+        record = json.loads(_markers_checked(home).read_text())
+        candidates = {str(i) for i in record["active"]}
+        first_new = int(record["next_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    last = _next_id(home)
+    if first_new <= 0 or last <= 0:
+        return None
+    candidates.update(str(i) for i in range(first_new, last))
+    found = [
+        item
+        for item in store.load_many(sorted(candidates - seen, key=id_key))
+        if isinstance(item, Run) and item.state.active
+    ]
+    if found:
+        log.warning("runs %s had lost their marker", ", ".join(r.id for r in found))
+    seen.update(candidates)
+    return found
+
+
+def _next_id(home: Home) -> int:
+    """The id the next run will get (runtime/next_id), or 0 when unknown."""
+    try:
+        return int((home.runtime_dir / "next_id").read_text().strip())
+    except (OSError, ValueError):
+        return 0
+
+
+def _scan_due(home: Home) -> bool:
+    try:
+        age = time.time() - os.stat(_markers_checked(home)).st_mtime
+    except OSError:
+        return True
+    return not 0 <= age < SCAN_EVERY_S
 
 
 def _admit(

@@ -16,12 +16,37 @@ from typing import Any
 
 from orbit.errors import CorruptError
 
+_umask: int | None = None
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
-    """Replace `path` with `data`; with `durable`, the bytes reach the disk before the rename."""
+
+def set_umask(mask: int) -> None:
+    """Set the process's umask (inherited by the shepherds it starts) and remember it."""
+    global _umask
+    os.umask(mask)
+    _umask = mask
+
+
+def current_umask() -> int:
+    """The umask, read without changing it (os.umask would, briefly, for every thread)."""
+    if _umask is None:
+        try:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+        except (OSError, ValueError):
+            pass
+        return 0o077
+    return _umask
+
+
+def atomic_write(path: Path, data: bytes, *, durable: bool = True, mode: int | None = None) -> None:
+    """Replace `path` with `data`; with `durable`, the bytes reach the disk before the rename.
+
+    The file gets `mode`, or by default what a new file gets under the umask (0600 in a
+    private home)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, mode)
+        os.fchmod(fd, 0o666 & ~current_umask() if mode is None else mode)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
@@ -104,7 +129,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
 def append_line(path: Path, line: str) -> None:
     """Append one whole line with a single write on an O_APPEND descriptor."""
     data = (line.rstrip("\n") + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:
         os.write(fd, data)
     finally:
@@ -137,7 +162,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def touch_exclusive(path: Path) -> bool:
     """Create an empty file; False when it already exists."""
     try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     except FileExistsError:
         return False
     return True

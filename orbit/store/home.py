@@ -4,23 +4,27 @@ ORBIT_HOME/
   config.yaml        user settings (format: 1)
   runs/<id>/         run directories (under the data directory when one is set)
   queue/<id>         marker: the run is queued        } Maildir-style index kept by the
-  active/<id>        marker: the run holds a lease    } tick; rebuildable from runs/
+  active/<id>        marker: the run holds a lease    } tick; rebuilt from runs/ by the tick
   snapshots/<h>.tar  content-addressed code snapshots
   index.jsonl        listing cache for `ps -a` (rebuildable; never the truth)
-  locks/             scheduler.lock, ids.lock, index.lock
-  runtime/           next_id, boot_id, last_tick, tick.requested, secrets/ (0700)
+  locks/             scheduler.lock (+ .holder), ids.lock, index.lock
+  runtime/           next_id, boot_id, last_tick, tick.requested, markers_checked, secrets/
+
+Private by default: the home and what Orbit creates in it are 0700/0600 unless the home itself
+is made readable by its group or everyone (`Home.umask`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orbit.errors import CorruptError, UsageError
-from orbit.store.files import read_yaml, write_yaml
+from orbit.store.files import read_yaml, set_umask, write_yaml
 
 CONFIG_FORMAT = 1
 
@@ -35,6 +39,7 @@ DEFAULTS: dict[str, Any] = {
     "snapshot_max_mb": 500,  # refuse larger code snapshots (put data in mounts)
     "pull_timeout_s": 120,  # give up pulling a missing image after this long
     "scheduler_interval_s": 30,  # seconds between ticks of the systemd timer and `scheduler run`
+    "pids_limit": 4096,  # most processes (and threads) one container may have at once
     # Scheduling (docs/scheduling.md)
     "count_outside_use": True,  # subtract CPU/memory used outside Orbit from what it leases
     "outside_cpu_min": 0.5,  # cores of outside CPU use that are ignored (noise)
@@ -54,6 +59,7 @@ POSITIVE = (
     "pull_timeout_s",
     "reserve_after_s",
     "scheduler_interval_s",
+    "pids_limit",
 )
 OPTIONAL_TEXT = ("data_dir", "default_image", "fake_gpus")
 NON_NEGATIVE = ("outside_cpu_min", "outside_mem_min_gb", "gpu_outside_min_gb")
@@ -70,6 +76,11 @@ def check_setting(key: str, value: Any) -> str | None:
         return None if isinstance(value, str) and value else f"{key} must be a non-empty string"
     if key in BOOLEAN:
         return None if isinstance(value, bool) else f"{key} must be true or false, got {value!r}"
+    if key == "pids_limit":
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        return (
+            None if whole and value > 0 else f"pids_limit must be a whole number > 0, got {value!r}"
+        )
     if key == "allowed_gpus":
         ok = isinstance(value, list) and all(isinstance(v, int) and v >= 0 for v in value)
         return None if ok else f"allowed_gpus must be a list of GPU indices, got {value!r}"
@@ -141,9 +152,25 @@ class Home:
         return hashlib.sha256(str(self.root).encode()).hexdigest()[:8]
 
     def ensure(self) -> None:
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         for d in (self.runs_dir, self.queue_dir, self.active_dir, self.locks_dir, self.runtime_dir):
-            d.mkdir(parents=True, exist_ok=True)
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.secrets_dir.mkdir(mode=0o700, exist_ok=True)
+
+    # --- who may read it ----------------------------------------------------------------
+    def umask(self) -> int:
+        """The umask for what Orbit creates here: private (077) unless the home itself is
+        readable by its group (027) or by everyone (022). A new home is created 0700, so
+        sharing is a deliberate `chmod` (docs/configuration.md#who-can-read-the-runs)."""
+        try:
+            mode = os.stat(self.root).st_mode
+        except OSError:
+            return 0o077
+        return 0o022 | (0 if mode & 0o040 else 0o050) | (0 if mode & 0o004 else 0o005)
+
+    def apply_umask(self) -> None:
+        """Make this process (and the shepherds it starts) create files as `umask` says."""
+        set_umask(self.umask())
 
     # --- settings -----------------------------------------------------------------------
     @property
@@ -176,7 +203,7 @@ class Home:
             current.pop(key, None)
         else:
             current[key] = value
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_yaml(self.config_path, {"format": CONFIG_FORMAT, **current})
         self._config = None
 
