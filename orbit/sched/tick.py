@@ -126,6 +126,7 @@ def tick(
                 if problem is None:
                     raise
                 report.problems.append(str(problem))
+                return report  # (after the release below) no retry until the next tick
         finally:
             release(handle)
         if not flag.exists():
