@@ -153,8 +153,9 @@ class Home:
 
     def ensure(self) -> None:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        mode = 0o777 & ~self.umask()  # private, unless the home was deliberately opened up
         for d in (self.runs_dir, self.queue_dir, self.active_dir, self.locks_dir, self.runtime_dir):
-            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+            d.mkdir(mode=mode, parents=True, exist_ok=True)
         self.secrets_dir.mkdir(mode=0o700, exist_ok=True)
 
     # --- who may read it ----------------------------------------------------------------
