@@ -195,7 +195,7 @@ def main() -> None:
     head = (
         f"{'run':>4}{'shepherd':>10}{'container':>11}{'dockerd':>9}{'ratio':>7}"
         f"{'expected':>10}{'written':>9}{'missing':>9}{'dups':>6}{'back':>6}{'gap':>5}"
-        f"{'wall':>7}{'settle':>8}{'us/line':>9}"
+        f"{'wall':>7}{'settle':>8}{'us/line':>9}{'lines/s':>9}"
     )
     print(head)
     ratios = []
@@ -210,6 +210,7 @@ def main() -> None:
                 f"{r['dups']:>6.0f}{r['backwards']:>6.0f}{'yes' if r['gaps'] else 'no':>5}"
                 f"{r['wall']:>6.1f}s{r['settle']:>7.1f}s"
                 f"{1e6 * r['shepherd'] / max(r['written'], 1):>9.1f}"
+                f"{r['expected'] / args.seconds:>9.0f}"
             )
     finally:
         if not args.keep:
