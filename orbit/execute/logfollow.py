@@ -365,27 +365,32 @@ class Valve:
             held = ATTACH_BUFFER * self.lines // self.payload if self.payload else 0
             return max(self.lines - self.copied_lines, 0) + held
 
-    def _open(self) -> bool:
-        """May the valve read on? (Under its lock.)"""
+    def _allowance(self) -> int:
+        """How many payload bytes the valve may read now (under its lock); 0: none."""
         if not self.synced:
-            return False
+            return 0
         # What Docker holds for the attach stream reaches the log too: counted at the size
         # of JSON its lines have had so far.
-        per_byte = self.passed / self.payload if self.payload else 1
-        return self.backlog() <= max(VALVE_BYTES - ATTACH_BUFFER * per_byte, 0)
+        per_byte = self.passed / self.payload if self.payload else 1.0
+        room = VALVE_BYTES - ATTACH_BUFFER * per_byte - self.backlog()
+        if room < 0 and self.backlog() > 0:
+            return 0
+        return min(VALVE_READ, max(int(room / per_byte), 4096))
 
     def _run(self) -> None:
         recv = self.sock.recv
         while True:
             with self._cond:
-                if not self._open():
+                allowed = self._allowance()
+                if not allowed:
                     self.paused += 1
-                    while not self.closed and not self._open():
+                    while not self.closed and not allowed:
                         self._cond.wait(1.0)
+                        allowed = self._allowance()
                 if self.closed:
                     return
             try:
-                data = recv(VALVE_READ)
+                data = recv(allowed)
             except OSError:
                 return
             if not data:
