@@ -359,6 +359,35 @@ def test_full_disk_waits_and_settles_with_the_real_result(
         _cleanup_containers(orbit.home)
 
 
+def test_a_full_disk_holds_a_flood_back_and_loses_nothing(
+    busybox: str, small_disk: Path, tmp_path: Path
+) -> None:
+    # 50 MB of output while log.txt cannot grow: the copy stops, so the valve holds the
+    # container back before Docker rotates away what was not copied (a gap without it).
+    orbit = Orbit(small_disk / "home", tmp_path)
+    try:
+        script = AWK_FLOOD.format(start=1, end=500_000) + "; echo END"
+        run_id = flood_run(orbit, busybox, script)
+        container = orbit.wait_for(run_id, lambda s: s["state"] == "running")["container"]
+        deadline = time.monotonic() + 60
+        last, same = -1, 0
+        while same < 10:  # 2 s without a new line: held
+            assert time.monotonic() < deadline, "the container was not held"
+            time.sleep(0.2)
+            number = docker_last_number(container)
+            last, same = number, same + 1 if number == last else 0
+        assert 0 < last < 500_000 and orbit.status(run_id)["state"] == "running"
+        subprocess.run(["mount", "-o", "remount,size=128m", str(small_disk)], check=True)
+        status = orbit.wait_for(run_id, finished, timeout=120)
+        assert status["state"] == "succeeded", status
+        assert log_lines(orbit, run_id) == [*numbered(1, 500_000), "END"]
+        assert "log_incomplete" not in status
+    finally:
+        from conftest import _cleanup_containers
+
+        _cleanup_containers(orbit.home)
+
+
 def test_a_held_half_line_survives_a_shepherd_kill(orbit: Orbit, busybox: str) -> None:
     # Docker emits the first 16 KiB of the line at once, the rest only at its newline, 3 s
     # later: the killed shepherd held the first piece; its successor must take it up again.
