@@ -18,7 +18,10 @@ the shepherd's CPU over the container's, the median over `--runs` runs. In such 
 container itself does little (it writes into a pipe; Docker's daemon encodes, stores and hands
 back every line), so its CPU time is small and varies from run to run; the shepherd's CPU per
 line written (`us/line`) is the steadier figure. `settle` is the time from the container's
-`FinishedAt` to the run's final event.
+`FinishedAt` to the run's final event. `lines/s` is the lines the container wrote per second of
+its flood: the shepherd's valve holds it to the pace of the copy, so `written` equals `expected`
+with no gap (an Orbit without the valve, `--orbit`, shows a faster flood, fewer lines written
+and a gap).
 
 Standalone: `python benchmarks/bench_log_flood.py [--runs N] [--seconds S]`; needs Docker and
 the test images (scripts/build-test-images.sh). `--orbit PATH` measures another checkout.

@@ -17,6 +17,18 @@ After each append to log.txt the copier replaces `log.pos` with the size of log.
 anchor, the first held frame per stream (below) and the gaps. A new shepherd cuts log.txt back
 to that size and reads on from the anchor: no line is lost or written twice.
 
+Docker hands its log back about half as fast as a container can write it, so the shepherd
+also holds a flood back (`Valve`): it attaches to the container's output stream and reads it
+only to count what passed, never reading on while more than VALVE_BYTES of Docker's JSON
+passed but is not copied yet. Docker's attach pipe then fills (about 1 MB) and blocks the
+container's writes, as a shell pipe would. Guaranteed: while a shepherd lives, every line is
+copied exactly once at any output rate (the container waits for the copy) — for lines of 6
+bytes or more on average; of shorter ones, the 1 MB Docker buffers for the attach stream can
+come to more JSON than Docker keeps, and a gap stays possible (recorded). After a shepherd
+dies, the connection closes and the container runs free: a new shepherd copies from the anchor
+losslessly unless more than Docker's retained log was written meanwhile, which is then
+recorded as a gap. Over TCP or SSH to Docker there is no valve.
+
 Secrets are redacted on whole lines: a stream's frames that do not end a line (Docker splits
 lines at 16 KiB; a program may print half a line) are held in memory until the line ends, the
 container ends, or `HOLD_BYTES` are held. Consecutive lines of one stream are joined before
