@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -216,6 +217,62 @@ def test_a_flooding_container_held_by_the_valve_stops_promptly(
     assert "log_incomplete" not in record
     numbers = numbers_of(log_lines(orbit, run_id))
     assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) > 200_000
+
+
+def test_a_container_that_ends_while_held_by_the_valve_settles(
+    busybox: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Docker settles a container's exit holding the container's lock, which log reads wait
+    # for, and cannot settle it while a write to the attach stream blocks: a valve still
+    # holding the container back when it ends would wait for the copy, and the copy for it.
+    import docker
+    import docker.types
+
+    from orbit.execute import logfollow
+
+    monkeypatch.setattr(logfollow, "READ_TIMEOUT", 15.0)  # a stuck read fails the test sooner
+    client = docker.from_env()
+    container = client.containers.create(
+        busybox,
+        ["sh", "-c", AWK_FLOOD.format(start=1, end=2_000_000)],
+        log_config=docker.types.LogConfig(
+            type="json-file", config={"max-size": "20m", "max-file": "3"}
+        ),
+        labels={"orbit.home": str(tmp_path.resolve())},
+    )
+    try:
+        valve = logfollow.Valve.attach(client.api, container.id, synced=True)
+        assert valve is not None
+        container.start()
+        container.reload()
+        valve.watch(container.attrs["State"]["Pid"])
+        copier = logfollow.LogCopier(client.api, container.id, tmp_path, [], valve)
+        # Nothing is copied yet: the valve stops once about 24 MB of JSON are due.
+        deadline = time.monotonic() + 60
+        last, same = -1, 0
+        while same < 10:
+            assert time.monotonic() < deadline, "the container was not held"
+            time.sleep(0.2)
+            number = docker_last_number(container.name)
+            last, same = number, same + 1 if number == last else 0
+        assert valve.paused and 0 < last < 2_000_000
+        container.kill()
+        waited: list[dict] = []
+        waiter = threading.Thread(target=lambda: waited.append(client.api.wait(container.id)))
+        waiter.start()
+        deadline = time.monotonic() + 60
+        while waiter.is_alive():
+            assert time.monotonic() < deadline, "the exit never settled"
+            copier.poll()
+            time.sleep(0.05)
+        copier.poll(final=True)
+        valve.close()
+        copier.close()
+        numbers = numbers_of((tmp_path / "log.txt").read_text().splitlines())
+        assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) >= last
+        assert copier.incomplete() is None
+    finally:
+        container.remove(force=True)
 
 
 def test_lines_docker_discarded_are_recorded_as_a_gap(orbit: Orbit, busybox: str) -> None:

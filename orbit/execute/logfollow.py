@@ -68,6 +68,11 @@ DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 # Docker buffers for the attach stream (ATTACH_BUFFER payload bytes: its 1 MB pipe and the
 # socket), under VALVE_BYTES: well under the 40 MB that max-size 20m × max-file 3 keep.
 JSON_LINE = 80
+# Bytes Docker's JSON writes as 6 (`\u003c`, `\ufffd` for each byte of invalid UTF-8; valid
+# UTF-8 is kept, so counting all bytes ≥ 0x80 errs on the safe side) and as 2 (`\"`, `\\`);
+# a newline's 2 are in JSON_LINE.
+_JSON6 = bytes([*range(0x0A), *range(0x0B, 0x20), *b"<>&", *range(0x80, 0x100)])
+_JSON2 = b'"\\'
 ATTACH_BUFFER = 1_500_000
 VALVE_BYTES = 24 << 20
 VALVE_READ = 1 << 18
@@ -295,9 +300,13 @@ class Valve:
         # Payload bytes and lines that passed the attach stream, and that the copier took
         # from the log (levelled with the first at each resynchronisation).
         self.payload = self.lines = 0
+        self.escapes = 0  # JSON bytes beyond the payload's own for escaped characters
         self.copied_payload = self.copied_lines = 0
         self.paused = 0  # times the valve stopped reading
         self.closed = False
+        self.drain = False  # the container has ended: read all there is
+        self._pid = 0
+        self._pid_start = b""
         self._cond = threading.Condition()
         self._head = b""  # a frame header cut by a read
         self._left = 0  # payload bytes of the current frame still to come
@@ -336,6 +345,23 @@ class Valve:
             raise
         return cls(sock, synced)
 
+    def watch(self, pid: int | None) -> None:
+        """The container's main process (its host pid), once started. When it ends the valve
+        reads on freely: Docker settles a container's exit holding the container's lock,
+        which the log reads wait for, and cannot settle while a write to the attach stream
+        blocks — the valve holding back the copy would wait for itself. Without a visible
+        pid the valve stays open."""
+        start = _process_start(pid) if pid else None
+        with self._cond:
+            if start is None:
+                self.drain = True
+            else:
+                self._pid, self._pid_start = pid or 0, start
+            self._cond.notify_all()
+
+    def _ended(self) -> bool:
+        return bool(self._pid) and _process_start(self._pid) != self._pid_start
+
     def close(self) -> None:
         with self._cond:
             self.closed = True
@@ -350,7 +376,7 @@ class Valve:
     @property
     def passed(self) -> int:
         """JSON bytes (estimated) that passed the attach stream."""
-        return self.payload + JSON_LINE * self.lines
+        return self.payload + self.escapes + JSON_LINE * self.lines
 
     def advance(self, payload: int, lines: int, found: int, mark: int) -> None:
         """The copier took `payload` bytes and `lines` lines in a poll that found `found` new
@@ -364,9 +390,14 @@ class Valve:
                 self.synced = True
             self._cond.notify_all()
 
-    def backlog(self) -> int:
-        """JSON bytes (estimated) that passed the valve but are not copied yet."""
-        return self.passed - self.copied_payload - JSON_LINE * self.copied_lines
+    def backlog(self) -> float:
+        """JSON bytes (estimated) that passed the valve but are not copied yet: by bytes, or
+        by lines at their mean size so far, whichever is more. (Docker stores each byte of
+        invalid UTF-8 as 3, so the copy can count more bytes than passed; lines are exact.)"""
+        due = self.lines - self.copied_lines
+        per_byte = 1 + self.escapes / self.payload if self.payload else 1.0
+        by_bytes = (self.payload - self.copied_payload) * per_byte + JSON_LINE * due
+        return max(by_bytes, due * self.passed / self.lines if self.lines else 0)
 
     def lines_due(self) -> int | None:
         """About how many lines Docker's log holds beyond the copy (those that passed and
@@ -379,6 +410,8 @@ class Valve:
 
     def _allowance(self) -> int:
         """How many payload bytes the valve may read now (under its lock); 0: none."""
+        if self.drain:
+            return VALVE_READ
         if not self.synced:
             return 0
         # What Docker holds for the attach stream reaches the log too: counted at the size
@@ -397,7 +430,9 @@ class Valve:
                 if not allowed:
                     self.paused += 1
                     while not self.closed and not allowed:
-                        self._cond.wait(1.0)
+                        self._cond.wait(0.2)
+                        if self._ended():
+                            self.drain = True
                         allowed = self._allowance()
                 if self.closed:
                     return
@@ -408,9 +443,14 @@ class Valve:
             if not data:
                 return  # the container ended, or Docker went away
             payload, lines = self._count(data)
+            # Counted over the frame headers too (a few bytes more: on the safe side).
+            size = len(data)
+            escapes = 5 * (size - len(data.translate(None, _JSON6)))
+            escapes += size - len(data.translate(None, _JSON2))
             with self._cond:
                 self.payload += payload
                 self.lines += lines
+                self.escapes += escapes
 
     def _count(self, data: bytes) -> tuple[int, int]:
         """Payload bytes and newlines of a read of the multiplexed stream (8-byte headers)."""
@@ -723,6 +763,16 @@ class LogCopier:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 lines += block.count(b"\n")
         return {"gaps": len(self.pos.gaps), "lines_written": lines, "ranges": self.pos.gaps}
+
+
+def _process_start(pid: int) -> bytes | None:
+    """The start time of a live process (to tell it from a later one with its pid); None
+    when it is gone or a zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in (b"Z", b"X") else fields[19]
 
 
 def _get_http10(socket_path: str, target: str) -> bytes:

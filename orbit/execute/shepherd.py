@@ -223,6 +223,8 @@ class Shepherd:
                 actor=self.actor,
             )
         pid = (container.attrs.get("State") or {}).get("Pid") or None
+        if valve is not None:
+            valve.watch(pid)
         sampler = Sampler(locate(container.id, pid))
         oom_events = OomEvents(sampler.dirs.get("memory"))
         secrets = list(self._secrets(run).values())
