@@ -169,17 +169,29 @@ def test_a_full_speed_flood_is_held_to_the_copy_and_copied_whole(
     assert_copied_cleanly(orbit, run_id)
 
 
-def test_a_stopped_shepherd_holds_the_container_back(orbit: Orbit, busybox: str) -> None:
+@pytest.mark.parametrize("resumed", [False, True], ids=["first", "resumed"])
+def test_a_stopped_shepherd_holds_the_container_back(
+    orbit: Orbit, busybox: str, resumed: bool
+) -> None:
     # The shepherd does not read its attach stream while stopped: Docker's pipe fills (about
     # 1 MB) and the container waits in its write, so nothing is rotated away unread.
-    script = "echo first; sleep 1; " + AWK_FLOOD.format(start=1, end=700_000) + "; echo END"
+    script = "echo first; sleep 2; " + AWK_FLOOD.format(start=1, end=700_000) + "; echo END"
     run_id = flood_run(orbit, busybox, script)
     container = orbit.wait_for(run_id, lambda s: s["state"] == "running")["container"]
     deadline = time.monotonic() + 10
     while "first" not in log_lines(orbit, run_id):
         assert time.monotonic() < deadline
         time.sleep(0.05)
+    if resumed:  # a successor attaches on resume, and holds the container as well
+        killed = shepherd_pid(orbit, run_id)
+        kill_shepherd(orbit, run_id)
+        orbit("scheduler", "tick")
+        deadline = time.monotonic() + 20
+        while shepherd_pid(orbit, run_id) == killed:
+            assert time.monotonic() < deadline, "no new shepherd"
+            time.sleep(0.05)
     pid = shepherd_pid(orbit, run_id)
+    time.sleep(0.5)  # attached (a resumed valve reads once the copy has caught up)
     os.kill(pid, signal.SIGSTOP)
     try:
         time.sleep(3)
@@ -192,6 +204,8 @@ def test_a_stopped_shepherd_holds_the_container_back(orbit: Orbit, busybox: str)
     assert status["state"] == "succeeded", status
     assert log_lines(orbit, run_id) == ["first", *numbered(1, 700_000), "END"]
     assert "log_incomplete" not in exit_record(orbit, run_id)
+    if resumed:
+        assert "shepherd-resumed" in [e["event"] for e in orbit.events(run_id)]
 
 
 @pytest.mark.parametrize("how", ["timeout", "cancel"])
