@@ -423,6 +423,18 @@ class Valve:
         return min(VALVE_READ, max(int(room / per_byte), 4096))
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception:  # never leave the container blocked: read on without counting
+            with self._cond:
+                self.drain = True
+            try:
+                while not self.closed and self.sock.recv(VALVE_READ):
+                    pass
+            except OSError:
+                pass
+
+    def _loop(self) -> None:
         recv = self.sock.recv
         while True:
             with self._cond:
@@ -770,9 +782,9 @@ def _process_start(pid: int) -> bytes | None:
     when it is gone or a zombie."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+        return None if fields[0] in (b"Z", b"X") else fields[19]
     except (OSError, IndexError):
         return None
-    return None if fields[0] in (b"Z", b"X") else fields[19]
 
 
 def _get_http10(socket_path: str, target: str) -> bytes:
