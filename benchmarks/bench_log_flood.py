@@ -18,7 +18,10 @@ the shepherd's CPU over the container's, the median over `--runs` runs. In such 
 container itself does little (it writes into a pipe; Docker's daemon encodes, stores and hands
 back every line), so its CPU time is small and varies from run to run; the shepherd's CPU per
 line written (`us/line`) is the steadier figure. `settle` is the time from the container's
-`FinishedAt` to the run's final event.
+`FinishedAt` to the run's final event. `lines/s` is the lines the container wrote per second of
+its flood: the shepherd's valve holds it to the pace of the copy, so `written` equals `expected`
+with no gap (an Orbit without the valve, `--orbit`, shows a faster flood, fewer lines written
+and a gap).
 
 Standalone: `python benchmarks/bench_log_flood.py [--runs N] [--seconds S]`; needs Docker and
 the test images (scripts/build-test-images.sh). `--orbit PATH` measures another checkout.
@@ -195,7 +198,7 @@ def main() -> None:
     head = (
         f"{'run':>4}{'shepherd':>10}{'container':>11}{'dockerd':>9}{'ratio':>7}"
         f"{'expected':>10}{'written':>9}{'missing':>9}{'dups':>6}{'back':>6}{'gap':>5}"
-        f"{'wall':>7}{'settle':>8}{'us/line':>9}"
+        f"{'wall':>7}{'settle':>8}{'us/line':>9}{'lines/s':>9}"
     )
     print(head)
     ratios = []
@@ -210,6 +213,7 @@ def main() -> None:
                 f"{r['dups']:>6.0f}{r['backwards']:>6.0f}{'yes' if r['gaps'] else 'no':>5}"
                 f"{r['wall']:>6.1f}s{r['settle']:>7.1f}s"
                 f"{1e6 * r['shepherd'] / max(r['written'], 1):>9.1f}"
+                f"{r['expected'] / args.seconds:>9.0f}"
             )
     finally:
         if not args.keep:

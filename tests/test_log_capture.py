@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,9 +68,29 @@ def docker_tail(container: str, n: int) -> str:
     return proc.stdout + proc.stderr
 
 
-def flood_run(orbit: Orbit, image: str, script: str) -> str:
+def flood_run(orbit: Orbit, image: str, script: str, *options: str) -> str:
     return orbit.submit("--image", image, "--no-project", "--cpus", "0.5", "--mem", "0.25",
-                        "--", "sh", "-c", script)  # fmt: skip
+                        *options, "--", "sh", "-c", script)  # fmt: skip
+
+
+def timed_flood(seconds: int) -> str:
+    """Numbered 100-byte lines at full speed for about `seconds` s (or without end, for 0),
+    then `COUNT n`. srand() returns the previous seed: `srand(); srand()` reads the clock."""
+    stop = f"if(i%5000==0){{srand(); if(srand()-t>={seconds}) break}}" if seconds else ""
+    return (
+        "awk 'BEGIN{srand(); t=srand(); "
+        f'for(i=1;;i++){{printf "%09d-%090d\\n", i, 0; {stop}}} print "COUNT " i}}\''
+    )
+
+
+def numbers_of(lines: list[str]) -> list[int]:
+    return [int(line[:9]) for line in lines if len(line) == 100 and line[9] == "-"]
+
+
+def docker_last_number(container: str) -> int:
+    """The number of the last line of the container's flood that Docker received."""
+    lines = [line for line in docker_tail(container, 3).splitlines() if line[9:10] == "-"]
+    return int(lines[-1][:9]) if lines else 0
 
 
 def test_flood_past_rotation_is_copied_whole_and_once(orbit: Orbit, busybox: str) -> None:
@@ -129,8 +150,148 @@ def test_paced_flood_past_two_rotations_has_no_duplicates(orbit: Orbit, python_i
     assert log_lines(orbit, run_id) == [*numbered(1, 250_000), "END"]
 
 
+def test_a_full_speed_flood_is_held_to_the_copy_and_copied_whole(
+    orbit: Orbit, busybox: str
+) -> None:
+    # Docker hands its log back about half as fast as it takes it: without the shepherd's
+    # valve on the attach stream, 10 s of this flood outran the copy and Docker rotated away
+    # lines nobody had read (a gap, with about half the lines).
+    run_id = flood_run(orbit, busybox, timed_flood(10) + "; echo after")
+    status = orbit.wait_for(run_id, finished, timeout=180)
+    assert status["state"] == "succeeded", status
+    lines = log_lines(orbit, run_id)
+    assert lines[-2].startswith("COUNT ") and lines[-1] == "after"
+    count = int(lines[-2].split()[1])
+    assert count > 117_000  # past one rotation of Docker's log at least
+    assert lines[:-2] == numbered(1, count)
+    record = exit_record(orbit, run_id)
+    assert "log_incomplete" not in record and "log_incomplete" not in status
+    assert_copied_cleanly(orbit, run_id)
+
+
+@pytest.mark.parametrize("resumed", [False, True], ids=["first", "resumed"])
+def test_a_stopped_shepherd_holds_the_container_back(
+    orbit: Orbit, busybox: str, resumed: bool
+) -> None:
+    # The shepherd does not read its attach stream while stopped: Docker's pipe fills (about
+    # 1 MB) and the container waits in its write, so nothing is rotated away unread.
+    script = "echo first; sleep 2; " + AWK_FLOOD.format(start=1, end=700_000) + "; echo END"
+    run_id = flood_run(orbit, busybox, script)
+    container = orbit.wait_for(run_id, lambda s: s["state"] == "running")["container"]
+    deadline = time.monotonic() + 10
+    while "first" not in log_lines(orbit, run_id):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    if resumed:  # a successor attaches on resume, and holds the container as well
+        killed = shepherd_pid(orbit, run_id)
+        kill_shepherd(orbit, run_id)
+        orbit("scheduler", "tick")
+        deadline = time.monotonic() + 20
+        while shepherd_pid(orbit, run_id) == killed:
+            assert time.monotonic() < deadline, "no new shepherd"
+            time.sleep(0.05)
+    pid = shepherd_pid(orbit, run_id)
+    time.sleep(0.5)  # attached (a resumed valve reads once the copy has caught up)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(3)
+        held = docker_last_number(container)
+        time.sleep(3)
+        assert docker_last_number(container) == held < 700_000, "the container was not held"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    status = orbit.wait_for(run_id, finished, timeout=120)
+    assert status["state"] == "succeeded", status
+    assert log_lines(orbit, run_id) == ["first", *numbered(1, 700_000), "END"]
+    assert "log_incomplete" not in exit_record(orbit, run_id)
+    if resumed:
+        assert "shepherd-resumed" in [e["event"] for e in orbit.events(run_id)]
+
+
+@pytest.mark.parametrize("how", ["timeout", "cancel"])
+def test_a_flooding_container_held_by_the_valve_stops_promptly(
+    orbit: Orbit, busybox: str, how: str
+) -> None:
+    # The container waits in a write while the copy catches up: the stop must still end it
+    # (SIGTERM, then SIGKILL after the grace), and the run settle with every line it wrote.
+    options = ("--timeout", "0.05") if how == "timeout" else ()
+    run_id = flood_run(orbit, busybox, timed_flood(0), *options)
+    container = orbit.wait_for(run_id, lambda s: s["state"] == "running")["container"]
+    deadline = time.monotonic() + 30
+    while docker_last_number(container) < 200_000:  # past a rotation, held by the valve
+        assert time.monotonic() < deadline, "the flood did not start"
+        time.sleep(0.2)
+    if how == "cancel":
+        assert orbit("cancel", run_id).code == 0
+    # sh, as PID 1, ignores SIGTERM: Docker kills it after the 10 s grace.
+    status = orbit.wait_for(run_id, finished, timeout=60)
+    assert status["state"] == ("cancelled" if how == "cancel" else "failed"), status
+    record = exit_record(orbit, run_id)
+    assert record["timed_out" if how == "timeout" else "cancelled"] is True
+    assert "log_incomplete" not in record
+    numbers = numbers_of(log_lines(orbit, run_id))
+    assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) > 200_000
+
+
+def test_a_container_that_ends_while_held_by_the_valve_settles(
+    busybox: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Docker settles a container's exit holding the container's lock, which log reads wait
+    # for, and cannot settle it while a write to the attach stream blocks: a valve still
+    # holding the container back when it ends would wait for the copy, and the copy for it.
+    import docker
+    import docker.types
+
+    from orbit.execute import logfollow
+
+    monkeypatch.setattr(logfollow, "READ_TIMEOUT", 15.0)  # a stuck read fails the test sooner
+    client = docker.from_env()
+    container = client.containers.create(
+        busybox,
+        ["sh", "-c", AWK_FLOOD.format(start=1, end=2_000_000)],
+        log_config=docker.types.LogConfig(
+            type="json-file", config={"max-size": "20m", "max-file": "3"}
+        ),
+        labels={"orbit.home": str(tmp_path.resolve())},
+    )
+    try:
+        valve = logfollow.Valve.attach(client.api, container.id, synced=True)
+        assert valve is not None
+        container.start()
+        container.reload()
+        valve.watch(container.attrs["State"]["Pid"])
+        copier = logfollow.LogCopier(client.api, container.id, tmp_path, [], valve)
+        # Nothing is copied yet: the valve stops once about 24 MB of JSON are due.
+        deadline = time.monotonic() + 60
+        last, same = -1, 0
+        while same < 10:
+            assert time.monotonic() < deadline, "the container was not held"
+            time.sleep(0.2)
+            number = docker_last_number(container.name)
+            last, same = number, same + 1 if number == last else 0
+        assert valve.paused and 0 < last < 2_000_000
+        container.kill()
+        waited: list[dict] = []
+        waiter = threading.Thread(target=lambda: waited.append(client.api.wait(container.id)))
+        waiter.start()
+        deadline = time.monotonic() + 60
+        while waiter.is_alive():
+            assert time.monotonic() < deadline, "the exit never settled"
+            copier.poll()
+            time.sleep(0.05)
+        copier.poll(final=True)
+        valve.close()
+        copier.close()
+        numbers = numbers_of((tmp_path / "log.txt").read_text().splitlines())
+        assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) >= last
+        assert copier.incomplete() is None
+    finally:
+        container.remove(force=True)
+
+
 def test_lines_docker_discarded_are_recorded_as_a_gap(orbit: Orbit, busybox: str) -> None:
-    # A stopped shepherd while the container writes far more than Docker keeps (60 MB):
+    # A killed shepherd (its attach stream closes: the container runs free) while the
+    # container writes far more than Docker keeps (60 MB), and a successor only afterwards:
     # the lost part must be said, never silent.
     script = (
         "echo first; sleep 2; "
@@ -143,15 +304,12 @@ def test_lines_docker_discarded_are_recorded_as_a_gap(orbit: Orbit, busybox: str
     while "first" not in log_lines(orbit, run_id):
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    pid = shepherd_pid(orbit, run_id)
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        deadline = time.monotonic() + 90
-        while "FLOOD-DONE" not in docker_tail(status["container"], 3):
-            assert time.monotonic() < deadline, "the flood never finished"
-            time.sleep(0.2)
-    finally:
-        os.kill(pid, signal.SIGCONT)
+    kill_shepherd(orbit, run_id)
+    deadline = time.monotonic() + 90
+    while "FLOOD-DONE" not in docker_tail(status["container"], 3):
+        assert time.monotonic() < deadline, "the flood never finished"
+        time.sleep(0.2)
+    orbit("scheduler", "tick")
     status = orbit.wait_for(run_id, finished, timeout=120)
     assert status["state"] == "succeeded", status
     lines = log_lines(orbit, run_id)
@@ -266,6 +424,35 @@ def test_full_disk_waits_and_settles_with_the_real_result(
         assert log_lines(orbit, run_id) == [*numbered(1, 100_000), "END"]
         assert "log_incomplete" not in status
         assert [e["event"] for e in orbit.events(run_id)].count("failed") == 1
+    finally:
+        from conftest import _cleanup_containers
+
+        _cleanup_containers(orbit.home)
+
+
+def test_a_full_disk_holds_a_flood_back_and_loses_nothing(
+    busybox: str, small_disk: Path, tmp_path: Path
+) -> None:
+    # 50 MB of output while log.txt cannot grow: the copy stops, so the valve holds the
+    # container back before Docker rotates away what was not copied (a gap without it).
+    orbit = Orbit(small_disk / "home", tmp_path)
+    try:
+        script = AWK_FLOOD.format(start=1, end=500_000) + "; echo END"
+        run_id = flood_run(orbit, busybox, script)
+        container = orbit.wait_for(run_id, lambda s: s["state"] == "running")["container"]
+        deadline = time.monotonic() + 60
+        last, same = -1, 0
+        while same < 10:  # 2 s without a new line: held
+            assert time.monotonic() < deadline, "the container was not held"
+            time.sleep(0.2)
+            number = docker_last_number(container)
+            last, same = number, same + 1 if number == last else 0
+        assert 0 < last < 500_000 and orbit.status(run_id)["state"] == "running"
+        subprocess.run(["mount", "-o", "remount,size=128m", str(small_disk)], check=True)
+        status = orbit.wait_for(run_id, finished, timeout=120)
+        assert status["state"] == "succeeded", status
+        assert log_lines(orbit, run_id) == [*numbered(1, 500_000), "END"]
+        assert "log_incomplete" not in status
     finally:
         from conftest import _cleanup_containers
 

@@ -22,7 +22,7 @@ from orbit.errors import DockerError, OrbitError
 from orbit.execute import docker_ops
 from orbit.execute.cgroup import OomEvents, Sampler, locate
 from orbit.execute.exitrecord import finalize_from_exit, read_exit, write_exit
-from orbit.execute.logfollow import DISK_FULL, LogCopier
+from orbit.execute.logfollow import DISK_FULL, LogCopier, Valve
 from orbit.store.files import atomic_write, read_jsonl, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.locks import release, try_lock
@@ -187,13 +187,19 @@ class Shepherd:
 
         container.reload()
         if container.status == "created":
+            # Attached before the start, the valve sees all the output the copier will copy.
+            valve = self._attach(client, container.id, synced=True)
             try:
                 container.start()
             except docker.errors.APIError as exc:
+                if valve is not None:
+                    valve.close()
                 reason = _start_error(exc)
                 self._record(run, {"error": reason, "exit_code": None}, container)
                 return
             container.reload()
+        else:
+            valve = self._attach(client, container.id, synced=False)
         if run.state is RunState.STARTING:
             started_at = (container.attrs.get("State") or {}).get("StartedAt") or ""
             run = self._until_written(
@@ -217,9 +223,12 @@ class Shepherd:
                 actor=self.actor,
             )
         pid = (container.attrs.get("State") or {}).get("Pid") or None
+        if valve is not None:
+            valve.watch(pid)
         sampler = Sampler(locate(container.id, pid))
         oom_events = OomEvents(sampler.dirs.get("memory"))
-        copier = LogCopier(client.api, container.id, run.dir, list(self._secrets(run).values()))
+        secrets = list(self._secrets(run).values())
+        copier = LogCopier(client.api, container.id, run.dir, secrets, valve)
         waited: dict[str, Any] = {}
         waiter = threading.Thread(target=self._wait, args=(client, container.id, waited))
         waiter.daemon = True
@@ -256,6 +265,8 @@ class Shepherd:
                     delay = idle = min(idle * 2, SAMPLE_SECONDS)
                 next_poll = time.monotonic() + delay
             waiter.join(max(0.0, min(next_sample, next_poll) - time.monotonic()))
+        if valve is not None:
+            valve.close()  # the container has ended: its streams are closed
         if waited.get("gone"):
             copier.close()
             self._until_written(
@@ -306,6 +317,17 @@ class Shepherd:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         record["shepherd_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
         self._record(run, record, container)
+
+    def _attach(self, client: docker.DockerClient, container_id: str, synced: bool) -> Valve | None:
+        """The valve on the container's attach stream (see logfollow.Valve); None when Docker
+        refuses (the container has ended) or is reached over TCP: the copy then runs unpaced."""
+        try:
+            return Valve.attach(client.api, container_id, synced)
+        except (OSError, DockerError) as exc:
+            log.info(
+                "run %s: no attach stream (%s): the log is copied without a valve", self.run_id, exc
+            )
+            return None
 
     def _poll(self, copier: LogCopier, final: bool = False) -> int:
         """One poll of Docker's log: frames read, or -1 when the disk is full."""
