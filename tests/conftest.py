@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -177,3 +178,72 @@ def git_repo(path: Path, files: dict[str, str]) -> Path:
     for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "init"]):
         subprocess.run(["git", "-C", str(path), *cmd], check=True, env=env, capture_output=True)
     return path
+
+
+# --- shepherds ---------------------------------------------------------------------------------
+def shepherd_pid(orbit: Orbit, run_id: str) -> int:
+    """The pid the run's shepherd wrote (it writes shepherd.pid once it holds the lock)."""
+    path = orbit.run_dir(run_id) / "shepherd.pid"
+    deadline = time.monotonic() + 20
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def kill_shepherd(orbit: Orbit, run_id: str) -> int:
+    """SIGKILL the run's shepherd and wait until the kernel has released its lock (the thread
+    group leader can read as a zombie while its other threads still hold the files); its pid."""
+    from orbit.store.locks import is_locked
+
+    pid = shepherd_pid(orbit, run_id)
+    os.kill(pid, signal.SIGKILL)
+    lock = orbit.run_dir(run_id) / "shepherd.lock"
+    deadline = time.monotonic() + 10
+    while is_locked(lock):
+        assert time.monotonic() < deadline, "the killed shepherd still holds its lock"
+        time.sleep(0.02)
+    return pid
+
+
+# --- other users -------------------------------------------------------------------------------
+# The packages Orbit imports, copied where another user can read them (root's site-packages may
+# sit in a home other users cannot enter).
+PACKAGES = (
+    "docker",
+    "requests",
+    "urllib3",
+    "certifi",
+    "idna",
+    "charset_normalizer",
+    "yaml",
+    "portalocker",
+    "psutil",
+    "argcomplete",
+    "typing_extensions",
+)
+
+
+def readable_site_packages(dest: Path) -> Path:
+    """A world-readable copy of the installed packages Orbit imports, in `dest`."""
+    import importlib
+    import shutil
+    import sysconfig
+
+    site = Path(sysconfig.get_paths()["purelib"]).resolve()
+    for name in PACKAGES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        origin = Path(module.__file__ or "").resolve()
+        top = origin.parent if origin.name == "__init__.py" else origin
+        if site not in top.parents:
+            continue
+        target = dest / top.relative_to(site)
+        if top.is_dir():
+            shutil.copytree(top, target, dirs_exist_ok=True)
+        else:
+            shutil.copy2(top, target)
+    for path in [dest, *dest.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return dest

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ORBIT_PY, SMALL, Orbit
+from conftest import ORBIT_PY, SMALL, Orbit, kill_shepherd, shepherd_pid
 
 from orbit.store.locks import is_locked, try_lock
 
@@ -40,21 +40,6 @@ def wait_until(pred: object, timeout: float = 30, what: str = "condition") -> No
     while not pred():  # type: ignore[operator]
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
-
-
-def shepherd_pid(orbit: Orbit, run_id: str) -> int:
-    path = orbit.run_dir(run_id) / "shepherd.pid"
-    wait_until(path.exists, what="shepherd.pid")
-    return int(path.read_text())
-
-
-def kill_shepherd(orbit: Orbit, run_id: str) -> int:
-    """SIGKILL the run's shepherd; its pid."""
-    pid = shepherd_pid(orbit, run_id)
-    os.kill(pid, signal.SIGKILL)
-    lock = orbit.run_dir(run_id) / "shepherd.lock"
-    wait_until(lambda: not is_locked(lock), 10, "the killed shepherd's lock")
-    return pid
 
 
 def next_shepherd_pid(orbit: Orbit, run_id: str, old: int) -> int:

@@ -22,27 +22,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ORBIT_PY, SMALL, Orbit, Result, _cleanup_containers
+from conftest import (
+    ORBIT_PY,
+    SMALL,
+    Orbit,
+    Result,
+    _cleanup_containers,
+    readable_site_packages,
+)
 
 from orbit.errors import ExitCode
 
 TESTER = "orbit-tester"
 SYSTEM_PYTHON = "/usr/bin/python3"
-# The packages Orbit imports, copied where the test user can read them (root's site-packages
-# may sit in a home other users cannot enter).
-PACKAGES = (
-    "docker",
-    "requests",
-    "urllib3",
-    "certifi",
-    "idna",
-    "charset_normalizer",
-    "yaml",
-    "portalocker",
-    "psutil",
-    "argcomplete",
-    "typing_extensions",
-)
 
 
 def one_line_error(res: Result, code: int, *words: str) -> None:
@@ -71,27 +63,7 @@ def tester() -> tuple[int, int]:
 @pytest.fixture(scope="session")
 def user_site() -> Iterator[Path]:
     """Orbit's dependencies in a directory every user can read."""
-    import importlib
-    import sysconfig
-
-    dest = Path(tempfile.mkdtemp(prefix="orbit-site-"))
-    site = Path(sysconfig.get_paths()["purelib"]).resolve()
-    for name in PACKAGES:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        origin = Path(module.__file__ or "").resolve()
-        top = origin.parent if origin.name == "__init__.py" else origin
-        if site not in top.parents:
-            continue
-        target = dest / top.relative_to(site)
-        if top.is_dir():
-            shutil.copytree(top, target, dirs_exist_ok=True)
-        else:
-            shutil.copy2(top, target)
-    for path in [dest, *dest.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
+    dest = readable_site_packages(Path(tempfile.mkdtemp(prefix="orbit-site-")))
     yield dest
     shutil.rmtree(dest, ignore_errors=True)
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SMALL, Orbit
+from conftest import SMALL, Orbit, kill_shepherd, readable_site_packages
 
 from orbit.errors import ExitCode
 
@@ -39,27 +38,6 @@ def wait_no_containers(orbit: Orbit, timeout: float = 20) -> None:
     while container_names(orbit) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert container_names(orbit) == []
-
-
-def shepherd_pid(orbit: Orbit, run_id: str) -> int:
-    path = orbit.run_dir(run_id) / "shepherd.pid"
-    deadline = time.monotonic() + 20
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return int(path.read_text())
-
-
-def kill_shepherd(orbit: Orbit, run_id: str) -> None:
-    """SIGKILL the run's shepherd and wait until the kernel has released its lock (the thread
-    group leader can read as a zombie while its other threads still hold the files)."""
-    from orbit.store.locks import is_locked
-
-    os.kill(shepherd_pid(orbit, run_id), signal.SIGKILL)
-    lock = orbit.run_dir(run_id) / "shepherd.lock"
-    deadline = time.monotonic() + 10
-    while is_locked(lock):
-        assert time.monotonic() < deadline, "the killed shepherd still holds its lock"
-        time.sleep(0.02)
 
 
 def test_succeeding_run_leaves_a_complete_record(orbit: Orbit, busybox: str) -> None:
@@ -347,41 +325,12 @@ def test_outside_a_repository_suggests_no_project(orbit: Orbit, busybox: str) ->
 
 
 def _readable_site_packages(dest: Path) -> Path:
-    """A world-readable copy of the packages Orbit imports (root's site-packages may sit in a
-    home that other users cannot enter)."""
-    import importlib
+    """The packages Orbit imports and Orbit itself, readable by every user."""
     import shutil
-    import sysconfig
 
-    site = Path(sysconfig.get_paths()["purelib"]).resolve()
-    for name in (
-        "docker",
-        "requests",
-        "urllib3",
-        "certifi",
-        "idna",
-        "charset_normalizer",
-        "yaml",
-        "portalocker",
-        "psutil",
-        "argcomplete",
-        "typing_extensions",
-    ):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        origin = Path(module.__file__ or "").resolve()
-        top = origin.parent if origin.name == "__init__.py" else origin
-        if site not in top.parents:
-            continue
-        target = dest / top.relative_to(site)
-        if top.is_dir():
-            shutil.copytree(top, target, dirs_exist_ok=True)
-        else:
-            shutil.copy2(top, target)
+    readable_site_packages(dest)
     shutil.copytree(Path(__file__).resolve().parent.parent / "orbit", dest / "orbit")
-    for path in [dest, *dest.rglob("*")]:
+    for path in [dest / "orbit", *(dest / "orbit").rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return dest
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SMALL, Orbit
+from conftest import SMALL, Orbit, kill_shepherd, shepherd_pid
 
 # Docker rotates the json-file log every 20 MB of JSON: about 117,000 lines of 100 bytes.
 FLOOD = 250_000
@@ -41,24 +41,6 @@ def assert_copied_cleanly(orbit: Orbit, run_id: str) -> None:
 
 def exit_record(orbit: Orbit, run_id: str) -> dict:
     return json.loads((orbit.run_dir(run_id) / "exit.json").read_text())
-
-
-def shepherd_pid(orbit: Orbit, run_id: str) -> int:
-    path = orbit.run_dir(run_id) / "shepherd.pid"
-    deadline = time.monotonic() + 20
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return int(path.read_text())
-
-
-def kill_shepherd(orbit: Orbit, run_id: str) -> None:
-    from orbit.store.locks import is_locked
-
-    os.kill(shepherd_pid(orbit, run_id), signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while is_locked(orbit.run_dir(run_id) / "shepherd.lock"):
-        assert time.monotonic() < deadline, "the killed shepherd still holds its lock"
-        time.sleep(0.02)
 
 
 def docker_tail(container: str, n: int) -> str:
