@@ -126,6 +126,16 @@ def test_failed_run_reports_its_exit_code(orbit: Orbit, busybox: str) -> None:
     assert status["reason"] == "exit code 3"
 
 
+def test_exit_hints_only_when_the_command_could_not_be_run(orbit: Orbit, busybox: str) -> None:
+    chosen = orbit.submit("--image", busybox, *SMALL, "--", "sh", "-c", "echo chose; exit 126")
+    missing = orbit.submit("--image", busybox, *SMALL, "--", "/no/such/program")
+    unrunnable = orbit.submit("--image", busybox, *SMALL, "--", "sh", "-c", "/etc/passwd")
+    assert orbit("wait", chosen, missing, unrunnable).code == ExitCode.RUN_FAILED
+    assert orbit.status(chosen)["reason"] == "exit code 126"
+    assert orbit.status(missing)["reason"] == "exit code 127 (command not found)"
+    assert orbit.status(unrunnable)["reason"] == "exit code 126 (command not executable)"
+
+
 def test_exit_137_without_oom_is_not_called_oom(orbit: Orbit, busybox: str) -> None:
     res = orbit(
         "run",

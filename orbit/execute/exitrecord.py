@@ -62,7 +62,8 @@ def outcome(record: dict[str, Any]) -> tuple[RunState, str | None]:
     code = record.get("exit_code")
     if code == 0:
         return RunState.SUCCEEDED, None
-    hint = EXIT_HINTS.get(code) if isinstance(code, int) else None
+    # Only when the log showed that the command could not be run: a program may exit 126 itself.
+    hint = EXIT_HINTS.get(code) if isinstance(code, int) and record.get("exec_failed") else None
     return RunState.FAILED, f"exit code {code}" + (f" ({hint})" if hint else "")
 
 

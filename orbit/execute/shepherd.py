@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from orbit.errors import DockerError, OrbitError
 from orbit.execute import docker_ops
 from orbit.execute.cgroup import OomEvents, Sampler, locate
-from orbit.execute.exitrecord import finalize_from_exit, read_exit, write_exit
+from orbit.execute.exitrecord import EXIT_HINTS, finalize_from_exit, read_exit, write_exit
 from orbit.execute.logfollow import DISK_FULL, LogCopier, Valve
 from orbit.store.files import atomic_write, read_jsonl, unlink_quiet
 from orbit.store.home import Home
@@ -314,6 +314,8 @@ class Shepherd:
         incomplete = copier.incomplete()
         if incomplete:
             record["log_incomplete"] = incomplete
+        if record["exit_code"] in EXIT_HINTS and _exec_failed(run.dir / "log.txt"):
+            record["exec_failed"] = True
         usage = resource.getrusage(resource.RUSAGE_SELF)
         record["shepherd_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
         self._record(run, record, container)
@@ -437,6 +439,28 @@ class Shepherd:
                 return
         unlink_quiet(secrets_path(self.home, run.id))
         unlink_quiet(self.home.active_dir / run.id)
+
+
+# What a shell or the container's init prints when it cannot run a command at all.
+_EXEC_FAILURES = (
+    b"not found",
+    b"No such file",
+    b"Permission denied",
+    b"cannot execute",
+    b"[FATAL tini",
+)
+
+
+def _exec_failed(log_path: Path) -> bool:
+    """Whether the end of the log says a command could not be run (exit 126/127 then mean
+    that; a program may also choose those codes itself)."""
+    try:
+        with open(log_path, "rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 2048))
+            tail = fh.read().splitlines()[-3:]
+    except OSError:
+        return False
+    return any(marker in line for line in tail for marker in _EXEC_FAILURES)
 
 
 def _start_error(exc: Exception) -> str:
