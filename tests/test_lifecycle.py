@@ -176,6 +176,8 @@ def test_oom_killed_run_says_so(orbit: Orbit, python_image: str) -> None:
     assert status["oom_killed"] is True
     record = json.loads((orbit.run_dir("1") / "exit.json").read_text())
     assert record["kernel_oom_events"] or record["oom_kill_count"] or record["docker_oom_killed"]
+    if record["kernel_oom_events"] or record["oom_kill_count"]:  # the kernel killed at the limit
+        assert status["peaks"]["mem_bytes"] >= int(0.1 * 2**30)
 
 
 def test_timeout_stops_the_run(orbit: Orbit, busybox: str) -> None:

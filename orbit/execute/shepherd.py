@@ -311,6 +311,10 @@ class Shepherd:
             "finished_at": _normalize_time(finished_at),
             "peaks": sampler.peaks(),
         }
+        limit_gb = res.get("mem_gb")
+        if kernel_oom or sampler.oom_kills:  # killed at its limit, whatever a sample last saw
+            peaks = record["peaks"]
+            peaks["mem_bytes"] = max(peaks["mem_bytes"], int(float(limit_gb or 0) * 2**30))
         incomplete = copier.incomplete()
         if incomplete:
             record["log_incomplete"] = incomplete
