@@ -298,7 +298,11 @@ class Shepherd:
             time.sleep(DISK_RETRY_SECONDS)
         copier.close()
         res = run.spec.get("resources") or {}
-        record = {
+        peaks = sampler.peaks()
+        if kernel_oom or sampler.oom_kills:  # killed at its limit, whatever a sample last saw
+            limit_bytes = int(float(res.get("mem_gb") or 0) * 2**30)
+            peaks["mem_bytes"] = max(int(peaks["mem_bytes"]), limit_bytes)
+        record: dict[str, Any] = {
             "exit_code": waited.get("code"),
             "oom_killed": sampler.oom_kills > 0 or bool(kernel_oom) or docker_oom,
             "oom_kill_count": sampler.oom_kills,
@@ -309,12 +313,8 @@ class Shepherd:
             "cancelled": flags["cancelled"],
             "mem_limit_gb": res.get("mem_gb"),
             "finished_at": _normalize_time(finished_at),
-            "peaks": sampler.peaks(),
+            "peaks": peaks,
         }
-        limit_gb = res.get("mem_gb")
-        if kernel_oom or sampler.oom_kills:  # killed at its limit, whatever a sample last saw
-            peaks = record["peaks"]
-            peaks["mem_bytes"] = max(peaks["mem_bytes"], int(float(limit_gb or 0) * 2**30))
         incomplete = copier.incomplete()
         if incomplete:
             record["log_incomplete"] = incomplete
