@@ -304,6 +304,33 @@ def test_a_run_that_lost_its_active_marker_still_holds_its_lease(
     assert orbit("wait", second).code == 0
 
 
+def test_a_run_submitted_during_a_tick_is_not_called_a_lost_marker(
+    orbit: Orbit, busybox: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run submitted after a tick read the markers, with its marker, is found by the tick's
+    marker check (handled, as it should be) but is not reported as one that lost its marker
+    (seen under 20 concurrent `orbit run`)."""
+    from orbit.sched import tick
+    from orbit.store.home import Home
+    from orbit.store.runs import RunStore
+
+    orbit.configure(total_cpus=2)
+    opts = ("--image", busybox, "--no-project", "--cpus", "2", "--mem", "0.25", "--")
+    first = orbit.submit(*opts, "sleep", "30")
+    assert orbit("scheduler", "tick").code == 0  # a full scan: records the next id
+    home = Home.from_environ(orbit.environ)
+    seen = set(RunStore(home).active_ids())  # the markers, as a tick reads them first
+    second = orbit.submit(*opts, "echo", "second")  # queued, with its queue/ marker
+    assert (orbit.home / "queue" / second).exists()
+    with caplog.at_level("WARNING", logger=tick.__name__):
+        found = tick._unmarked_since_scan(home, RunStore(home), set(seen))
+        missing = tick._unmarked(home, RunStore(home), set(seen), tick.TickReport())
+    assert found is not None and [r.id for r in found] == [second]
+    assert missing == [second]
+    assert "lost" not in caplog.text
+    assert orbit("cancel", first, second).code == 0
+
+
 # --- F10: a running run's files damaged ---------------------------------------------------------
 
 
