@@ -233,7 +233,8 @@ def test_a_stuck_scheduler_lock_is_named(tmp_path: Path, busybox: str) -> None:
         assert expected in b("ps").err
         # (B's resources and doctor would read the FIFO too: they are checked on A.)
         expected = f"scheduler lock held by pid {flock.pid} (flock "
-        assert any(expected in p for p in a("resources", "--json").json()["problems"])
+        problems = a("resources", "--json").json()["problems"]
+        assert sum(expected in p for p in problems) == 1, problems  # said once
         assert expected in a("scheduler", "status").out
         doctor = a("doctor", "--json").json()
         check = next(c for c in doctor["checks"] if c["name"] == "scheduler lock")
