@@ -376,6 +376,24 @@ def test_a_damaged_running_run_leaks_no_container_and_keeps_its_lease(
         assert orbit("resources", "--json").json()["cpus"]["leased"] == 1.5
 
 
+def test_a_status_is_not_rebuilt_over_a_run_yaml_cut_short(orbit: Orbit, busybox: str) -> None:
+    """Both files damaged, run.yaml still valid YAML: nothing to rebuild from; the damaged
+    status.yaml is left as it is, with no `repaired` event, and the run keeps its marker."""
+    run_id = orbit.submit("--image", busybox, *SMALL, "--", "sh", "-c", "sleep 3; echo done")
+    orbit.wait_for(run_id, running)
+    kill_shepherd(orbit, run_id)
+    path = orbit.run_dir(run_id) / "status.yaml"
+    damaged = path.read_bytes()[:60]
+    path.write_bytes(damaged)
+    (orbit.run_dir(run_id) / "run.yaml").write_text("garbage:\n")
+    tick = orbit("scheduler", "tick", "--json").json()
+    assert tick["repaired"] == [] and any(f"{run_id}/" in p for p in tick["problems"]), tick
+    assert path.read_bytes() == damaged
+    assert not (orbit.run_dir(run_id) / "status.yaml.broken").exists()
+    assert "repaired" not in [e["event"] for e in orbit.events(run_id)]
+    assert (orbit.home / "active" / run_id).exists()
+
+
 def test_a_damaged_status_of_a_run_whose_shepherd_died_is_rebuilt(
     orbit: Orbit, busybox: str
 ) -> None:
