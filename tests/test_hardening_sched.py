@@ -218,7 +218,8 @@ def test_a_stuck_scheduler_lock_is_named(tmp_path: Path, busybox: str) -> None:
         assert expected in b("ps").err
         # (B's resources and doctor would read the FIFO too: they are checked on A.)
         expected = f"scheduler lock held by pid {flock.pid} (flock "
-        assert any(expected in p for p in a("resources", "--json").json()["problems"])
+        problems = a("resources", "--json").json()["problems"]
+        assert sum(expected in p for p in problems) == 1, problems  # said once
         assert expected in a("scheduler", "status").out
         doctor = a("doctor", "--json").json()
         check = next(c for c in doctor["checks"] if c["name"] == "scheduler lock")
@@ -289,6 +290,33 @@ def test_a_run_that_lost_its_active_marker_still_holds_its_lease(
     assert orbit("wait", second).code == 0
 
 
+def test_a_run_submitted_during_a_tick_is_not_called_a_lost_marker(
+    orbit: Orbit, busybox: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run submitted after a tick read the markers, with its marker, is found by the tick's
+    marker check (handled, as it should be) but is not reported as one that lost its marker
+    (seen under 20 concurrent `orbit run`)."""
+    from orbit.sched import tick
+    from orbit.store.home import Home
+    from orbit.store.runs import RunStore
+
+    orbit.configure(total_cpus=2)
+    opts = ("--image", busybox, "--no-project", "--cpus", "2", "--mem", "0.25", "--")
+    first = orbit.submit(*opts, "sleep", "30")
+    assert orbit("scheduler", "tick").code == 0  # a full scan: records the next id
+    home = Home.from_environ(orbit.environ)
+    seen = set(RunStore(home).active_ids())  # the markers, as a tick reads them first
+    second = orbit.submit(*opts, "echo", "second")  # queued, with its queue/ marker
+    assert (orbit.home / "queue" / second).exists()
+    with caplog.at_level("WARNING", logger=tick.__name__):
+        found = tick._unmarked_since_scan(home, RunStore(home), set(seen))
+        missing = tick._unmarked(home, RunStore(home), set(seen), tick.TickReport())
+    assert found is not None and [r.id for r in found] == [second]
+    assert missing == [second]
+    assert "lost" not in caplog.text
+    assert orbit("cancel", first, second).code == 0
+
+
 # --- F10: a running run's files damaged ---------------------------------------------------------
 
 
@@ -331,6 +359,24 @@ def test_a_damaged_running_run_leaks_no_container_and_keeps_its_lease(
         assert (orbit.home / "active" / first).exists()
         assert orbit.status(second)["state"] == "queued"
         assert orbit("resources", "--json").json()["cpus"]["leased"] == 1.5
+
+
+def test_a_status_is_not_rebuilt_over_a_run_yaml_cut_short(orbit: Orbit, busybox: str) -> None:
+    """Both files damaged, run.yaml still valid YAML: nothing to rebuild from; the damaged
+    status.yaml is left as it is, with no `repaired` event, and the run keeps its marker."""
+    run_id = orbit.submit("--image", busybox, *SMALL, "--", "sh", "-c", "sleep 3; echo done")
+    orbit.wait_for(run_id, running)
+    kill_shepherd(orbit, run_id)
+    path = orbit.run_dir(run_id) / "status.yaml"
+    damaged = path.read_bytes()[:60]
+    path.write_bytes(damaged)
+    (orbit.run_dir(run_id) / "run.yaml").write_text("garbage:\n")
+    tick = orbit("scheduler", "tick", "--json").json()
+    assert tick["repaired"] == [] and any(f"{run_id}/" in p for p in tick["problems"]), tick
+    assert path.read_bytes() == damaged
+    assert not (orbit.run_dir(run_id) / "status.yaml.broken").exists()
+    assert "repaired" not in [e["event"] for e in orbit.events(run_id)]
+    assert (orbit.home / "active" / run_id).exists()
 
 
 def test_a_damaged_status_of_a_run_whose_shepherd_died_is_rebuilt(

@@ -243,6 +243,30 @@ def test_wait_for_a_group_counts_a_member_damaged_while_it_runs(orbit: Orbit, bu
     assert time.monotonic() - started < 20  # not waiting for the damaged run's end
 
 
+@pytest.mark.parametrize("damage", ["cut", "emptied"])
+def test_a_run_yaml_cut_at_a_line_break_is_unreadable(
+    orbit: Orbit, busybox: str, damage: str
+) -> None:
+    """Still valid YAML, but without the keys it had: never read as a run with no image, no
+    command and no resources (it was admitted over a full machine, and left out of its group)."""
+    orbit.configure(total_cpus=2)
+    big = orbit.submit("--image", busybox, *SMALL, "-g", "grp", "--", "sleep", "30")
+    orbit.wait_for(big, lambda s: s["state"] == "running")
+    opts = ("--image", busybox, "--no-project", "--cpus", "2", "--mem", "0.25", "-g", "grp")
+    queued = orbit.submit(*opts, "--", "echo", "second")
+    spec = orbit.run_dir(queued) / "run.yaml"
+    text = spec.read_text()
+    spec.write_text("garbage:\n" if damage == "emptied" else text[: text.index("\nenv:") + 1])
+    tick = orbit("scheduler", "tick", "--json").json()
+    assert queued not in tick["admitted"], tick
+    assert orbit.status(queued)["state"] == "queued"
+    shown = orbit("show", queued)
+    assert shown.code == ExitCode.CORRUPT and "run.yaml: missing" in shown.err, shown
+    orbit("cancel", big)
+    res = orbit("wait", "-g", "grp")
+    assert res.code == ExitCode.CORRUPT and f"run {queued} unreadable" in res.out, res
+
+
 def test_ps_lists_an_unreadable_run_under_its_own_group_only(orbit: Orbit, busybox: str) -> None:
     for group in ("a", "b"):
         assert orbit("run", "--image", busybox, *SMALL, "-g", group, "-w", "--", "true").code == 0

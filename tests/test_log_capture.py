@@ -308,6 +308,34 @@ def test_lines_docker_discarded_are_recorded_as_a_gap(orbit: Orbit, busybox: str
     assert "log incomplete: 1 gap" in shown
 
 
+def test_lines_discarded_before_anything_was_copied_are_recorded_as_a_gap(
+    orbit: Orbit, busybox: str
+) -> None:
+    # As above, but the shepherd dies before the first line (no anchor): its successor finds
+    # the retained log's first line as its start, and the discarded beginning was silent.
+    script = "sleep 2; " + AWK_FLOOD.format(start=1, end=700_000) + "; echo FLOOD-DONE"
+    run_id = flood_run(orbit, busybox, script)
+    status = orbit.wait_for(run_id, lambda s: s["state"] == "running")
+    kill_shepherd(orbit, run_id)
+    assert (orbit.run_dir(run_id) / "log.txt").read_text() == ""
+    deadline = time.monotonic() + 90
+    while "FLOOD-DONE" not in docker_tail(status["container"], 3):
+        assert time.monotonic() < deadline, "the flood never finished"
+        time.sleep(0.2)
+    orbit("scheduler", "tick")
+    status = orbit.wait_for(run_id, finished, timeout=120)
+    assert status["state"] == "succeeded", status
+    lines = log_lines(orbit, run_id)
+    numbers = numbers_of(lines)
+    assert numbers == list(range(numbers[0], 700_001)) and numbers[0] > 1  # the start is gone
+    incomplete = exit_record(orbit, run_id)["log_incomplete"]
+    assert incomplete is not None and incomplete["gaps"] == 1
+    gap = incomplete["ranges"][0]
+    assert gap["after"] is None and gap["before"] and gap["at_byte"] == 0
+    assert status["log_incomplete"] == incomplete
+    assert "log incomplete: 1 gap" in orbit("show", run_id).out
+
+
 def test_secrets_split_by_docker_or_spread_over_lines_are_redacted(
     orbit: Orbit, busybox: str
 ) -> None:

@@ -99,7 +99,6 @@ def collect(env: Env) -> dict[str, Any]:
         "problems": [
             *snap.problems,
             *problems,
-            *filter(None, [stuck_scheduler(env.home.locks_dir)]),
         ],
     }
 

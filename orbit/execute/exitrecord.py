@@ -127,6 +127,8 @@ def rebuild_status(store: RunStore, run_id: str, *, actor: str) -> Run | None:
         return None
     if not isinstance(spec.get("format", FORMAT), int) or spec.get("format", FORMAT) > FORMAT:
         return None
+    if "id" not in spec or "submitted_at" not in spec:
+        return None  # run.yaml cut short too: the run stays unreadable whatever status.yaml says
     try:
         with locked(run_dir / ".lock", timeout=5.0):
             if not _damaged(store, run_id):

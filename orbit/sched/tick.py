@@ -312,8 +312,9 @@ def _unmarked(home: Home, store: RunStore, seen: set[str], report: TickReport) -
     record = {"active": active, "next_id": next_id}
     atomic_write(_markers_checked(home), json.dumps(record).encode(), durable=False)
     missing = [run_id for run_id in active if run_id not in seen]
-    if missing:
-        log.warning("runs %s had lost their queue/ or active/ marker", ", ".join(missing))
+    lost = [run_id for run_id in missing if not _has_marker(home, run_id)]
+    if lost:
+        log.warning("runs %s had lost their queue/ or active/ marker", ", ".join(lost))
     seen.update(missing)
     return missing
 
@@ -337,10 +338,17 @@ def _unmarked_since_scan(home: Home, store: RunStore, seen: set[str]) -> list[Ru
         for item in store.load_many(sorted(candidates - seen, key=id_key))
         if isinstance(item, Run) and item.state.active
     ]
-    if found:
-        log.warning("runs %s had lost their marker", ", ".join(r.id for r in found))
+    lost = [r.id for r in found if not _has_marker(home, r.id)]
+    if lost:
+        log.warning("runs %s had lost their marker", ", ".join(lost))
     seen.update(candidates)
     return found
+
+
+def _has_marker(home: Home, run_id: str) -> bool:
+    """A marker on disk now: a run submitted (or moved to active/) after this tick read the
+    markers has one, and is no lost marker."""
+    return (home.queue_dir / run_id).exists() or (home.active_dir / run_id).exists()
 
 
 def _next_id(home: Home) -> int:

@@ -51,7 +51,8 @@ class Broken:
 
     @property
     def group_known(self) -> bool:
-        return self.spec is not None
+        # Every run.yaml has the key (null without a group): one without it was cut or emptied.
+        return self.spec is not None and "group" in self.spec
 
     @property
     def group(self) -> str | None:
@@ -206,6 +207,7 @@ class RunStore:
         if not path.is_dir():
             raise NotFoundError(f"no run {run_id!r}")
         spec = _check_format(path / "run.yaml", read_yaml(path / "run.yaml"))
+        _check_spec(path / "run.yaml", spec)
         status = _check_format(path / "status.yaml", read_yaml(path / "status.yaml"))
         _check_status(path / "status.yaml", status)
         return Run(run_id, path, spec, status)
@@ -317,7 +319,7 @@ class RunStore:
                 except NotADirectoryError:
                     # A stray file is no run: listed, but a member of no group.
                     problem = f"{self.run_dir(run_id)}: not a run directory"
-                    out.append(Broken(run_id, problem, spec={}))
+                    out.append(Broken(run_id, problem, spec={"group": None}))
                     continue
                 except OSError as exc:  # permission denied
                     problem = f"{self.run_dir(run_id)}: not a run directory"
@@ -446,6 +448,14 @@ class RunStore:
         unlink_quiet(self.home.queue_dir / run_id)
         unlink_quiet(self.home.active_dir / run_id)
         unlink_quiet(self.home.secrets_dir / f"{run_id}.json")
+
+
+def _check_spec(path: Path, spec: dict[str, Any]) -> None:
+    """A run.yaml cut at a line break (or emptied to a stray key) is still valid YAML: `id` is
+    its second key and `submitted_at` its last."""
+    missing = [key for key in ("id", "submitted_at") if key not in spec]
+    if missing:
+        raise CorruptError(f"{path}: missing {', '.join(missing)} (truncated or hand-edited?)")
 
 
 def _check_status(path: Path, status: dict[str, Any]) -> None:
