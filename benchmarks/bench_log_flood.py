@@ -14,10 +14,12 @@ line), the lines expected and written (missing, duplicated, out of order), and l
 
     ratio: X.XX (target ≤ 1)
 
-the shepherd's CPU over the container's, the median over `--runs` runs. In such a flood the
-container itself does little (it writes into a pipe; Docker's daemon encodes, stores and hands
-back every line), so its CPU time is small and varies from run to run; the shepherd's CPU per
-line written (`us/line`) is the steadier figure. `settle` is the time from the container's
+the shepherd's CPU over the run's lease (`lease`: 0.5 core × the container's run time, what
+the run may use), the median over `--runs` runs. `used` is the shepherd's CPU over the
+container's own CPU time (its cgroup): in such a flood the container itself does little (it
+writes into a pipe, and waits while the valve holds it; Docker's daemon encodes, stores and
+hands back every line), so that time is small and varies from run to run; the shepherd's CPU
+per line written (`us/line`) is the steadier figure. `settle` is the time from the container's
 `FinishedAt` to the run's final event. `lines/s` is the lines the container wrote per second of
 its flood: the shepherd's valve holds it to the pace of the copy, so `written` equals `expected`
 with no gap (an Orbit without the valve, `--orbit`, shows a faster flood, fewer lines written
@@ -156,6 +158,7 @@ def one_run(args: argparse.Namespace, env: dict[str, str], home: Path) -> dict[s
         "shepherd": float(record.get("shepherd_cpu_s") or watch.total()),
         "container": float((status.get("peaks") or {}).get("cpu_seconds") or 0.0),
         "dockerd": (daemon1 - daemon0) if daemon0 is not None and daemon1 is not None else -1,
+        "lease": 0.5 * _run_seconds(status),
         "wall": wall,
         "expected": expected,
         "written": written,
@@ -165,6 +168,18 @@ def one_run(args: argparse.Namespace, env: dict[str, str], home: Path) -> dict[s
         "gaps": float(bool(record.get("log_incomplete"))),
         "settle": _settle_seconds(events, status),
     }
+
+
+def _run_seconds(status: dict) -> float:
+    """The container's run time, StartedAt → FinishedAt."""
+    from datetime import datetime
+
+    try:
+        start = datetime.fromisoformat(status["started_at"]).timestamp()
+        end = datetime.fromisoformat(status["finished_at"]).timestamp()
+    except (KeyError, TypeError, ValueError):
+        return 0.0
+    return max(end - start, 0.0)
 
 
 def _settle_seconds(events: dict, status: dict) -> float:
@@ -196,7 +211,8 @@ def main() -> None:
     print(machine(docker=True, load=True))
     print(setup_lines(args.orbit, home, pycache))
     head = (
-        f"{'run':>4}{'shepherd':>10}{'container':>11}{'dockerd':>9}{'ratio':>7}"
+        f"{'run':>4}{'shepherd':>10}{'lease':>8}{'container':>11}{'dockerd':>9}"
+        f"{'ratio':>7}{'used':>6}"
         f"{'expected':>10}{'written':>9}{'missing':>9}{'dups':>6}{'back':>6}{'gap':>5}"
         f"{'wall':>7}{'settle':>8}{'us/line':>9}{'lines/s':>9}"
     )
@@ -205,11 +221,12 @@ def main() -> None:
     try:
         for i in range(1, args.runs + 1):
             r = one_run(args, env, home)
-            ratio = r["shepherd"] / r["container"] if r["container"] > 0 else float("inf")
+            ratio = r["shepherd"] / r["lease"] if r["lease"] > 0 else float("inf")
+            used = r["shepherd"] / r["container"] if r["container"] > 0 else float("inf")
             ratios.append(ratio)
             print(
-                f"{i:>4}{r['shepherd']:>9.2f}s{r['container']:>10.2f}s{r['dockerd']:>8.2f}s"
-                f"{ratio:>7.2f}{r['expected']:>10.0f}{r['written']:>9.0f}{r['missing']:>9.0f}"
+                f"{i:>4}{r['shepherd']:>9.2f}s{r['lease']:>7.2f}s{r['container']:>10.2f}s"
+                f"{r['dockerd']:>8.2f}s{ratio:>7.2f}{used:>6.2f}{r['expected']:>10.0f}{r['written']:>9.0f}{r['missing']:>9.0f}"
                 f"{r['dups']:>6.0f}{r['backwards']:>6.0f}{'yes' if r['gaps'] else 'no':>5}"
                 f"{r['wall']:>6.1f}s{r['settle']:>7.1f}s"
                 f"{1e6 * r['shepherd'] / max(r['written'], 1):>9.1f}"
