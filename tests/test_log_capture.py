@@ -271,6 +271,18 @@ def test_a_container_that_ends_while_held_by_the_valve_settles(
         container.remove(force=True)
 
 
+def settle_after_flood(orbit: Orbit, run_id: str, container: str) -> dict:
+    """Wait for an unwatched flood to end, then let a tick's new shepherd settle the run."""
+    deadline = time.monotonic() + 90
+    while "FLOOD-DONE" not in docker_tail(container, 3):
+        assert time.monotonic() < deadline, "the flood never finished"
+        time.sleep(0.2)
+    orbit("scheduler", "tick")
+    status = orbit.wait_for(run_id, finished, timeout=120)
+    assert status["state"] == "succeeded", status
+    return status
+
+
 def test_lines_docker_discarded_are_recorded_as_a_gap(orbit: Orbit, busybox: str) -> None:
     # A killed shepherd (its attach stream closes: the container runs free) while the
     # container writes far more than Docker keeps (60 MB), and a successor only afterwards:
@@ -287,13 +299,7 @@ def test_lines_docker_discarded_are_recorded_as_a_gap(orbit: Orbit, busybox: str
         assert time.monotonic() < deadline
         time.sleep(0.05)
     kill_shepherd(orbit, run_id)
-    deadline = time.monotonic() + 90
-    while "FLOOD-DONE" not in docker_tail(status["container"], 3):
-        assert time.monotonic() < deadline, "the flood never finished"
-        time.sleep(0.2)
-    orbit("scheduler", "tick")
-    status = orbit.wait_for(run_id, finished, timeout=120)
-    assert status["state"] == "succeeded", status
+    status = settle_after_flood(orbit, run_id, status["container"])
     lines = log_lines(orbit, run_id)
     assert lines[0] == "first" and lines[-2:] == ["FLOOD-DONE", "after"]
     numbers = [int(line[:9]) for line in lines[1:-2]]
@@ -318,13 +324,7 @@ def test_lines_discarded_before_anything_was_copied_are_recorded_as_a_gap(
     status = orbit.wait_for(run_id, lambda s: s["state"] == "running")
     kill_shepherd(orbit, run_id)
     assert (orbit.run_dir(run_id) / "log.txt").read_text() == ""
-    deadline = time.monotonic() + 90
-    while "FLOOD-DONE" not in docker_tail(status["container"], 3):
-        assert time.monotonic() < deadline, "the flood never finished"
-        time.sleep(0.2)
-    orbit("scheduler", "tick")
-    status = orbit.wait_for(run_id, finished, timeout=120)
-    assert status["state"] == "succeeded", status
+    status = settle_after_flood(orbit, run_id, status["container"])
     lines = log_lines(orbit, run_id)
     numbers = numbers_of(lines)
     assert numbers == list(range(numbers[0], 700_001)) and numbers[0] > 1  # the start is gone
