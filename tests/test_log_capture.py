@@ -224,9 +224,10 @@ def test_a_container_that_ends_while_held_by_the_valve_settles(
     import docker
     import docker.types
 
-    from orbit.execute import logfollow
+    from orbit.execute import logfollow, logvalve
 
-    monkeypatch.setattr(logfollow, "READ_TIMEOUT", 15.0)  # a stuck read fails the test sooner
+    for module in (logfollow, logvalve):  # a stuck read fails the test sooner
+        monkeypatch.setattr(module, "READ_TIMEOUT", 15.0)
     client = docker.from_env()
     container = client.containers.create(
         busybox,
@@ -237,7 +238,7 @@ def test_a_container_that_ends_while_held_by_the_valve_settles(
         labels={"orbit.home": str(tmp_path.resolve())},
     )
     try:
-        valve = logfollow.Valve.attach(client.api, container.id, synced=True)
+        valve = logvalve.Valve.attach(client.api, container.id, synced=True)
         assert valve is not None
         container.start()
         container.reload()

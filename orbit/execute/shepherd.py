@@ -22,7 +22,8 @@ from orbit.errors import DockerError, OrbitError
 from orbit.execute import docker_ops
 from orbit.execute.cgroup import OomEvents, Sampler, locate
 from orbit.execute.exitrecord import EXIT_HINTS, finalize_from_exit, read_exit, write_exit
-from orbit.execute.logfollow import DISK_FULL, LogCopier, Valve
+from orbit.execute.logfollow import DISK_FULL, LogCopier
+from orbit.execute.logvalve import Valve
 from orbit.store.files import atomic_write, read_jsonl, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.locks import release, try_lock
@@ -325,7 +326,7 @@ class Shepherd:
         self._record(run, record, container)
 
     def _attach(self, client: docker.DockerClient, container_id: str, synced: bool) -> Valve | None:
-        """The valve on the container's attach stream (see logfollow.Valve); None when Docker
+        """The valve on the container's attach stream (see logvalve.Valve); None when Docker
         refuses (the container has ended) or is reached over TCP: the copy then runs unpaced."""
         try:
             return Valve.attach(client.api, container_id, synced)
