@@ -67,6 +67,23 @@ def outcome(record: dict[str, Any]) -> tuple[RunState, str | None]:
     return RunState.FAILED, f"exit code {code}" + (f" ({hint})" if hint else "")
 
 
+def settled_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """What an exit record sets in status.yaml: state, reason, exit code, OOM, finish time,
+    peaks, and `log_incomplete` only when Docker discarded output never copied (logfollow)."""
+    state, reason = outcome(record)
+    fields: dict[str, Any] = {
+        "state": state.value,
+        "reason": reason,
+        "exit_code": record.get("exit_code"),
+        "oom_killed": bool(record.get("oom_killed")),
+        "finished_at": record.get("finished_at") or now_iso(),
+        "peaks": record.get("peaks") or {},
+    }
+    if record.get("log_incomplete"):
+        fields["log_incomplete"] = record["log_incomplete"]
+    return fields
+
+
 def finalize_from_exit(store: RunStore, run_id: str, *, actor: str) -> bool:
     """Settle a run from its exit.json; a run already settled is left as it is.
 
@@ -77,30 +94,19 @@ def finalize_from_exit(store: RunStore, run_id: str, *, actor: str) -> bool:
     record = read_exit(run_dir)
     if record is None:
         return False
-    state, reason = outcome(record)
-    finished_at = record.get("finished_at") or now_iso()
+    fields = settled_fields(record)
+    state = RunState(fields.pop("state"))
     try:
         started_at = store.load(run_id).status.get("started_at")
     except OrbitError:
         started_at = None
-    if started_at and finished_at < started_at:
+    if started_at and fields["finished_at"] < started_at:
         # Docker stamps StartedAt when the start call returns, which can be after a very
         # short process already exited.
-        finished_at = started_at
-    # Only when Docker discarded output that was never copied (see logfollow.py).
-    extra = {"log_incomplete": record["log_incomplete"]} if record.get("log_incomplete") else {}
+        fields["finished_at"] = started_at
     try:
         store.transition(
-            run_id,
-            state,
-            actor=actor,
-            expect=[RunState.STARTING, RunState.RUNNING],
-            reason=reason,
-            exit_code=record.get("exit_code"),
-            oom_killed=bool(record.get("oom_killed")),
-            finished_at=finished_at,
-            peaks=record.get("peaks") or {},
-            **extra,
+            run_id, state, actor=actor, expect=[RunState.STARTING, RunState.RUNNING], **fields
         )
     except ConflictError:
         pass  # already finished (e.g. by a racing tick)
@@ -199,15 +205,8 @@ def _replay(
             status.update(fields)
     state = RunState(status["state"])
     if record is not None and state.active:
-        state, reason = outcome(record)
-        status.update(
-            state=state.value,
-            reason=reason,
-            exit_code=record.get("exit_code"),
-            oom_killed=bool(record.get("oom_killed")),
-            finished_at=record.get("finished_at") or now_iso(),
-            peaks=record.get("peaks") or {},
-        )
+        status.update(settled_fields(record))
+        state = RunState(status["state"])
     if state in LEASED and not isinstance(status.get("lease"), dict):
         res = spec.get("resources") or {}
         status["lease"] = {"cpus": res.get("cpus"), "mem_gb": res.get("mem_gb"), "gpus": []}
