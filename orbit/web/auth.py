@@ -57,11 +57,13 @@ def equal(sent: str | None, expected: str | None) -> bool:
     return hmac.compare_digest(sent.encode(), expected.encode())
 
 
-def write_token(home: Home) -> str:
-    """A new master token in ORBIT_HOME/web-token (0600), replacing the old one."""
+def write_token(home: Home, token: str | None = None) -> str:
+    """A new master token (`token`, or a random one) in ORBIT_HOME/web-token (0600), replacing
+    the old one."""
     path = token_path(home)
     path.parent.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(32)
+    if token is None:
+        token = secrets.token_urlsafe(32)
     atomic_write(path, (token + "\n").encode(), mode=0o600)
     return token
 
@@ -147,7 +149,7 @@ class Auth:
             return self._token
 
     def token_ok(self, sent: str | None) -> bool:
-        return equal(sent, self.token())
+        return bool(sent) and equal(sent, self.token())  # no stat when nothing was sent
 
     # --- sessions ------------------------------------------------------------------------
     def _load_sessions(self) -> dict[str, dict[str, Any]]:
