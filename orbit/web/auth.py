@@ -46,6 +46,16 @@ def codes_dir(home: Home) -> Path:
     return home.runtime_dir / "web-login"
 
 
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    """(inode, mtime, size) of `path`, which changes when the file is rewritten; None while it
+    is missing."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -134,12 +144,10 @@ class Auth:
         """The current master token, re-read when the file changed; None while it is missing."""
         path = token_path(self.home)
         with self._lock:
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
+            key = _stat_key(path)
+            if key is None:
                 self._token_key, self._token = None, None
                 return None
-            key = (st.st_ino, st.st_mtime_ns, st.st_size)
             if key != self._token_key:
                 try:
                     self._token = path.read_text().strip() or None
@@ -154,12 +162,10 @@ class Auth:
     # --- sessions ------------------------------------------------------------------------
     def _load_sessions(self) -> dict[str, dict[str, Any]]:
         path = sessions_path(self.home)
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
+        key = _stat_key(path)
+        if key is None:
             self._sessions_key, self._sessions = None, {}
             return self._sessions
-        key = (st.st_ino, st.st_mtime_ns, st.st_size)
         if key != self._sessions_key:
             try:
                 data = json.loads(path.read_text())
