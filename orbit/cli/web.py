@@ -161,12 +161,13 @@ def run(args: argparse.Namespace, env: Env) -> int:
             f"the web server already runs on port {live.port}; `orbit web --stop` it first"
         )
     # A one-time code, not the token: the URL left in history or on a command line expires.
-    code = auth.new_login_code(home, auth.load_or_create_token(home))
+    token = auth.load_or_create_token(home)
+    code = auth.new_login_code(home, token)
     query = {"code": code, **({"next": target} if target != "/" else {})}
     url = f"{live.url}/login?{urlencode(query)}"
     if args.open:
         _open_browser(home, url)
-        code = auth.new_login_code(home, auth.load_or_create_token(home))
+        code = auth.new_login_code(home, token)  # the first one is the browser's
         url = f"{live.url}/login?{urlencode({**query, 'code': code})}"
     if args.json:
         print_json(env, {"url": url, "port": live.port, "pid": live.pid, "started": started})

@@ -10,7 +10,7 @@ from urllib.parse import quote
 import bottle
 
 from orbit.store.home import Home
-from orbit.web.auth import SESSION_MAX_AGE_S, Auth, load_or_create_token
+from orbit.web.auth import SESSION_MAX_AGE_S, Auth, load_or_create_token, write_token
 from orbit.web.context import STATIC, WebContext, cookie_name, header, local_path
 
 log = logging.getLogger(__name__)
@@ -51,10 +51,7 @@ def host_ok(host: str | None, port: str) -> bool:
 def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
     """The application; `token` (tests) is written to web-token first."""
     if token is not None:
-        from orbit.store.files import atomic_write
-        from orbit.web.auth import token_path
-
-        atomic_write(token_path(home), (token + "\n").encode(), mode=0o600)
+        write_token(home, token)
     else:
         load_or_create_token(home)
     ctx = WebContext(home, Auth(home))

@@ -46,6 +46,16 @@ def codes_dir(home: Home) -> Path:
     return home.runtime_dir / "web-login"
 
 
+def _stat_key(path: Path) -> tuple[int, int, int] | None:
+    """(inode, mtime, size) of `path`, which changes when the file is rewritten; None while it
+    is missing."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -57,11 +67,13 @@ def equal(sent: str | None, expected: str | None) -> bool:
     return hmac.compare_digest(sent.encode(), expected.encode())
 
 
-def write_token(home: Home) -> str:
-    """A new master token in ORBIT_HOME/web-token (0600), replacing the old one."""
+def write_token(home: Home, token: str | None = None) -> str:
+    """A new master token (`token`, or a random one) in ORBIT_HOME/web-token (0600), replacing
+    the old one."""
     path = token_path(home)
     path.parent.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(32)
+    if token is None:
+        token = secrets.token_urlsafe(32)
     atomic_write(path, (token + "\n").encode(), mode=0o600)
     return token
 
@@ -132,12 +144,10 @@ class Auth:
         """The current master token, re-read when the file changed; None while it is missing."""
         path = token_path(self.home)
         with self._lock:
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
+            key = _stat_key(path)
+            if key is None:
                 self._token_key, self._token = None, None
                 return None
-            key = (st.st_ino, st.st_mtime_ns, st.st_size)
             if key != self._token_key:
                 try:
                     self._token = path.read_text().strip() or None
@@ -147,17 +157,15 @@ class Auth:
             return self._token
 
     def token_ok(self, sent: str | None) -> bool:
-        return equal(sent, self.token())
+        return bool(sent) and equal(sent, self.token())  # no stat when nothing was sent
 
     # --- sessions ------------------------------------------------------------------------
     def _load_sessions(self) -> dict[str, dict[str, Any]]:
         path = sessions_path(self.home)
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
+        key = _stat_key(path)
+        if key is None:
             self._sessions_key, self._sessions = None, {}
             return self._sessions
-        key = (st.st_ino, st.st_mtime_ns, st.st_size)
         if key != self._sessions_key:
             try:
                 data = json.loads(path.read_text())

@@ -84,9 +84,14 @@ class WebContext:
 
     # --- auth ---------------------------------------------------------------------------
     def session_id(self) -> str | None:
-        """The request's session id when it is a valid session, else None."""
-        sid = bottle.request.get_cookie(cookie_name())
-        return sid if self.auth.session_ok(sid) else None
+        """The request's session id when it is a valid session, else None (checked once per
+        request: the auth check, the CSRF check and the page's form token all ask)."""
+        environ = bottle.request.environ
+        if "orbit.session" not in environ:
+            sid = bottle.request.get_cookie(cookie_name())
+            environ["orbit.session"] = sid if self.auth.session_ok(sid) else None
+        found: str | None = environ["orbit.session"]
+        return found
 
     def by_token(self) -> bool:
         """The request carries the master token in X-Orbit-Token (scripts)."""

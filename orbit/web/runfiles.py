@@ -238,10 +238,9 @@ def read_head(path: Path, limit: int) -> tuple[str, bool]:
     """The first `limit` bytes as text and whether the file is longer."""
     try:
         with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
+            return _head(fh, limit)
     except OSError:
         return "", False
-    return data[:limit].decode("utf-8", errors="replace"), len(data) > limit
 
 
 def diff_lines(path: Path) -> tuple[list[tuple[str, str]], bool]:

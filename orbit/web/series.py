@@ -97,13 +97,15 @@ def _all_numbers(col: list[Any]) -> bool:
         return False
 
 
-def _fits(col: list[Any]) -> bool:
-    """Every value of an all-number column converts to a float (no 400-digit integer)."""
+def _floats(col: list[Any]) -> array[float] | None:
+    """An all-number column as floats; None when some value is not a finite number or does
+    not fit a float (a 400-digit integer)."""
+    if not _all_numbers(col):
+        return None
     try:
-        array("d", col)
+        return array("d", col)
     except OverflowError:
-        return False
-    return True
+        return None
 
 
 def _objects(raw: bytes) -> list[Any]:
@@ -169,7 +171,7 @@ class _Parsed:
         xcol: list[Any] | range
         if x_key:
             raw: list[Any] = [o.get(x_key) for o in objs]
-            if _all_numbers(raw) and _fits(raw):
+            if _floats(raw) is not None:
                 xcol = raw
             else:
                 xcol = []
@@ -187,12 +189,8 @@ class _Parsed:
             if k == x_key or k in dropped:
                 continue
             col: list[Any] = [o.get(k) for o in objs]
-            every = _all_numbers(col)
-            if every:
-                try:
-                    values = array("d", col)
-                except OverflowError:  # integers too large for a float that summed to one
-                    every = False
+            values = _floats(col)
+            every = values is not None
             ok = [] if every else [_is_number(v) for v in col]
             ya = ys.get(k)
             if ya is None:
@@ -203,7 +201,7 @@ class _Parsed:
                     continue
                 ya = ys[k] = array("d")
                 xs[k] = array("d")
-            if every:
+            if values is not None:
                 ya.extend(values)
                 xs[k].extend(xcol)
             else:

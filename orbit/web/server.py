@@ -115,13 +115,31 @@ class _Channel(HTTPChannel):
     error_task_class = _ErrorTask
 
 
-class Server(TcpWSGIServer):
+class _Listener(TcpWSGIServer):
+    """One listening socket of the server (127.0.0.1 or ::1): it makes room under the shared
+    connection limit of `main` before it accepts, and frees its socket when it cannot bind."""
+
+    channel_class = _Channel
+    main: Server
+
+    def bind_server_socket(self) -> None:
+        try:
+            super().bind_server_socket()
+        except OSError:
+            self.close()  # the socket and the wake-up pipe: `bind` tries the next port
+            raise
+
+    def handle_accept(self) -> None:
+        self.main.make_room()
+        super().handle_accept()
+
+
+class Server(_Listener):
     """waitress's server that drops the longest-idle connection instead of refusing new ones,
     with the serve_forever/shutdown/server_close interface the CLI and tests use."""
 
-    channel_class = _Channel
-
     def __init__(self, app: Any, port: int, limit: int) -> None:
+        self.main = self
         self._stop = threading.Event()
         self._stopped = threading.Event()
         self.limit = limit
@@ -140,20 +158,9 @@ class Server(TcpWSGIServer):
             expose_tracebacks=False,
         )
 
-    def bind_server_socket(self) -> None:
-        try:
-            super().bind_server_socket()
-        except OSError:
-            self.close()  # the socket and the wake-up pipe: `bind` tries the next port
-            raise
-
     @property
     def server_port(self) -> int:
         return int(self.effective_port)
-
-    def handle_accept(self) -> None:
-        self.make_room()
-        super().handle_accept()
 
     def make_room(self) -> None:
         """Before a connection is accepted (on either address): drop the longest-idle one when
@@ -194,27 +201,6 @@ class Server(TcpWSGIServer):
         self.task_dispatcher.shutdown(timeout=5)
 
 
-class _Loopback6(TcpWSGIServer):
-    """The same server on [::1] and the same port, sharing the event loop, the workers and the
-    connection limit. A browser may resolve `localhost` to ::1 first: a port left free there
-    could be taken by another local user's server, which would then get every visit to
-    http://localhost:<port>/ (and could ask for the token on a copy of the login page)."""
-
-    channel_class = _Channel
-    main: Server
-
-    def bind_server_socket(self) -> None:
-        try:
-            super().bind_server_socket()
-        except OSError:
-            self.close()  # its socket and wake-up pipe leave the shared map
-            raise
-
-    def handle_accept(self) -> None:
-        self.main.make_room()
-        super().handle_accept()
-
-
 def _add_loopback6(server: Server) -> None:
     """Listen on [::1]:<the server's port> too; nothing when this host has no IPv6 loopback
     (then no one can listen there). Raises OSError(EADDRINUSE) when someone else does."""
@@ -231,7 +217,11 @@ def _add_loopback6(server: Server) -> None:
         socket.IPPROTO_TCP,
         ("::1", server.server_port),
     )
-    sibling = _Loopback6(
+    # The same server on [::1] and the same port, sharing the event loop, the workers and the
+    # connection limit. A browser may resolve `localhost` to ::1 first: a port left free there
+    # could be taken by another local user's server, which would then get every visit to
+    # http://localhost:<port>/ (and could ask for the token on a copy of the login page).
+    sibling = _Listener(
         server.application,
         map=server._map,
         dispatcher=server.task_dispatcher,
