@@ -255,15 +255,7 @@ class Shepherd:
                         flags["cancelled"] = True
                         self._stop(container)
             if now >= next_poll:
-                got = self._poll(copier)
-                if got < 0:
-                    delay = DISK_RETRY_SECONDS
-                elif got >= BUSY_FRAMES:
-                    delay, idle = POLL_BUSY, POLL_MIN
-                elif got > 0:
-                    delay = idle = POLL_MIN
-                else:
-                    delay = idle = min(idle * 2, SAMPLE_SECONDS)
+                delay, idle = _poll_delay(self._poll(copier), idle)
                 next_poll = time.monotonic() + delay
             waiter.join(max(0.0, min(next_sample, next_poll) - time.monotonic()))
         if valve is not None:
@@ -444,6 +436,19 @@ class Shepherd:
                 return
         unlink_quiet(secrets_path(self.home, run.id))
         unlink_quiet(self.home.active_dir / run.id)
+
+
+def _poll_delay(got: int, idle: float) -> tuple[float, float]:
+    """(seconds to the next poll, the idle back-off) after a poll that read `got` frames
+    (-1: the disk is full)."""
+    if got < 0:
+        return DISK_RETRY_SECONDS, idle
+    if got >= BUSY_FRAMES:
+        return POLL_BUSY, POLL_MIN
+    if got > 0:
+        return POLL_MIN, POLL_MIN
+    idle = min(idle * 2, SAMPLE_SECONDS)
+    return idle, idle
 
 
 # What a shell or the container's init prints when it cannot run a command at all.
