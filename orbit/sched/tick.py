@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -184,9 +184,8 @@ def _tick_once(
     if not scanned and any(isinstance(d, Admit) for d in decisions):
         # Before leasing anything, make sure no active run lost its marker: its lease would not
         # be counted, and the machine would be leased twice.
-        since = _unmarked_since_scan(home, store, state.seen)
-        extra: list[Run | Broken] = list(since) if since is not None else []
-        if since is None:  # no record of the last scan: look through every run
+        extra: Sequence[Run | Broken] | None = _unmarked_since_scan(home, store, state.seen)
+        if extra is None:  # no record of the last scan: look through every run
             extra = store.load_many(_unmarked(home, store, state.seen, report))
         if extra:
             for item in extra:
