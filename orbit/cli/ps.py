@@ -46,7 +46,7 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
         if isinstance(entry, Broken):
             # Listed under its own group, or under every group when not even its run.yaml
             # can be read (it may be a member: leaving it out would hide it).
-            if not group or entry.group == group or not entry.group_known:
+            if not group or entry.may_be_in(group):
                 out.append({"id": entry.id, "state": "unreadable", "error": entry.problem})
             continue
         item: dict[str, Any] = entry

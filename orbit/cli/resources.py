@@ -96,10 +96,7 @@ def collect(env: Env) -> dict[str, Any]:
         "queue": [
             {"id": r.id, "name": r.name or None, "reason": r.status.get("reason")} for r in queued
         ],
-        "problems": [
-            *snap.problems,
-            *problems,
-        ],
+        "problems": snap.problems + problems,
     }
 
 

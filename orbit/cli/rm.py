@@ -117,7 +117,7 @@ def _remove_containers(env: Env, broken: list[Broken]) -> None:
     from orbit.execute import docker_ops
 
     try:
-        client = docker_ops.connect()
+        docker_ops.connect()  # reachable at all? (remove_container reconnects per run)
     except DockerError as exc:
         marked = [b.id for b in broken if (env.home.active_dir / b.id).exists()]
         if marked:
@@ -126,21 +126,11 @@ def _remove_containers(env: Env, broken: list[Broken]) -> None:
                 "was deleted"
             ) from None
         return
-    import docker.errors
-
     for b in broken:
-        container = docker_ops.find_container(client, env.home, b.id)
-        if container is None:
-            continue
         try:
-            container.remove(force=True)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            raise DockerError(
-                f"run {b.id}: its container could not be removed ({exc.explanation or exc}); "
-                "nothing of it was deleted"
-            ) from None
+            docker_ops.remove_container(env.home, b.id)
+        except DockerError as exc:
+            raise DockerError(f"run {b.id}: {exc}; nothing of it was deleted") from None
 
 
 def _remove_container(env: Env, run_id: str, label: str) -> None:

@@ -19,6 +19,8 @@ from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from orbit.execute.submit import Request
 
 
@@ -29,29 +31,23 @@ MIN_MEM_MIB = 6  # Docker's smallest memory limit
 MIN_TIMEOUT_S = 1.0
 
 
-def cpus_value(text: str) -> float:
-    value = positive_float(text)
-    if value < MIN_CPUS:
-        raise argparse.ArgumentTypeError(
-            f"at least {MIN_CPUS:g} CPUs (Docker's smallest limit), got {text!r}"
-        )
-    return value
+def _at_least(minimum: float, unit: float, what: str) -> Callable[[str], float]:
+    """An argparse type: a positive number that, times `unit`, is at least `minimum`."""
+
+    def check(text: str) -> float:
+        value = positive_float(text)
+        if value * unit < minimum:
+            raise argparse.ArgumentTypeError(f"at least {what}, got {text!r}")
+        return value
+
+    return check
 
 
-def mem_value(text: str) -> float:
-    value = positive_float(text)
-    if value * 1024 < MIN_MEM_MIB:
-        raise argparse.ArgumentTypeError(
-            f"at least 0.006 GiB ({MIN_MEM_MIB} MiB, Docker's smallest limit), got {text!r}"
-        )
-    return value
-
-
-def timeout_value(text: str) -> float:
-    value = positive_float(text)
-    if value * 60 < MIN_TIMEOUT_S:
-        raise argparse.ArgumentTypeError(f"at least 1 second (0.017 min), got {text!r}")
-    return value
+cpus_value = _at_least(MIN_CPUS, 1, f"{MIN_CPUS:g} CPUs (Docker's smallest limit)")
+mem_value = _at_least(  # --mem is in GiB
+    MIN_MEM_MIB, 1024, f"0.006 GiB ({MIN_MEM_MIB} MiB, Docker's smallest limit)"
+)
+timeout_value = _at_least(MIN_TIMEOUT_S, 60, "1 second (0.017 min)")  # --timeout is in minutes
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:

@@ -81,7 +81,7 @@ def group_ids(store: RunStore, group: str) -> tuple[list[str], list[Broken]]:
     unreadable: list[Broken] = []
     for r in store.list_rows():
         if isinstance(r, Broken):
-            if r.group == group or not r.group_known:
+            if r.may_be_in(group):
                 unreadable.append(r)
         elif r.get("group") == group:
             ids.append(r["id"])

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +23,7 @@ from orbit.sched import pool
 from orbit.sched.plan import Admit, Request, Wait, plan
 from orbit.sched.resources import Amount, machine_totals
 from orbit.store import index
-from orbit.store.files import atomic_write, read_yaml, touch_exclusive, unlink_quiet
+from orbit.store.files import atomic_write, touch_exclusive, unlink_quiet
 from orbit.store.home import Home, current_boot_id
 from orbit.store.locks import (
     SCHEDULER_LOCK,
@@ -184,9 +184,8 @@ def _tick_once(
     if not scanned and any(isinstance(d, Admit) for d in decisions):
         # Before leasing anything, make sure no active run lost its marker: its lease would not
         # be counted, and the machine would be leased twice.
-        since = _unmarked_since_scan(home, store, state.seen)
-        extra: list[Run | Broken] = list(since) if since is not None else []
-        if since is None:  # no record of the last scan: look through every run
+        extra: Sequence[Run | Broken] | None = _unmarked_since_scan(home, store, state.seen)
+        if extra is None:  # no record of the last scan: look through every run
             extra = store.load_many(_unmarked(home, store, state.seen, report))
         if extra:
             for item in extra:
@@ -275,9 +274,9 @@ def unreadable_lease(home: Home, store: RunStore, item: Broken) -> tuple[Run | N
     if not (home.active_dir / item.id).exists():
         return None, item.problem
     counted = "its request is counted as leased"
-    try:
-        resources = read_yaml(store.run_dir(item.id) / "run.yaml").get("resources") or {}
-    except OrbitError:
+    if item.spec is not None:  # its run.yaml, read when it was found broken
+        resources = item.spec.get("resources") or {}
+    else:
         resources = index.read(home.index_path)[0].get(item.id) or {}
     try:
         lease = {"cpus": float(resources["cpus"]), "mem_gb": float(resources["mem_gb"])}

@@ -62,6 +62,10 @@ class Broken:
     def name(self) -> str | None:
         return str(self.spec["name"]) if self.spec and self.spec.get("name") else None
 
+    def may_be_in(self, group: str) -> bool:
+        """In `group` by its run.yaml, or perhaps: not even its group can be read."""
+        return self.group == group or not self.group_known
+
 
 class RunStore:
     def __init__(self, home: Home, *, index_cache: index.IndexCache | None = None) -> None:
