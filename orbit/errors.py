@@ -55,6 +55,9 @@ class EnvironmentProblem(OrbitError):
     exit_code = ExitCode.ENVIRONMENT
 
 
+# A full disk or quota: writers that can wait (the shepherd) retry; commands report it.
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
 # The errno values that name a problem of the machine, with what a person should read.
 ENVIRONMENT_ERRNOS = {
     errno.ENOSPC: "no space left on device",
@@ -87,7 +90,7 @@ def from_os_error(exc: OSError, where: str | None = None) -> EnvironmentProblem 
         text = f"{meaning} under {where}"
     else:
         text = meaning
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+    if exc.errno in DISK_FULL:
         text += "; free some space, then try again"
     elif exc.errno == errno.EROFS:
         text += "; ORBIT_HOME must be on a writable file system"

@@ -7,13 +7,12 @@ next tick) turns it into the run's final state with `finalize_from_exit`.
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from orbit.errors import ConflictError, CorruptError, OrbitError
+from orbit.errors import DISK_FULL, ConflictError, CorruptError, OrbitError
 from orbit.sched.resources import fmt_num
 from orbit.store import index
 from orbit.store.files import atomic_write, read_yaml, write_yaml
@@ -111,7 +110,7 @@ def finalize_from_exit(store: RunStore, run_id: str, *, actor: str) -> bool:
     except ConflictError:
         pass  # already finished (e.g. by a racing tick)
     except (OrbitError, OSError) as exc:
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL:
             raise  # a full disk passes: the shepherd retries until space returns
         log.warning("run %s: cannot settle from exit.json: %s", run_id, exc)
         return False

@@ -30,7 +30,6 @@ characters or more is replaced too.
 from __future__ import annotations
 
 import calendar
-import errno
 import json
 import os
 import socket
@@ -43,7 +42,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from orbit.errors import DockerError
+from orbit.errors import DISK_FULL, DockerError
 from orbit.execute.logvalve import FRAME_HEADER, READ_TIMEOUT, Valve, json_size
 from orbit.store.files import atomic_write
 
@@ -51,8 +50,6 @@ STREAMS = ("out", "err")
 FIRST_TAIL = 1024
 HOLD_BYTES = 1 << 20  # a line longer than this is written in pieces of this size
 REDACTED = b"[redacted]"
-# Errors of a full disk or quota: the copier keeps its state and the caller retries later.
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 # Docker drops its oldest file only on a rotation with 3 files kept: its retained log then holds
 # two full rotated files (at least 2 × 20 MiB of JSON). A retained log estimated smaller (the
 # estimate errs high) has lost nothing.

@@ -18,11 +18,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orbit.errors import DockerError, OrbitError
+from orbit.errors import DISK_FULL, DockerError, OrbitError
 from orbit.execute import docker_ops
 from orbit.execute.cgroup import OomEvents, Sampler, locate
 from orbit.execute.exitrecord import EXIT_HINTS, finalize_from_exit, read_exit, write_exit
-from orbit.execute.logfollow import DISK_FULL, LogCopier
+from orbit.execute.logfollow import LogCopier
 from orbit.execute.logvalve import Valve
 from orbit.store.files import atomic_write, read_jsonl, unlink_quiet
 from orbit.store.home import Home
