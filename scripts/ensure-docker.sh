@@ -2,7 +2,7 @@
 # Make sure a Docker engine is installed and running (idempotent, quiet on success).
 #
 # - installs Debian's docker.io (plus busybox-static, debootstrap, git, systemd, and chromium
-#   for the browser tests) when missing
+#   for the browser tests; passwd, util-linux, iproute2 for the hardening tests) when missing
 # - starts dockerd detached when `docker info` fails (no systemd is assumed),
 #   logging to /var/log/orbit-dockerd.log, and waits up to 60 s for it.
 set -euo pipefail
@@ -46,6 +46,10 @@ command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 command -v git >/dev/null 2>&1 || missing+=(git)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)  # verifies the supervisor units in tests
 [ -x /usr/bin/chromium ] || missing+=(chromium)  # the browser tests (tests/test_web_e2e.py)
+# The hardening tests: another real user (useradd, setpriv) and the web server's listen socket (ss).
+command -v useradd >/dev/null 2>&1 || missing+=(passwd)
+command -v setpriv >/dev/null 2>&1 || missing+=(util-linux)
+command -v ss >/dev/null 2>&1 || missing+=(iproute2)
 
 if [ "${#missing[@]}" -gt 0 ]; then
     command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and apt-get is not available to install them"
