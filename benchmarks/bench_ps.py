@@ -56,8 +56,8 @@ from common import (
 TARGET = 3.0
 sys.path.insert(0, str(REPO))
 
-from orbit.execute.exitrecord import finalize_from_exit, write_exit  # noqa: E402
-from orbit.execute.exitrecord import outcome as settle  # noqa: E402
+from orbit.store.exitrecord import finalize_from_exit, write_exit  # noqa: E402
+from orbit.store.exitrecord import outcome as settle  # noqa: E402
 from orbit.store.files import append_jsonl  # noqa: E402
 from orbit.store.home import Home  # noqa: E402
 from orbit.store.model import Run, RunState, now_iso  # noqa: E402

@@ -8,6 +8,7 @@ import time
 from orbit.cli.common import add_json, print_json, runs_argument, side_tick
 from orbit.cli.watch import StatusWatch
 from orbit.env import Env
+from orbit.errors import ExitCode
 
 STOP_WAIT_SECONDS = 30.0
 
@@ -42,4 +43,4 @@ def run(args: argparse.Namespace, env: Env) -> int:
         for w in watches:
             extra = " (stopping)" if w.run.state.active else ""
             print(f"run {w.run.label} {w.run.state.value}{extra}", file=env.stdout)
-    return 0
+    return ExitCode.OK

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from orbit.env import Env
 from orbit.errors import from_os_error
+from orbit.human import human_seconds
 from orbit.store.model import parse_iso
 
 
@@ -93,29 +94,6 @@ def ago(stamp: str | None, now: datetime | None = None) -> str:
     if when is None:
         return "-"
     return human_seconds(((now or datetime.now(UTC)) - when).total_seconds()) + " ago"
-
-
-def human_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = max(0.0, seconds)
-    if seconds < 60:
-        return f"{seconds:.1f}s" if seconds < 10 else f"{seconds:.0f}s"
-    if seconds < 3600:
-        return f"{seconds // 60:.0f}m{seconds % 60:02.0f}s"
-    if seconds < 86400:
-        return f"{seconds // 3600:.0f}h{seconds % 3600 // 60:02.0f}m"
-    return f"{seconds // 86400:.0f}d{seconds % 86400 // 3600:02.0f}h"
-
-
-def human_bytes(n: float | None) -> str:
-    if not n:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 # --- tab completion ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from orbit.env import Env
+from orbit.errors import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,4 +18,4 @@ def run(args: argparse.Namespace, env: Env) -> int:
     import argcomplete
 
     env.stdout.write(argcomplete.shellcode(["orbit"], shell=args.shell))
-    return 0
+    return ExitCode.OK

@@ -9,7 +9,7 @@ from typing import Any
 
 from orbit.cli.common import add_json, print_json
 from orbit.env import Env
-from orbit.errors import ConflictError, UsageError
+from orbit.errors import ConflictError, ExitCode, UsageError
 from orbit.store.home import DEFAULTS
 
 
@@ -39,7 +39,7 @@ def show(args: argparse.Namespace, env: Env) -> int:
     else:
         for key, value in settings.items():
             print(f"{key}: {value}", file=env.stdout)
-    return 0
+    return ExitCode.OK
 
 
 def set_value(args: argparse.Namespace, env: Env) -> int:
@@ -56,7 +56,7 @@ def set_value(args: argparse.Namespace, env: Env) -> int:
         print_json(env, {"key": args.key, "value": env.home.config[args.key]})
     else:
         print(f"{args.key}: {value}", file=env.stdout)
-    return 0
+    return ExitCode.OK
 
 
 def set_data(args: argparse.Namespace, env: Env) -> int:
@@ -77,7 +77,7 @@ def set_data(args: argparse.Namespace, env: Env) -> int:
             print_json(env, {"data_dir": str(new), "moved": []})
         else:
             print(f"data directory is already {new}", file=env.stdout)
-        return 0
+        return ExitCode.OK
     if existing:
         if not args.move:
             raise UsageError(
@@ -94,4 +94,4 @@ def set_data(args: argparse.Namespace, env: Env) -> int:
         print_json(env, {"data_dir": str(new), "moved": sorted(existing, key=id_key)})
     else:
         print(f"data directory: {new} ({len(existing)} runs moved)", file=env.stdout)
-    return 0
+    return ExitCode.OK

@@ -6,6 +6,7 @@ import argparse
 
 from orbit.cli.common import add_json, print_json
 from orbit.env import Env
+from orbit.errors import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,4 +26,4 @@ def run(args: argparse.Namespace, env: Env) -> int:
         for c in checks:
             fix = f"  → {c['fix']}" if c["fix"] and c["status"] != "OK" else ""
             print(f"{c['status']:<4}  {c['name']:<17} {c['detail']}{fix}", file=env.stdout)
-    return 0 if ok else 1
+    return ExitCode.OK if ok else ExitCode.ENVIRONMENT

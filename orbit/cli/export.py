@@ -8,7 +8,7 @@ from pathlib import Path
 from orbit.cli.common import add_json, print_json
 from orbit.cli.mv import complete_folders
 from orbit.env import Env
-from orbit.errors import OrbitError
+from orbit.errors import ExitCode, OrbitError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
                 "skipped": skipped,
             },
         )
-        return 0
+        return ExitCode.OK
     ids_text = "".join(f" {e['id']}" for e in exported)
     out = env.stdout
     print(f"exported {len(exported)} run(s) of {plan.folder} to {plan.dest}:{ids_text}", file=out)
@@ -70,4 +70,4 @@ def run(args: argparse.Namespace, env: Env) -> int:
             f"skipped run {r.label}: it is {r.state.value} (only finished runs are exported)",
             file=env.stdout,
         )
-    return 0
+    return ExitCode.OK

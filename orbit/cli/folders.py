@@ -6,6 +6,7 @@ import argparse
 
 from orbit.cli.common import add_json, print_json, table
 from orbit.env import Env
+from orbit.errors import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,14 +24,14 @@ def run(args: argparse.Namespace, env: Env) -> int:
     if args.json:
         folders = [{"path": c.path, "runs": c.runs, "direct": c.direct} for c in counts]
         print_json(env, {"folders": folders, "top_level": top_level})
-        return 0
+        return ExitCode.OK
     if not counts:
         print(
             f"no folders ({top_level} run(s) at the top level); file runs with "
             "`orbit run --folder PATH` or `orbit mv ID… PATH`",
             file=env.stdout,
         )
-        return 0
+        return ExitCode.OK
     body = []
     for c in counts:
         depth = c.path.count("/")
@@ -39,4 +40,4 @@ def run(args: argparse.Namespace, env: Env) -> int:
     body.append(["(top level)", str(top_level), str(top_level)])
     # RUNS counts the subfolders' runs too; HERE only the runs filed in exactly that folder.
     table(env.stdout, ["FOLDER", "RUNS", "HERE"], body)
-    return 0
+    return ExitCode.OK

@@ -10,7 +10,7 @@ from orbit.cli.common import add_json, print_json, runs_argument
 from orbit.cli.run import binary_stdout
 from orbit.cli.watch import copy_new, follow_until_done
 from orbit.env import Env
-from orbit.errors import CorruptError, UsageError
+from orbit.errors import CorruptError, ExitCode, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     if args.follow:
         if not args.json:
             follow_until_done(env, store, run, offset=offset, out=binary_stdout(env))
-            return 0
+            return ExitCode.OK
         run = follow_until_done(env, store, run)
     return show(env, args.json, run.id, run.state.value, path, offset)
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
 def start(path: Path, tail: int | None) -> int:
     """The offset to start from: 0, or `tail` bytes before the end."""
     if tail is None:
-        return 0
+        return ExitCode.OK
     try:
         size = os.path.getsize(path)
     except OSError:
@@ -67,7 +67,7 @@ def start(path: Path, tail: int | None) -> int:
 def show(env: Env, as_json: bool, run_id: str, state: str, path: Path, offset: int) -> int:
     if not as_json:
         copy_new(path, offset, binary_stdout(env))
-        return 0
+        return ExitCode.OK
     try:
         with open(path, "rb") as fh:
             fh.seek(offset)
@@ -75,4 +75,4 @@ def show(env: Env, as_json: bool, run_id: str, state: str, path: Path, offset: i
     except FileNotFoundError:
         text = ""
     print_json(env, {"id": run_id, "state": state, "offset": offset, "log": text})
-    return 0
+    return ExitCode.OK

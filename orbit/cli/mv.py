@@ -7,6 +7,7 @@ from typing import Any
 
 from orbit.cli.common import add_json, print_json, runs_argument
 from orbit.env import Env
+from orbit.errors import ExitCode
 
 
 def complete_folders(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
@@ -49,4 +50,4 @@ def run(args: argparse.Namespace, env: Env) -> int:
     else:
         where = folder or "the top level"
         print(f"moved {len(ids)} run(s) to {where}: {' '.join(ids)}", file=env.stdout)
-    return 0
+    return ExitCode.OK

@@ -6,7 +6,7 @@ import argparse
 
 from orbit.cli.common import add_json, print_json, runs_argument
 from orbit.env import Env
-from orbit.errors import UsageError
+from orbit.errors import ExitCode, UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,4 +32,4 @@ def run(args: argparse.Namespace, env: Env) -> int:
         print_json(env, {"id": run.id, **note})
     else:
         print(f"noted on run {run.label}", file=env.stdout)
-    return 0
+    return ExitCode.OK

@@ -8,6 +8,7 @@ from typing import Any
 
 from orbit.cli.common import add_json, ago, group_option, print_json, side_tick, table
 from orbit.env import Env
+from orbit.errors import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
         print(f"orbit: warning: {stuck}", file=env.stderr)
     if args.json:
         print_json(env, {"runs": [{k: v for k, v in r.items() if k != "st"} for r in found]})
-        return 0
+        return ExitCode.OK
     if not found:
         if args.all:
             text = f"no runs in group {args.group}" if args.group else "no runs"
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
         else:
             text = "no active runs (orbit ps -a lists all)"
         print(text, file=env.stdout)
-        return 0
+        return ExitCode.OK
     body = []
     now = datetime.now(UTC)
     for r in found:
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
             ]
         )
     table(env.stdout, ["ID", "NAME", "STATE", "GROUP", "SUBMITTED", "RES", "REASON"], body)
-    return 0
+    return ExitCode.OK
 
 
 def _num(value: Any) -> str:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from orbit.cli.common import add_json, print_json
 from orbit.env import Env
+from orbit.errors import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -15,98 +15,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def collect(env: Env) -> dict[str, Any]:
-    """The data behind `orbit resources` (also what the web view shows)."""
-    from orbit.sched import pool
-    from orbit.sched.gpus import GIB
-    from orbit.sched.tick import unreadable_lease
-    from orbit.store.locks import stuck_scheduler
-    from orbit.store.model import LEASED, RunState
-    from orbit.store.runs import Broken, RunStore
-
-    store = RunStore(env.home)
-    loaded = store.load_many(store.active_ids())
-    runs = [r for r in loaded if not isinstance(r, Broken)]
-    leased = [r for r in runs if r.state in LEASED]
-    queued = [r for r in runs if r.state is RunState.QUEUED]
-    problems: list[str] = []
-    for broken in (r for r in loaded if isinstance(r, Broken)):
-        assumed, problem = unreadable_lease(env.home, store, broken)
-        if assumed is not None:  # its container may be running: count it, as the tick does
-            leased.append(assumed)
-            problems.append(problem)
-    stuck = stuck_scheduler(env.home.locks_dir)
-    if stuck:
-        problems.append(stuck)
-    snap = pool.build(env.home, leased)
-    slots = {s.index: s for s in snap.pool.gpus}
-    gpus = []
-    for g in snap.gpus:
-        slot = slots.get(g.index)
-        gpus.append(
-            {
-                "index": g.index,
-                "uuid": g.uuid,
-                "name": g.name,
-                "memory_total_gb": round(g.mem_total / GIB, 2),
-                "memory_used_gb": round(g.mem_used / GIB, 2),
-                "utilization": g.utilization,
-                "allowed": slot.allowed if slot else True,
-                "holder": slot.holder if slot else None,
-                "processes": [
-                    {
-                        "pid": p.pid,
-                        "name": p.name,
-                        "user": p.user,
-                        "memory_gb": round(p.mem_bytes / GIB, 2),
-                        "container": p.container_id,
-                    }
-                    for p in g.processes
-                ],
-            }
-        )
-    p, out = snap.pool, snap.outside
-    return {
-        "gpu_source": snap.gpu_kind,
-        "gpus": gpus,
-        "cpus": {
-            "total": p.totals.cpus,
-            "leased": p.leased.cpus,
-            "outside": round(out.cpu_cores, 2),
-            "outside_counted": round(p.outside.cpus, 2),
-            "load": round(out.load, 2),
-        },
-        "memory": {
-            "total_gb": round(p.totals.mem_gb, 2),
-            "leased_gb": p.leased.mem_gb,
-            "outside_gb": round(out.mem_gb, 2),
-            "outside_counted_gb": round(p.outside.mem_gb, 2),
-        },
-        "leases": [
-            {
-                "id": r.id,
-                "name": r.name or None,
-                "state": r.state.value,
-                "cpus": pool.lease_of(r).cpus,
-                "mem_gb": pool.lease_of(r).mem_gb,
-                "gpus": [g.get("index") for g in pool.leased_gpus(r)],
-            }
-            for r in leased
-        ],
-        "queue": [
-            {"id": r.id, "name": r.name or None, "reason": r.status.get("reason")} for r in queued
-        ],
-        "problems": snap.problems + problems,
-    }
-
-
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.sched.plan import fmt_cpus
+    from orbit.human import fmt_cpus
+    from orbit.sched.report import report
 
-    data = collect(env)
+    data = report(env.home)
     if args.json:
         print_json(env, data)
-        return 0
+        return ExitCode.OK
     w = env.stdout.write
     gpus = data["gpus"]
     source = {"fake": "stand-in", "nvml": "NVML", "none": "none found"}[data["gpu_source"]]
@@ -136,4 +52,4 @@ def run(args: argparse.Namespace, env: Env) -> int:
         w(f"  {label}  {q['reason']}\n")
     for problem in data["problems"]:
         w(f"problem: {problem}\n")
-    return 0
+    return ExitCode.OK

@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING
 
 from orbit.cli.common import add_json, group_option, print_json, runs_argument
 from orbit.env import Env
-from orbit.errors import ConflictError, CorruptError, DockerError, NotFoundError, UsageError
+from orbit.errors import (
+    ConflictError,
+    CorruptError,
+    DockerError,
+    ExitCode,
+    NotFoundError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from orbit.store.model import Run
@@ -66,7 +73,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
         print_json(env, {"removed": ids})
     else:
         print(f"deleted {count} run(s): {' '.join(ids)}", file=env.stdout)
-    return 0
+    return ExitCode.OK
 
 
 def _named(store: RunStore, refs: list[str], force: bool) -> tuple[list[Run], list[Broken]]:

@@ -13,9 +13,10 @@ import json
 import logging
 from typing import Any
 
-from orbit.cli.common import add_json, human_seconds, positive_float, print_json
+from orbit.cli.common import add_json, positive_float, print_json
 from orbit.env import Env
-from orbit.errors import OrbitError
+from orbit.errors import ExitCode, OrbitError
+from orbit.human import human_seconds
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -83,13 +84,13 @@ def tick(args: argparse.Namespace, env: Env) -> int:
     report = run_tick(env.home, spawn=spawner, actor=env.actor, full=True)
     if args.json:
         print_json(env, report.as_dict())
-        return 0
+        return ExitCode.OK
     if not report.ran:
         for problem in report.problems:  # a stuck holder: the queue does not move meanwhile
             print(f"problem: {problem}", file=env.stdout)
         if not report.problems:
             print("another tick is running; it will include this one", file=env.stdout)
-        return 0
+        return ExitCode.OK
     print(
         f"admitted {len(report.admitted)}, waiting {len(report.waiting)}, "
         f"repaired {len(report.repaired)}",
@@ -97,7 +98,7 @@ def tick(args: argparse.Namespace, env: Env) -> int:
     )
     for problem in report.problems:
         print(f"problem: {problem}", file=env.stdout)
-    return 0
+    return ExitCode.OK
 
 
 def run_loop(args: argparse.Namespace, env: Env) -> int:
@@ -137,7 +138,7 @@ def run_loop(args: argparse.Namespace, env: Env) -> int:
     )
     supervisor.run_foreground(env.home, interval, on_tick, on_error)
     print("orbit scheduler: stopped", file=env.stderr, flush=True)
-    return 0
+    return ExitCode.OK
 
 
 def install(args: argparse.Namespace, env: Env) -> int:
@@ -151,7 +152,7 @@ def install(args: argparse.Namespace, env: Env) -> int:
         result = supervisor.install_cron(env.home, env.environ)
     if args.json:
         print_json(env, result.as_dict())
-        return 0
+        return ExitCode.OK
     out = env.stdout
     if kind == "systemd":
         verb = "wrote" if result.changed else "unchanged"
@@ -179,7 +180,7 @@ def install(args: argparse.Namespace, env: Env) -> int:
             print(f"note: {result.problem}: nothing ticks until it runs", file=out)
     if result.todo:
         print(f"to finish: {result.todo}", file=out)
-    return 0
+    return ExitCode.OK
 
 
 def _default_kind(env: Env) -> str:
@@ -209,13 +210,13 @@ def uninstall(args: argparse.Namespace, env: Env) -> int:
             results.append(supervisor.Removed("cron", note=f"not checked: {exc}"))
     if args.json:
         print_json(env, {"uninstalled": [r.as_dict() for r in results]})
-        return 0
+        return ExitCode.OK
     for result in results:
         for item in result.removed:
             print(f"{result.kind}: removed {item}", file=env.stdout)
         if result.note:
             print(f"{result.kind}: {result.note}", file=env.stdout)
-    return 0
+    return ExitCode.OK
 
 
 def _web_state(env: Env) -> str:
@@ -236,7 +237,7 @@ def status(args: argparse.Namespace, env: Env) -> int:
     data: dict[str, Any] = report.as_dict()
     if args.json:
         print_json(env, data)
-        return 0
+        return ExitCode.OK
     out = env.stdout
     age = human_seconds(report.last_tick_age_s) + " ago" if report.last_tick else "never"
     rows = [
@@ -261,4 +262,4 @@ def status(args: argparse.Namespace, env: Env) -> int:
             "when runs end (see `orbit scheduler install`)",
             file=out,
         )
-    return 0
+    return ExitCode.OK

@@ -6,6 +6,7 @@ import argparse
 import logging
 
 from orbit.env import Env
+from orbit.errors import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,4 +22,4 @@ def run(args: argparse.Namespace, env: Env) -> int:
     set_process_name()  # exec reset the name the spawner gave
     logging.basicConfig(level=logging.INFO, format="%(asctime)s shepherd %(process)d %(message)s")
     run_shepherd(env.home, args.run_id, spawner=spawn_exec)
-    return 0
+    return ExitCode.OK

@@ -5,15 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from orbit.cli.common import (
-    add_json,
-    human_bytes,
-    human_seconds,
-    print_json,
-    runs_argument,
-    side_tick,
-)
+from orbit.cli.common import add_json, print_json, runs_argument, side_tick
 from orbit.env import Env
+from orbit.errors import ExitCode
+from orbit.human import gpu_phrase, human_bytes, human_seconds
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +31,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     d = describe(store, run)
     if args.json:
         print_json(env, d)
-        return 0
+        return ExitCode.OK
     out = env.stdout
     w = out.write
     w(f"run {run.label}\n")
@@ -55,11 +50,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     res = d.get("resources") or {}
     gpu_txt = ""
     if res.get("gpus"):
-        gpu_txt = f", {res['gpus']} GPU" + ("s" if res["gpus"] != 1 else "")
-        if res.get("gpu_mem_gb"):
-            gpu_txt += f" with ≥ {res['gpu_mem_gb']} GiB"
-        if res.get("gpu_ids"):
-            gpu_txt += " (pinned " + ",".join(str(i) for i in res["gpu_ids"]) + ")"
+        gpu_txt = ", " + gpu_phrase(res["gpus"], res.get("gpu_ids"), res.get("gpu_mem_gb"))
     w(f"  resources  {res.get('cpus')} CPUs, {res.get('mem_gb')} GiB memory{gpu_txt}")
     w(f", timeout {d['timeout_min']} min\n" if d.get("timeout_min") else "\n")
     lease_gpus = (d.get("lease") or {}).get("gpus") or []
@@ -102,4 +93,4 @@ def run(args: argparse.Namespace, env: Env) -> int:
     w(f"  directory  {d['dir']}\n")
     for note in d.get("notes") or []:
         w(f"  note       [{note.get('time', '')[:19]}] {note.get('text', '')}\n")
-    return 0
+    return ExitCode.OK

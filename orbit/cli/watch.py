@@ -21,15 +21,15 @@ def needs_repair(run: Run) -> bool:
     """A started run whose shepherd is gone (lock free), past the start-up grace period."""
     from datetime import UTC, datetime
 
-    from orbit.store.locks import is_locked
     from orbit.store.model import RunState, parse_iso
+    from orbit.store.runs import shepherd_alive
 
     if run.state is RunState.RUNNING:
-        return not is_locked(run.path("shepherd.lock"))
+        return not shepherd_alive(run.dir)
     if run.state is RunState.STARTING:
         admitted = parse_iso(run.status.get("admitted_at"))
         old = admitted is None or (datetime.now(UTC) - admitted).total_seconds() > 10
-        return old and not is_locked(run.path("shepherd.lock"))
+        return old and not shepherd_alive(run.dir)
     return False
 
 

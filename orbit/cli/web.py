@@ -6,12 +6,11 @@ import argparse
 import os
 import subprocess
 import time
-from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from orbit.cli.common import add_json, print_json
 from orbit.env import Env
-from orbit.errors import OrbitError, UsageError
+from orbit.errors import ExitCode, OrbitError, UsageError
 from orbit.store.home import Home
 
 START_TIMEOUT_S = 15.0
@@ -65,14 +64,13 @@ def _requested_port(args: argparse.Namespace, env: Env) -> int | None:
 
 def _start(env: Env, port: int | None) -> None:
     """Start `orbit web --serve` detached, and wait until it serves (or says why it cannot)."""
+    from orbit.store.childenv import child_environ
     from orbit.web import server
 
     home = env.home
     home.ensure()
     log_path = home.runtime_dir / "web.log"
-    package_parent = str(Path(__file__).resolve().parents[2])
-    path = os.pathsep.join(p for p in (package_parent, env.environ.get("PYTHONPATH")) if p)
-    child_env = {**env.environ, "ORBIT_HOME": str(home.root), "PYTHONPATH": path}
+    child_env = child_environ(home, env.environ)
     with open(log_path, "ab") as log, open(os.devnull, "rb") as null:
         start = log.tell()
         proc = subprocess.Popen(
@@ -110,7 +108,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s web %(message)s")
         server.serve(home, port)
-        return 0
+        return ExitCode.OK
     actions = [f"--{a}" for a in ("stop", "install", "uninstall", "rotate") if getattr(args, a)]
     if len(actions) > 1:
         raise UsageError(f"{' and '.join(actions)} cannot be combined")
@@ -127,24 +125,24 @@ def run(args: argparse.Namespace, env: Env) -> int:
             env.stdout.write(
                 "made a new web token: every browser is logged out; `orbit web` prints a new link\n"
             )
-        return 0
+        return ExitCode.OK
     if args.uninstall:
         removed = server.uninstall_unit(home, env.environ)
         if args.json:
             print_json(env, {"uninstalled": [removed.as_dict()]})
-            return 0
+            return ExitCode.OK
         for item in removed.removed:
             print(f"systemd: removed {item}", file=env.stdout)
         if removed.note:
             print(f"systemd: {removed.note}", file=env.stdout)
-        return 0
+        return ExitCode.OK
     if args.stop:
         stopped = server.stop(home)
         if args.json:
             print_json(env, {"stopped": stopped})
         else:
             env.stdout.write("stopped the web server\n" if stopped else "no web server running\n")
-        return 0
+        return ExitCode.OK
     target = "/"
     if args.id:
         from orbit.store.runs import RunStore
@@ -174,7 +172,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     else:
         note = "started the web server; " if started else ""
         env.stdout.write(f"{note}open {url}\n")
-    return 0
+    return ExitCode.OK
 
 
 def _open_browser(home: Home, url: str) -> None:
@@ -202,7 +200,7 @@ def _install(env: Env, port: int | None, as_json: bool) -> int:
     result = server.install_unit(env.home, env.environ, port)
     if as_json:
         print_json(env, result.as_dict())
-        return 0
+        return ExitCode.OK
     out = env.stdout
     verb = "wrote" if result.changed else "unchanged"
     for path in result.files:
@@ -219,4 +217,4 @@ def _install(env: Env, port: int | None, as_json: bool) -> int:
         print(f"written but NOT enabled: {result.problem}", file=out)
     if result.todo:
         print(f"to finish: {result.todo}", file=out)
-    return 0
+    return ExitCode.OK

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from orbit.errors import DISK_FULL, DockerError, OrbitError
 from orbit.execute import docker_ops
-from orbit.execute.cgroup import OomEvents, Sampler, locate
-from orbit.execute.exitrecord import EXIT_HINTS, finalize_from_exit, read_exit, write_exit
 from orbit.execute.logfollow import LogCopier
 from orbit.execute.logvalve import Valve
+from orbit.sched.cgroup import OomEvents, Sampler, locate
+from orbit.store.exitrecord import EXIT_HINTS, finalize_from_exit, read_exit, write_exit
 from orbit.store.files import atomic_write, read_jsonl, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.locks import release, try_lock
@@ -69,10 +69,6 @@ def run_shepherd(home: Home, run_id: str, *, spawner: Spawner) -> None:
         # The run's lease is free: let the queue move. A shepherd that could not make progress
         # (Docker down) does not tick, or the tick would start it again at once, in a loop.
         shepherd.tick()
-
-
-def secrets_path(home: Home, run_id: str) -> Path:
-    return home.secrets_dir / f"{run_id}.json"
 
 
 class Shepherd:
@@ -139,7 +135,7 @@ class Shepherd:
                     finished_at=now_iso(),
                 )
                 unlink_quiet(self.home.active_dir / run.id)
-                unlink_quiet(secrets_path(self.home, run.id))
+                unlink_quiet(self.home.secrets_path(run.id))
                 return True
             if run.path(CANCEL_FILE).exists():
                 self._record(run, {"cancelled": True, "exit_code": None}, None)
@@ -177,7 +173,7 @@ class Shepherd:
 
     def _secrets(self, run: Run) -> dict[str, str]:
         try:
-            data = json.loads(secrets_path(self.home, run.id).read_text())
+            data = json.loads(self.home.secrets_path(run.id).read_text())
         except (OSError, ValueError):
             return {}
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
@@ -272,7 +268,7 @@ class Shepherd:
                 finished_at=now_iso(),
             )
             unlink_quiet(self.home.active_dir / run.id)
-            unlink_quiet(secrets_path(self.home, run.id))
+            unlink_quiet(self.home.secrets_path(run.id))
             return
         sampler.sample()
         kernel_oom = oom_events.settle()
@@ -370,7 +366,7 @@ class Shepherd:
         self._finish(run, container)
 
     def _finish(self, run: Run, container: Container | None) -> None:
-        unlink_quiet(secrets_path(self.home, run.id))
+        unlink_quiet(self.home.secrets_path(run.id))
         settled = self._finalize(run)
         self.tick()  # the lease is free now: refill it before the slower clean-up
         if container is not None:
@@ -434,7 +430,7 @@ class Shepherd:
             except Exception as exc:
                 log.info("could not remove container: %s", exc)
                 return
-        unlink_quiet(secrets_path(self.home, run.id))
+        unlink_quiet(self.home.secrets_path(run.id))
         unlink_quiet(self.home.active_dir / run.id)
 
 

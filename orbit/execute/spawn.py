@@ -6,7 +6,7 @@ the shepherd without paying for a fresh interpreter. `exec` mode starts `python 
 _shepherd ID` instead, for long-lived threaded callers (`orbit scheduler run`).
 
 Either way the shepherd keeps only the part of the caller's environment it needs
-(`shepherd_environ`): it lives as long as the run, and whatever else the submitter had set
+(`store/childenv.py`): it lives as long as the run, and whatever else the submitter had set
 (cloud keys, tokens, `--pass-env` values) has no business there. The secrets reach the container
 through `runtime/secrets/<id>.json`, never through the shepherd's environment.
 """
@@ -16,47 +16,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Mapping
-from pathlib import Path
 
+from orbit.store.childenv import child_environ
 from orbit.store.home import Home
 
 log = logging.getLogger(__name__)
 
 PROCESS_NAME = "orbit-shepherd"
-# What a shepherd needs: finding programs and the user's files, the locale, Orbit's own settings,
-# what the Docker SDK reads (its engine, TLS and CA files), and what starts Python (exec mode).
-KEEP = frozenset(
-    {
-        "PATH",
-        "HOME",
-        "USER",
-        "LOGNAME",
-        "LANG",
-        "LANGUAGE",
-        "TZ",
-        "TMPDIR",
-        "XDG_RUNTIME_DIR",
-        "SSL_CERT_FILE",
-        "SSL_CERT_DIR",
-        "REQUESTS_CA_BUNDLE",
-        "LD_LIBRARY_PATH",  # some Python builds need it to start (exec mode)
-    }
-)
-KEEP_PREFIXES = ("LC_", "ORBIT_", "DOCKER_", "PYTHON")
-# As the tick saw them (they may come from the caller's Env rather than os.environ).
-FROM_HOME = ("ORBIT_DATA", "ORBIT_FAKE_GPUS", "ORBIT_GPUS")
-
-
-def shepherd_environ(environ: Mapping[str, str], home: Home) -> dict[str, str]:
-    """The environment a shepherd for `home` runs with: the caller's, scrubbed."""
-    env = {k: v for k, v in environ.items() if k in KEEP or k.startswith(KEEP_PREFIXES)}
-    for name in FROM_HOME:
-        env.pop(name, None)
-        if home.environ.get(name):
-            env[name] = home.environ[name]
-    env["ORBIT_HOME"] = str(home.root)
-    return env
 
 
 def set_process_name() -> None:
@@ -126,7 +92,7 @@ def _replace_environ(env: dict[str, str]) -> None:
 
 def _spawn(home: Home, run_id: str, *, in_place: bool) -> None:
     log_path = str(home.runs_dir / run_id / "shepherd.log")
-    env = shepherd_environ(os.environ, home)
+    env = child_environ(home)
     pid = os.fork()
     if pid:
         os.waitpid(pid, 0)  # the middle child exits at once; no zombie is left
@@ -141,10 +107,6 @@ def _spawn(home: Home, run_id: str, *, in_place: bool) -> None:
         _detach_stdio(log_path)
         detached = True
         if not in_place:
-            # The package's parent on PYTHONPATH: `python orbit.py` works without an install.
-            package_parent = str(Path(__file__).resolve().parents[2])
-            path = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
-            env["PYTHONPATH"] = path
             os.execve(sys.executable, [sys.executable, "-m", "orbit", "_shepherd", run_id], env)
         set_process_name()
         _replace_environ(env)
@@ -155,9 +117,7 @@ def _spawn(home: Home, run_id: str, *, in_place: bool) -> None:
         )
         from orbit.execute.shepherd import run_shepherd
 
-        run_shepherd(
-            Home(home.root, shepherd_environ(home.environ, home)), run_id, spawner=spawn_fork
-        )
+        run_shepherd(Home(home.root, child_environ(home, home.environ)), run_id, spawner=spawn_fork)
         code = 0
     except BaseException:
         if detached:  # before that, stderr is still the caller's terminal

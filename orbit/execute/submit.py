@@ -229,9 +229,7 @@ def submit(
         # the run directory, mode 0600, and deleted once the container exists.
         if secrets:
             home.secrets_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            atomic_write(
-                home.secrets_dir / f"{run_id}.json", json.dumps(secrets).encode(), mode=0o600
-            )
+            atomic_write(home.secrets_path(run_id), json.dumps(secrets).encode(), mode=0o600)
 
     return store.create(
         spec,

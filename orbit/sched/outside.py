@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from orbit.execute.cgroup import locate
+from orbit.sched.cgroup import locate
 from orbit.sched.resources import GIB, Amount
 from orbit.store.files import atomic_write
 from orbit.store.home import Home

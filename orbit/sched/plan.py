@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from orbit.sched.resources import GIB, Amount, fmt_num
+from orbit.human import fmt_cpus, fmt_num, gpu_phrase
+from orbit.sched.resources import GIB, Amount
 
 
 @dataclass(frozen=True)
@@ -63,19 +64,6 @@ class Admit:
 class Wait:
     run_id: str
     reason: str
-
-
-def fmt_cpus(n: float) -> str:
-    return f"{fmt_num(n)} CPU" + ("" if n == 1 else "s")
-
-
-def _gpu_phrase(req: Request) -> str:
-    what = f"{req.gpus} GPU" + ("" if req.gpus == 1 else "s")
-    if req.gpu_ids:
-        what += " (pinned " + ",".join(str(i) for i in req.gpu_ids) + ")"
-    if req.gpu_mem_gb:
-        what += f" with ≥ {fmt_num(req.gpu_mem_gb)} GiB free"
-    return what
 
 
 def _gpu_problem(slot: GpuSlot | None, index: int, req: Request, taken: set[str]) -> str | None:
@@ -168,7 +156,8 @@ def plan(
         chosen, gpu_problems = _choose_gpus(req, pool, taken)
         if req.gpus > 0 and not chosen:
             short.append(
-                _gpu_phrase(req) + (": " + ", ".join(gpu_problems) if gpu_problems else "")
+                gpu_phrase(req.gpus, req.gpu_ids, req.gpu_mem_gb)
+                + (": " + ", ".join(gpu_problems) if gpu_problems else "")
             )
         if not short:
             decisions.append(Admit(req.run_id, req.need, chosen))

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from orbit.errors import OrbitError
+from orbit.human import fmt_num
 from orbit.sched.gpus import GIB, Gpu, allowed_indices, open_gpus
 from orbit.sched.outside import NONE, Outside, measure
 from orbit.sched.plan import GpuSlot, Pool
-from orbit.sched.resources import Amount, fmt_num, machine_totals
+from orbit.sched.resources import Amount, machine_totals
 from orbit.store.home import Home
 from orbit.store.model import Run
 
@@ -28,13 +29,12 @@ class Snapshot:
 
 
 def lease_of(run: Run) -> Amount:
-    lease = run.status.get("lease") or {}
-    return Amount(float(lease.get("cpus") or 0), float(lease.get("mem_gb") or 0))
+    lease = run.lease
+    return Amount(lease.cpus, lease.mem_gb)
 
 
 def leased_gpus(run: Run) -> list[dict[str, object]]:
-    gpus = (run.status.get("lease") or {}).get("gpus") or []
-    return [g for g in gpus if isinstance(g, dict)]
+    return list(run.lease.gpus)
 
 
 def gpu_slots(

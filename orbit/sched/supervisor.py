@@ -26,12 +26,11 @@ from orbit.sched.foreground import (  # run_foreground: the CLI calls it from he
     foreground_status,
     run_foreground,  # noqa: F401
 )
+from orbit.store.childenv import PACKAGE_PARENT, child_environ
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
 from orbit.store.model import parse_iso
 
-# The package's parent: on PYTHONPATH, `python -m orbit` works from a checkout without install.
-PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 TEMPLATE_DIR = PACKAGE_PARENT / "systemd"
 TICK_UNITS = ("orbit-tick.service", "orbit-tick.timer")
 TIMER = "orbit-tick.timer"
@@ -50,14 +49,9 @@ def interval_of(home: Home, requested: float | None) -> float:
 
 
 def tick_environment(home: Home) -> dict[str, str]:
-    """The variables a supervised tick needs: which home, and where the package is."""
-    env = {"ORBIT_HOME": str(home.root), "PYTHONPATH": str(PACKAGE_PARENT)}
-    # The variables that change what a tick decides travel with it, or a supervised tick
-    # would decide differently from the one in `orbit run`.
-    for name in ("ORBIT_DATA", "ORBIT_GPUS", "ORBIT_FAKE_GPUS"):
-        if home.environ.get(name):
-            env[name] = home.environ[name]
-    return env
+    """The variables a supervised tick needs: which home, where the package is, and the
+    settings that change what a tick decides (or it would decide differently from `orbit run`)."""
+    return child_environ(home, {})
 
 
 def tick_command(spawn: str = "fork") -> list[str]:

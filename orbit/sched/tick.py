@@ -18,23 +18,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from orbit.errors import OrbitError, from_os_error
-from orbit.execute.exitrecord import finalize_from_exit, read_exit, rebuild_status
 from orbit.sched import pool
 from orbit.sched.plan import Admit, Request, Wait, plan
 from orbit.sched.resources import Amount, machine_totals
 from orbit.store import index
+from orbit.store.exitrecord import finalize_from_exit, read_exit, rebuild_status
 from orbit.store.files import atomic_write, touch_exclusive, unlink_quiet
 from orbit.store.home import Home, current_boot_id
 from orbit.store.locks import (
     SCHEDULER_LOCK,
-    is_locked,
     note_holder,
     release,
     stuck_scheduler,
     try_lock,
 )
 from orbit.store.model import LEASED, Run, RunState, now_iso, parse_iso
-from orbit.store.runs import Broken, RunStore, id_key
+from orbit.store.runs import Broken, RunStore, id_key, shepherd_alive
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +69,13 @@ class TickReport:
 
 
 def request_of(run: Run) -> Request:
-    res = run.spec.get("resources") or {}
-    ids = res.get("gpu_ids")
+    res = run.resources
     return Request(
         run_id=run.id,
-        need=Amount(float(res.get("cpus") or 0), float(res.get("mem_gb") or 0)),
-        gpus=int(res.get("gpus") or 0),
-        gpu_mem_gb=float(res["gpu_mem_gb"]) if res.get("gpu_mem_gb") else None,
-        gpu_ids=tuple(int(i) for i in ids) if ids else None,
+        need=Amount(res.cpus, res.mem_gb),
+        gpus=res.gpus,
+        gpu_mem_gb=res.gpu_mem_gb,
+        gpu_ids=res.gpu_ids,
         group=run.spec.get("group"),
         group_cap=run.spec.get("group_cap"),
         submitted_at=parse_iso(run.status.get("submitted_at")),
@@ -228,7 +226,7 @@ def _reconcile(
         # A started run whose shepherd is gone (it could not settle it): its container and
         # lease must not stay in limbo. A damaged queued run is only reported.
         active = (home.active_dir / item.id).exists()
-        if active and not is_locked(store.run_dir(item.id) / "shepherd.lock"):
+        if active and not shepherd_alive(store.run_dir(item.id)):
             repaired = rebuild_status(store, item.id, actor=actor)
         if repaired is None:
             assumed, problem = unreadable_lease(home, store, item)
@@ -249,7 +247,7 @@ def _reconcile(
     if run.state in LEASED:
         touch_exclusive(a_marker)
         state.leased.append(run)
-        if not is_locked(run.path("shepherd.lock")):
+        if not shepherd_alive(run.dir):
             if read_exit(run.dir) is not None:
                 # Its exit is known: release the lease now; the new shepherd only cleans up.
                 finalize_from_exit(store, run.id, actor=actor)
@@ -257,7 +255,7 @@ def _reconcile(
             log.info("run %s has no live shepherd; starting one", run.id)
             spawn(home, run.id)
             report.repaired.append(run.id)
-    elif not is_locked(run.path("shepherd.lock")):
+    elif not shepherd_alive(run.dir):
         # Finished, but the marker says its container may still exist: a shepherd removes
         # it and then the marker. A finished run holds no lease either way.
         spawn(home, run.id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,14 +40,8 @@ def normalize(text: str | None) -> str | None:
     return "/".join(parts) or None
 
 
-def of_status(spec: Mapping[str, Any], status: Mapping[str, Any]) -> str | None:
-    """The effective folder from a run's run.yaml and status.yaml contents."""
-    folder = status["folder"] if "folder" in status else spec.get("folder")
-    return str(folder) if folder else None
-
-
 def of_run(run: Run) -> str | None:
-    return of_status(run.spec, run.status)
+    return run.folder
 
 
 def within(folder: str | None, top: str) -> bool:

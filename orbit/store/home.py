@@ -141,6 +141,10 @@ class Home:
     def secrets_dir(self) -> Path:
         return self.runtime_dir / "secrets"
 
+    def secrets_path(self, run_id: str) -> Path:
+        """The run's `--pass-env` values, kept here until its container is created."""
+        return self.secrets_dir / f"{run_id}.json"
+
     @property
     def index_path(self) -> Path:
         return self.root / "index.jsonl"

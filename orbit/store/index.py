@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from orbit.store.files import append_jsonl, atomic_write
-from orbit.store.folders import of_status
-from orbit.store.model import Run
+from orbit.store.model import Run, folder_of
 
 
 def row_for(run: Run, stamp: list[int] | None) -> dict[str, Any]:
@@ -27,7 +26,7 @@ def row_for(run: Run, stamp: list[int] | None) -> dict[str, Any]:
         "id": run.id,
         "name": spec.get("name"),
         "group": spec.get("group"),
-        "folder": of_status(spec, status),  # `orbit mv` changes it in status.yaml
+        "folder": folder_of(spec, status),  # `orbit mv` changes it in status.yaml
         "tags": spec.get("tags") or {},
         "image": spec.get("image"),
         "command": spec.get("command") or [],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -57,6 +58,73 @@ def parse_iso(text: str | None) -> datetime | None:
         return None
 
 
+# The files of a run directory (docs/run-directory.md describes each).
+RUN_YAML = "run.yaml"
+STATUS_YAML = "status.yaml"
+EVENTS = "events.jsonl"
+LOG = "log.txt"
+LOG_POS = "log.pos"
+METRICS = "metrics.jsonl"
+NOTES = "notes.jsonl"
+OUTPUT = "output"
+CODE_DIFF = "code.diff"
+BUILD_LOG = "build.log"
+EXIT_JSON = "exit.json"
+SHEPHERD_LOCK = "shepherd.lock"
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What a run asked for (run.yaml `resources`)."""
+
+    cpus: float = 0.0
+    mem_gb: float = 0.0
+    gpus: int = 0
+    gpu_mem_gb: float | None = None
+    gpu_ids: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Lease:
+    """What a run holds while starting or running (status.yaml `lease`); `gpus` as recorded."""
+
+    cpus: float = 0.0
+    mem_gb: float = 0.0
+    gpus: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def gpu_indices(self) -> list[Any]:
+        return [g.get("index") for g in self.gpus]
+
+
+def resources_of(spec: Mapping[str, Any]) -> Resources:
+    res = spec.get("resources") or {}
+    ids = res.get("gpu_ids")
+    return Resources(
+        cpus=float(res.get("cpus") or 0),
+        mem_gb=float(res.get("mem_gb") or 0),
+        gpus=int(res.get("gpus") or 0),
+        gpu_mem_gb=float(res["gpu_mem_gb"]) if res.get("gpu_mem_gb") else None,
+        gpu_ids=tuple(int(i) for i in ids) if ids else None,
+    )
+
+
+def lease_of(status: Mapping[str, Any]) -> Lease:
+    lease = status.get("lease") or {}
+    gpus = lease.get("gpus") or []
+    return Lease(
+        cpus=float(lease.get("cpus") or 0),
+        mem_gb=float(lease.get("mem_gb") or 0),
+        gpus=tuple(g for g in gpus if isinstance(g, dict)),
+    )
+
+
+def folder_of(spec: Mapping[str, Any], status: Mapping[str, Any]) -> str | None:
+    """The effective folder: `orbit mv` records it in status.yaml, over run.yaml's."""
+    folder = status["folder"] if "folder" in status else spec.get("folder")
+    return str(folder) if folder else None
+
+
 @dataclass
 class Run:
     """One run directory as read from disk: `spec` is run.yaml, `status` is status.yaml."""
@@ -81,3 +149,28 @@ class Run:
 
     def path(self, name: str) -> Path:
         return self.dir / name
+
+    @property
+    def resources(self) -> Resources:
+        return resources_of(self.spec)
+
+    @property
+    def lease(self) -> Lease:
+        return lease_of(self.status)
+
+    @property
+    def folder(self) -> str | None:
+        return folder_of(self.spec, self.status)
+
+    @property
+    def group(self) -> str | None:
+        return self.spec.get("group") or None
+
+    @property
+    def timeout_min(self) -> float | None:
+        value = self.spec.get("timeout_min")
+        return float(value) if value else None
+
+    @property
+    def reason(self) -> str | None:
+        return self.status.get("reason")

@@ -29,8 +29,16 @@ from orbit.store.files import (
     write_yaml,
 )
 from orbit.store.home import Home
-from orbit.store.locks import locked
-from orbit.store.model import FORMAT, LEASED, TRANSITIONS, Run, RunState, now_iso
+from orbit.store.locks import is_locked, locked
+from orbit.store.model import (
+    FORMAT,
+    LEASED,
+    SHEPHERD_LOCK,
+    TRANSITIONS,
+    Run,
+    RunState,
+    now_iso,
+)
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +166,7 @@ class RunStore:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             unlink_quiet(self.home.queue_dir / run_id)
-            unlink_quiet(self.home.secrets_dir / f"{run_id}.json")
+            unlink_quiet(self.home.secrets_path(run_id))
             try:
                 final.rmdir()
             except OSError:
@@ -188,7 +196,7 @@ class RunStore:
         age = time.time() - max(_mtime(final), _mtime(staging))
         if age > ABANDONED_SECONDS:
             shutil.rmtree(staging, ignore_errors=True)
-            unlink_quiet(self.home.secrets_dir / f"{run_id}.json")
+            unlink_quiet(self.home.secrets_path(run_id))
             try:
                 final.rmdir()
             except OSError:
@@ -451,7 +459,7 @@ class RunStore:
         _rmtree(trash)
         unlink_quiet(self.home.queue_dir / run_id)
         unlink_quiet(self.home.active_dir / run_id)
-        unlink_quiet(self.home.secrets_dir / f"{run_id}.json")
+        unlink_quiet(self.home.secrets_path(run_id))
 
 
 def _check_spec(path: Path, spec: dict[str, Any]) -> None:
@@ -522,6 +530,11 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except OSError:
         return 0.0
+
+
+def shepherd_alive(run_dir: Path) -> bool:
+    """True while a shepherd holds the run's lock (a lock, not a pid: it dies with its holder)."""
+    return is_locked(run_dir / SHEPHERD_LOCK)
 
 
 def id_key(run_id: str) -> tuple[int, str]:

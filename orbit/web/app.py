@@ -128,11 +128,10 @@ def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
     @app.get("/resources")
     @ctx.require_auth
     def resources() -> str:
-        from orbit.cli.resources import collect
-        from orbit.env import Env
+        from orbit.sched.report import report
 
         try:
-            data = collect(Env(environ=dict(home.environ)))
+            data = report(home)
             error = None
         except Exception as exc:  # a page that says what broke beats a bare 500
             log.exception("resources failed")
@@ -142,10 +141,9 @@ def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
     @app.get("/api/resources")
     @ctx.require_auth
     def resources_api() -> dict[str, Any]:
-        from orbit.cli.resources import collect
-        from orbit.env import Env
+        from orbit.sched.report import report
 
-        return collect(Env(environ=dict(home.environ)))
+        return report(home)
 
     @app.get("/settings")
     @ctx.require_auth

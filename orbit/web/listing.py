@@ -9,8 +9,8 @@ from urllib.parse import urlencode
 
 import bottle
 
-from orbit.cli.common import human_seconds
 from orbit.errors import OrbitError
+from orbit.human import human_seconds
 from orbit.store.describe import duration_s
 from orbit.store.index import row_for
 from orbit.store.runs import Broken, id_key

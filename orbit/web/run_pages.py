@@ -27,6 +27,7 @@ from urllib.parse import quote
 import bottle
 
 from orbit.errors import CorruptError, NotFoundError
+from orbit.human import human_bytes
 from orbit.store.describe import describe, latest_metrics
 from orbit.store.model import Run
 from orbit.web import runfiles
@@ -310,12 +311,7 @@ def _chunks(fh: Any, size: int) -> Iterator[bytes]:
 
 
 def fmt_size(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
+    return human_bytes(n, zero="0 B")
 
 
 def compare_data(ctx: WebContext, runs: list[Run]) -> dict[str, Any]:

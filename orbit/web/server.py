@@ -32,6 +32,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask
 
 from orbit.errors import ConflictError, OrbitError, UsageError
+from orbit.store.childenv import PACKAGE_PARENT
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
 from orbit.store.locks import is_locked, release, try_lock
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 HOST = "127.0.0.1"
 DEFAULT_PORT = 7717
 PORT_TRIES = 50
-UNIT_TEMPLATE = Path(__file__).resolve().parents[2] / "systemd" / "orbit-web.service"
+UNIT_TEMPLATE = PACKAGE_PARENT / "systemd" / "orbit-web.service"
 
 
 def lock_path(home: Home) -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from orbit.errors import DISK_FULL, ConflictError, CorruptError, OrbitError
-from orbit.sched.resources import fmt_num
+from orbit.human import fmt_num
 from orbit.store import index
 from orbit.store.files import atomic_write, read_yaml, write_yaml
 from orbit.store.locks import locked

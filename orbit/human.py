@@ -1,0 +1,52 @@
+"""How numbers are shown to people: durations, sizes, counts of CPUs and GPUs (no Orbit imports)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def fmt_num(value: float) -> str:
+    """4.0 → "4", 0.25 → "0.25", 23.4567 → "23.46"."""
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value % 1 else str(int(value))
+
+
+def fmt_cpus(n: float) -> str:
+    return f"{fmt_num(n)} CPU" + ("" if n == 1 else "s")
+
+
+def gpu_phrase(
+    gpus: int, gpu_ids: Sequence[int] | None = None, gpu_mem_gb: float | None = None
+) -> str:
+    """`2 GPUs (pinned 0,1) with ≥ 20 GiB free`: a GPU request as messages name it."""
+    what = f"{gpus} GPU" + ("" if gpus == 1 else "s")
+    if gpu_ids:
+        what += " (pinned " + ",".join(str(i) for i in gpu_ids) + ")"
+    if gpu_mem_gb:
+        what += f" with ≥ {fmt_num(gpu_mem_gb)} GiB free"
+    return what
+
+
+def human_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.1f}s" if seconds < 10 else f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f}m{seconds % 60:02.0f}s"
+    if seconds < 86400:
+        return f"{seconds // 3600:.0f}h{seconds % 3600 // 60:02.0f}m"
+    return f"{seconds // 86400:.0f}d{seconds % 86400 // 3600:02.0f}h"
+
+
+def human_bytes(n: float | None, zero: str = "-") -> str:
+    """1536 → "1.5 KiB"; None → "-"; 0 → `zero` (a file listing passes "0 B")."""
+    if n is None:
+        return "-"
+    if not n:
+        return zero
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

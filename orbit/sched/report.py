@@ -1,0 +1,92 @@
+"""The resources report: who holds the GPUs, CPUs and memory, and why queued runs wait."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orbit.sched import pool
+from orbit.sched.gpus import GIB
+from orbit.sched.tick import unreadable_lease
+from orbit.store.home import Home
+from orbit.store.locks import stuck_scheduler
+from orbit.store.model import LEASED, RunState
+from orbit.store.runs import Broken, RunStore
+
+
+def report(home: Home) -> dict[str, Any]:
+    """What `orbit resources` and the web view show."""
+
+    store = RunStore(home)
+    loaded = store.load_many(store.active_ids())
+    runs = [r for r in loaded if not isinstance(r, Broken)]
+    leased = [r for r in runs if r.state in LEASED]
+    queued = [r for r in runs if r.state is RunState.QUEUED]
+    problems: list[str] = []
+    for broken in (r for r in loaded if isinstance(r, Broken)):
+        assumed, problem = unreadable_lease(home, store, broken)
+        if assumed is not None:  # its container may be running: count it, as the tick does
+            leased.append(assumed)
+            problems.append(problem)
+    stuck = stuck_scheduler(home.locks_dir)
+    if stuck:
+        problems.append(stuck)
+    snap = pool.build(home, leased)
+    slots = {s.index: s for s in snap.pool.gpus}
+    gpus = []
+    for g in snap.gpus:
+        slot = slots.get(g.index)
+        gpus.append(
+            {
+                "index": g.index,
+                "uuid": g.uuid,
+                "name": g.name,
+                "memory_total_gb": round(g.mem_total / GIB, 2),
+                "memory_used_gb": round(g.mem_used / GIB, 2),
+                "utilization": g.utilization,
+                "allowed": slot.allowed if slot else True,
+                "holder": slot.holder if slot else None,
+                "processes": [
+                    {
+                        "pid": p.pid,
+                        "name": p.name,
+                        "user": p.user,
+                        "memory_gb": round(p.mem_bytes / GIB, 2),
+                        "container": p.container_id,
+                    }
+                    for p in g.processes
+                ],
+            }
+        )
+    p, out = snap.pool, snap.outside
+    return {
+        "gpu_source": snap.gpu_kind,
+        "gpus": gpus,
+        "cpus": {
+            "total": p.totals.cpus,
+            "leased": p.leased.cpus,
+            "outside": round(out.cpu_cores, 2),
+            "outside_counted": round(p.outside.cpus, 2),
+            "load": round(out.load, 2),
+        },
+        "memory": {
+            "total_gb": round(p.totals.mem_gb, 2),
+            "leased_gb": p.leased.mem_gb,
+            "outside_gb": round(out.mem_gb, 2),
+            "outside_counted_gb": round(p.outside.mem_gb, 2),
+        },
+        "leases": [
+            {
+                "id": r.id,
+                "name": r.name or None,
+                "state": r.state.value,
+                "cpus": pool.lease_of(r).cpus,
+                "mem_gb": pool.lease_of(r).mem_gb,
+                "gpus": [g.get("index") for g in pool.leased_gpus(r)],
+            }
+            for r in leased
+        ],
+        "queue": [
+            {"id": r.id, "name": r.name or None, "reason": r.status.get("reason")} for r in queued
+        ],
+        "problems": snap.problems + problems,
+    }
