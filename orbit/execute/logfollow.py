@@ -379,52 +379,11 @@ class LogCopier:
         window, start, rehold = self._window()
         pos = self.pos
         gaps = list(pos.gaps)
-        streams, stamps, texts = window.streams, window.stamps, window.texts
-        new: Sequence[int]
-        if pos.legacy is not None:
-            new = self._legacy_new(window)
-        elif start < 0:
-            anchor_ns = parse_ts_ns(pos.anchor.stamp) if pos.anchor else 0
-            new = [i for i in range(len(window)) if parse_ts_ns(stamps[i]) > anchor_ns]
-            gaps.append(
-                {
-                    "after": iso_of(pos.anchor.stamp) if pos.anchor else None,
-                    "before": iso_of(stamps[new[0]]) if new else None,
-                    "at_byte": pos.size,
-                }
-            )
-        else:
-            new = range(start, len(window))
-            if pos.anchor is None and len(window) and json_size(texts) >= DROPPED_MIN:
-                # No anchor (the predecessor died before copying anything) and so much retained
-                # that Docker may have rotated away the start, unread: said, never silent.
-                gaps.append({"after": None, "before": iso_of(stamps[0]), "at_byte": pos.size})
-        held = {s: list(pieces) for s, pieces in self.held.items()}
-        held_ids = dict(pos.held)
-        if not self._restored:
-            held, held_ids = {}, {}
-            for stream, first in rehold.items():
-                held_ids[stream] = pos.held[stream]
-                held[stream] = [
-                    texts[j] for j in range(first, max(start, 0)) if streams[j] == stream
-                ]
-            for stream in pos.held:
-                if stream not in rehold:  # the held start is gone from Docker
-                    lost = {"after": iso_of(pos.held[stream].stamp), "before": None}
-                    gaps.append({**lost, "at_byte": pos.size})
-        data = None
-        chunk = b""
-        if isinstance(new, range) and len(new):
-            chunk = b"".join(texts[new.start :])
-        if not held and isinstance(new, range) and chunk:
-            # The common cases, without a Python step per frame. Docker ends a frame at each
-            # newline, so when the newlines are as many as the frames, every line is whole.
-            if not self.redact.patterns:
-                data = chunk  # nothing to redact: pieces of long lines need not wait
-            elif chunk.count(b"\n") == len(new) and streams[new.start :].count(
-                streams[new.start]
-            ) == len(new):
-                data = self.redact(chunk)  # whole lines of one stream: all at once
+        new = self._new_frames(window, start, gaps)
+        held, held_ids = self._held_after(window, start, rehold, gaps)
+        texts = window.texts
+        chunk = b"".join(texts[new.start :]) if isinstance(new, range) and len(new) else b""
+        data = None if held else self._whole_lines(window, new, chunk)
         if data is None:
             hold = bool(self.redact.patterns)
             data = self._render(self._lines(window, new, held, held_ids, final, hold))
@@ -443,6 +402,64 @@ class LogCopier:
                 chunk = b"".join(texts[i] for i in new)
             valve.advance(len(chunk), chunk.count(b"\n"), len(new), mark)
         return len(new)
+
+    def _new_frames(self, window: Window, start: int, gaps: list[dict[str, Any]]) -> Sequence[int]:
+        """The frames of `window` not yet copied; a gap is added to `gaps` when some are lost."""
+        pos = self.pos
+        stamps = window.stamps
+        if pos.legacy is not None:
+            return self._legacy_new(window)
+        if start < 0:
+            anchor_ns = parse_ts_ns(pos.anchor.stamp) if pos.anchor else 0
+            new = [i for i in range(len(window)) if parse_ts_ns(stamps[i]) > anchor_ns]
+            gaps.append(
+                {
+                    "after": iso_of(pos.anchor.stamp) if pos.anchor else None,
+                    "before": iso_of(stamps[new[0]]) if new else None,
+                    "at_byte": pos.size,
+                }
+            )
+            return new
+        if pos.anchor is None and len(window) and json_size(window.texts) >= DROPPED_MIN:
+            # No anchor (the predecessor died before copying anything) and so much retained
+            # that Docker may have rotated away the start, unread: said, never silent.
+            gaps.append({"after": None, "before": iso_of(stamps[0]), "at_byte": pos.size})
+        return range(start, len(window))
+
+    def _held_after(
+        self, window: Window, start: int, rehold: dict[int, int], gaps: list[dict[str, Any]]
+    ) -> tuple[dict[int, list[bytes]], dict[int, FrameId]]:
+        """The pieces of unfinished lines: this copier's own, or (first poll after a restart)
+        those re-read from Docker from where `log.pos` says they start."""
+        pos = self.pos
+        if self._restored:
+            return {s: list(pieces) for s, pieces in self.held.items()}, dict(pos.held)
+        streams, texts = window.streams, window.texts
+        held: dict[int, list[bytes]] = {}
+        held_ids: dict[int, FrameId] = {}
+        for stream, first in rehold.items():
+            held_ids[stream] = pos.held[stream]
+            held[stream] = [texts[j] for j in range(first, max(start, 0)) if streams[j] == stream]
+        for stream in pos.held:
+            if stream not in rehold:  # the held start is gone from Docker
+                lost = {"after": iso_of(pos.held[stream].stamp), "before": None}
+                gaps.append({**lost, "at_byte": pos.size})
+        return held, held_ids
+
+    def _whole_lines(self, window: Window, new: Sequence[int], chunk: bytes) -> bytes | None:
+        """The common cases, without a Python step per frame; None when they do not apply.
+        Docker ends a frame at each newline, so when the newlines are as many as the frames,
+        every line is whole."""
+        if not isinstance(new, range) or not chunk:
+            return None
+        if not self.redact.patterns:
+            return chunk  # nothing to redact: pieces of long lines need not wait
+        if chunk.count(b"\n") != len(new):
+            return None
+        streams = window.streams
+        if streams[new.start :].count(streams[new.start]) != len(new):
+            return None
+        return self.redact(chunk)  # whole lines of one stream: all at once
 
     @staticmethod
     def _lines(
