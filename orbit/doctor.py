@@ -110,6 +110,8 @@ def check_paths(home: Home, client: Any) -> Check:
     where = _engine_place()
     if problem is None:
         problem = f"the engine{where} sees another {runs} (a file written there is not in it)"
+    elif "does not exist" in problem:
+        problem = f"the engine{where} does not see {runs} (bind mounts of it fail: no such path)"
     else:
         problem = f"the engine{where} cannot bind-mount {runs}: {problem}"
     return Check("docker paths", WARN, problem, PATHS_FIX)
