@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import sys
 from dataclasses import asdict, dataclass
@@ -44,7 +45,8 @@ def _device(path: Path) -> int | None:
         return None
 
 
-def check_docker() -> tuple[list[Check], dict[str, Any]]:
+def check_docker() -> tuple[list[Check], dict[str, Any], Any]:
+    """The engine's checks, its `info` and a client (None when it cannot be reached)."""
     from orbit.errors import DockerError
     from orbit.execute.docker_ops import connect
 
@@ -55,7 +57,7 @@ def check_docker() -> tuple[list[Check], dict[str, Any]]:
     except DockerError as exc:
         fix = str(exc).split("; ", 1)[-1]
         checks.append(Check("docker", FAIL, str(exc).split(";")[0], fix))
-        return checks, {}
+        return checks, {}, None
     info = client.info()
     version = client.version().get("Version", "?")
     cgroup = f"cgroup v{info.get('CgroupVersion', '?')}, {info.get('CgroupDriver', '?')} driver"
@@ -71,7 +73,107 @@ def check_docker() -> tuple[list[Check], dict[str, Any]]:
         )
     else:
         checks.append(Check("docker access", OK, f"user {os.getuid()} can use the engine"))
-    return checks, info
+    return checks, info, client
+
+
+PATHS_FIX = (
+    "run Orbit where the Docker engine runs, in the same file system view: not with DOCKER_HOST "
+    "pointing at another machine, nor against an engine inside a container"
+)
+
+
+def check_paths(home: Home, client: Any) -> Check:
+    """Whether the engine sees Orbit's runs directory where Orbit does (runs bind-mount their
+    output/ and metrics.jsonl from there): a nonce written under it must read back the same
+    through a container that bind-mounts it. The container is created, never started, and
+    removed; the probe directory is removed too."""
+    import shutil
+    import tempfile
+
+    from orbit.errors import from_os_error
+
+    runs = home.runs_dir
+    try:
+        home.ensure()
+        probe = Path(tempfile.mkdtemp(prefix=".doctor-", dir=runs))  # dot: no run listing sees it
+    except OSError as exc:
+        problem = from_os_error(exc, where=str(runs)) or exc.strerror
+        return Check("docker paths", WARN, f"cannot write a probe under {runs}: {problem}", "")
+    try:
+        nonce = secrets.token_hex(16)
+        (probe / "nonce").write_text(nonce)
+        seen, problem = _read_through_docker(client, probe)
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    if seen == nonce:
+        return Check("docker paths", OK, f"the engine sees {runs} as Orbit does")
+    where = _engine_place()
+    if problem is None:
+        problem = f"the engine{where} sees another {runs} (a file written there is not in it)"
+    elif "does not exist" in problem:
+        problem = f"the engine{where} does not see {runs} (bind mounts of it fail: no such path)"
+    else:
+        problem = f"the engine{where} cannot bind-mount {runs}: {problem}"
+    return Check("docker paths", WARN, problem, PATHS_FIX)
+
+
+def _engine_place() -> str:
+    host = os.environ.get("DOCKER_HOST", "")
+    return f" at {host}" if host and not host.startswith("unix://") else ""
+
+
+def _read_through_docker(client: Any, probe: Path) -> tuple[str | None, str | None]:
+    """The nonce as a container bind-mounting `probe` sees it, or None and why not."""
+    import io
+    import tarfile
+
+    import docker.errors
+    import docker.types
+
+    api = client.api
+    created = None
+    try:
+        mount = docker.types.Mount("/probe", str(probe), type="bind", read_only=True)
+        created = api.create_container(
+            _probe_image(api),
+            command=["/orbit-doctor-probe"],  # never started
+            host_config=api.create_host_config(mounts=[mount]),
+            labels={"orbit.doctor": "paths"},
+        )
+        stream, _ = api.get_archive(created["Id"], "/probe/nonce")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.next()
+            data = tar.extractfile(member) if member else None
+            return (data.read().decode() if data else None), None
+    except docker.errors.NotFound:
+        return None, None  # mounted, but not the directory Orbit wrote to
+    except docker.errors.APIError as exc:
+        return None, str(exc.explanation or exc)
+    finally:
+        if created is not None:
+            try:
+                api.remove_container(created["Id"], force=True, v=True)
+            except docker.errors.APIError:
+                pass
+
+
+PROBE_IMAGE = "orbit-doctor/empty:1"  # an image without files, for an engine that has none
+
+
+def _probe_image(api: Any) -> str:
+    """Any local image (a container that is never started needs no particular one), else an
+    empty one imported from an empty tar (no network)."""
+    import io
+    import tarfile
+
+    ids = api.images(quiet=True)
+    if ids:
+        return str(ids[0])
+    empty = io.BytesIO()
+    tarfile.open(fileobj=empty, mode="w").close()
+    repository, tag = PROBE_IMAGE.split(":")
+    api.import_image_from_data(empty.getvalue(), repository=repository, tag=tag)
+    return PROBE_IMAGE
 
 
 def check_disk(label: str, path: Path) -> Check:
@@ -197,8 +299,10 @@ def check_scheduler_lock(home: Home) -> Check:
 
 def run_checks(home: Home) -> list[dict[str, Any]]:
     checks: list[Check] = []
-    docker_checks, info = check_docker()
+    docker_checks, info, client = check_docker()
     checks.extend(docker_checks)
+    if client is not None:
+        checks.append(check_paths(home, client))
     checks.append(check_disk("data directory", home.data_dir))
     checks.extend(check_privacy(home))
     checks.append(check_scheduler_lock(home))

@@ -9,7 +9,9 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """Documented in docs/cli.md; `orbit run -w` and `orbit wait` use RUN_FAILED."""
+    """Documented in docs/cli.md. `orbit wait` and `orbit sweep -w` use RUN_FAILED; `orbit run -w`
+    passes the command's own exit code through, and uses the codes from 124 on for a run whose
+    command did not end by itself (their shell and Docker meanings: see docs/cli.md)."""
 
     OK = 0
     RUN_FAILED = 1  # a waited-for run did not succeed
@@ -20,7 +22,12 @@ class ExitCode(IntEnum):
     CORRUPT = 6  # a file under ORBIT_HOME cannot be read
     ENVIRONMENT = 7  # the machine refused: disk full, permission denied, read-only file system
     INTERNAL = 70  # a bug in Orbit: one line, and the traceback with ORBIT_DEBUG=1
-    INTERRUPTED = 130
+    INTERRUPTED = 130  # Ctrl-C: only the waiting stops, the run goes on
+    # `orbit run -w` only: the run ended without an exit code of the command's own choosing.
+    TIMED_OUT = 124  # stopped at its --timeout (GNU timeout's code)
+    NO_RESULT = 125  # never ran (image gone, mount refused…) or lost (docker run's engine code)
+    OOM_KILLED = 137  # killed for memory (128 + SIGKILL, what a shell reports)
+    CANCELLED = 143  # cancelled (128 + SIGTERM, the signal `orbit cancel` stops it with)
 
 
 class OrbitError(Exception):

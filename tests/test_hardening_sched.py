@@ -97,7 +97,7 @@ def test_pids_limit_setting_bounds_a_forking_run(orbit: Orbit, busybox: str) -> 
     orbit.configure(pids_limit=40)
     script = "i=0; while [ $i -lt 60 ]; do sleep 2 & i=$((i+1)); done; wait; echo done"
     res = orbit("run", "--image", busybox, *SMALL, "-w", "--", "sh", "-c", script)
-    assert res.code == 1
+    assert res.code == orbit.status("1")["exit_code"] != 0  # run -w exits with the shell's code
     log = (orbit.run_dir("1") / "log.txt").read_text()
     assert "can't fork" in log
     assert "done" not in log

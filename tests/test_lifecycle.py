@@ -118,7 +118,7 @@ def test_failed_run_reports_its_exit_code(orbit: Orbit, busybox: str) -> None:
         "-c",
         "echo failing; exit 3",
     )
-    assert res.code == ExitCode.RUN_FAILED
+    assert res.code == 3  # the command's own exit code
     assert "failing" in res.out
     assert "failed: exit code 3" in res.err
     status = orbit.status("1")
@@ -148,7 +148,7 @@ def test_exit_137_without_oom_is_not_called_oom(orbit: Orbit, busybox: str) -> N
         "-c",
         "exit 137",
     )
-    assert res.code == ExitCode.RUN_FAILED
+    assert res.code == 137  # passed through: the command chose it
     assert orbit.status("1")["reason"] == "exit code 137"
     assert orbit.status("1")["oom_killed"] is False
 
@@ -169,7 +169,7 @@ def test_oom_killed_run_says_so(orbit: Orbit, python_image: str) -> None:
         "-c",
         "x = bytearray(10**9)",
     )
-    assert res.code == ExitCode.RUN_FAILED
+    assert res.code == ExitCode.OOM_KILLED
     status = orbit.status("1")
     assert status["state"] == "failed"
     assert status["reason"] == "killed for memory (limit 0.1 GiB)"
@@ -195,7 +195,7 @@ def test_timeout_stops_the_run(orbit: Orbit, busybox: str) -> None:
         "-c",
         "echo begin; sleep 120",
     )
-    assert res.code == ExitCode.RUN_FAILED
+    assert res.code == ExitCode.TIMED_OUT
     assert time.monotonic() - started < 30
     status = orbit.status("1")
     assert status["reason"] == "timed out after 1.2 s"

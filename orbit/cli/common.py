@@ -7,12 +7,15 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from orbit.env import Env
-from orbit.errors import from_os_error
+from orbit.errors import NotFoundError, UsageError, from_os_error
 from orbit.human import human_seconds
 from orbit.store.model import parse_iso
+
+if TYPE_CHECKING:
+    from orbit.store.runs import Broken, RunStore
 
 
 def positive_float(text: str) -> float:
@@ -129,3 +132,36 @@ def runs_argument(parser: argparse.ArgumentParser, nargs: str = "+", help: str =
 def group_option(parser: argparse.ArgumentParser, help: str) -> None:
     action = parser.add_argument("-g", "--group", help=help)
     action.completer = complete_groups  # type: ignore[attr-defined]
+
+
+# --- run ids or -g GROUP (rm, wait) -------------------------------------------------------------
+def runs_or_group_arguments(parser: argparse.ArgumentParser, group_help: str) -> None:
+    """`ID …` or `-g GROUP`, one of the two (`check_runs_or_group` enforces it)."""
+    runs_argument(parser, nargs="*")
+    group_option(parser, group_help)
+
+
+def check_runs_or_group(args: argparse.Namespace) -> None:
+    if bool(args.runs) == bool(args.group):
+        raise UsageError("give run ids or -g GROUP")
+
+
+def group_members(
+    store: RunStore, group: str, *, unknown_group_too: bool
+) -> tuple[list[str], list[Broken]]:
+    """The ids of the readable runs of `group`, and its unreadable runs: those whose run.yaml
+    names the group and, with `unknown_group_too`, those whose group cannot be read at all.
+    NotFoundError when no run names the group."""
+    from orbit.store.runs import Broken
+
+    ids: list[str] = []
+    broken: list[Broken] = []
+    for row in store.list_rows():
+        if isinstance(row, Broken):
+            if row.may_be_in(group) if unknown_group_too else row.group == group:
+                broken.append(row)
+        elif row.get("group") == group:
+            ids.append(row["id"])
+    if not ids and not any(b.group == group for b in broken):
+        raise NotFoundError(f"no runs in group {group!r}")
+    return ids, broken

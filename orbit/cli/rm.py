@@ -5,14 +5,19 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from orbit.cli.common import add_json, group_option, print_json, runs_argument
+from orbit.cli.common import (
+    add_json,
+    check_runs_or_group,
+    group_members,
+    print_json,
+    runs_or_group_arguments,
+)
 from orbit.env import Env
 from orbit.errors import (
     ConflictError,
     CorruptError,
     DockerError,
     ExitCode,
-    NotFoundError,
     UsageError,
 )
 
@@ -23,8 +28,7 @@ if TYPE_CHECKING:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("rm", help="delete finished runs (asks you to type the id or group)")
-    runs_argument(p, nargs="*")
-    group_option(p, "delete every run of this group")
+    runs_or_group_arguments(p, "delete every run of this group")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask (for scripts)")
     p.add_argument(
         "--force",
@@ -39,8 +43,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.store.runs import RunStore
 
     store = RunStore(env.home)
-    if bool(args.runs) == bool(args.group):
-        raise UsageError("give run ids or -g GROUP")
+    check_runs_or_group(args)
     if args.group:
         runs, broken = _group(store, args.group, args.force)
         expected = args.group
@@ -95,24 +98,13 @@ def _named(store: RunStore, refs: list[str], force: bool) -> tuple[list[Run], li
 def _group(store: RunStore, group: str, force: bool) -> tuple[list[Run], list[Broken]]:
     """The group's runs; with `force` also its unreadable runs whose run.yaml names the group
     (one whose group cannot be read at all is never deleted with a group)."""
-    from orbit.store.runs import Broken
-
-    ids: list[str] = []
-    broken: list[Broken] = []
-    for row in store.list_rows():
-        if isinstance(row, Broken):
-            if row.group == group:
-                broken.append(row)
-        elif row.get("group") == group:
-            ids.append(row["id"])
+    ids, broken = group_members(store, group, unknown_group_too=False)
     if broken and not force:
         shown = " ".join(b.id for b in broken)
         raise CorruptError(
             f"runs {shown} of group {group!r} cannot be read ({broken[0].problem}); "
             "`orbit rm --force` deletes them too"
         )
-    if not ids and not broken:
-        raise NotFoundError(f"no runs in group {group!r}")
     return [store.load(i) for i in ids], broken
 
 

@@ -14,7 +14,7 @@ from orbit.cli.common import (
     print_json,
     side_tick,
 )
-from orbit.cli.watch import follow_until_done
+from orbit.cli.watch import QueueNotes, follow_until_done
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from orbit.execute.submit import Request
+    from orbit.store.model import Run
 
 
 # Below these, Docker refuses the container (or the run could not do anything): refused at
@@ -124,7 +125,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "-w",
         "--wait",
         action="store_true",
-        help="wait for the result, showing the log; exit status = the run's result",
+        help="wait for the result, showing the log; exit status = the command's (docs/cli.md)",
     )
     add_json(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND")
@@ -187,18 +188,42 @@ def run(args: argparse.Namespace, env: Env) -> int:
     run = store.load(run.id)
     if args.wait:
         out = None if args.json else binary_stdout(env)
-        run = follow_until_done(env, store, run, out=out)
+        run = follow_until_done(env, store, run, out=out, queued=QueueNotes(env.stderr))
     if args.json:
         print_json(env, describe(store, run))
     elif args.wait:
-        reason = f": {run.status['reason']}" if run.status.get("reason") else ""
+        reason = f": {run.reason}" if run.reason else ""
         print(f"orbit: run {run.label} {run.state.value}{reason}", file=env.stderr)
     else:
-        reason = f" ({run.status['reason']})" if run.status.get("reason") else ""
+        reason = f" ({run.reason})" if run.reason else ""
         print(f"run {run.label} {run.state.value}{reason}", file=env.stdout)
-    if args.wait:
-        return int(ExitCode.OK if run.state.value == "succeeded" else ExitCode.RUN_FAILED)
-    return int(ExitCode.OK)
+    return exit_code_of(run) if args.wait else int(ExitCode.OK)
+
+
+def exit_code_of(run: Run) -> int:
+    """What `orbit run -w` exits with for a finished run: the command's own exit code (a signal's
+    128+n included), or Orbit's code for a run whose command did not end by itself. The order
+    is that of the run's reason (store/exitrecord.outcome), so the code and the reason agree."""
+    from orbit.store.exitrecord import read_exit
+    from orbit.store.model import RunState
+
+    if run.state is RunState.SUCCEEDED:
+        return int(ExitCode.OK)
+    if run.state is RunState.CANCELLED:
+        return int(ExitCode.CANCELLED)
+    if run.state is not RunState.FAILED:
+        return int(ExitCode.NO_RESULT)  # lost: its result is unknown
+    record = read_exit(run.dir) or {}
+    code = run.status.get("exit_code")
+    if record.get("error"):
+        return int(ExitCode.NO_RESULT)
+    if record.get("timed_out"):
+        return int(ExitCode.TIMED_OUT)
+    if run.status.get("oom_killed") and code != 0:
+        return int(ExitCode.OOM_KILLED)
+    if isinstance(code, int) and 0 < code < 256:
+        return code
+    return int(ExitCode.NO_RESULT)  # failed without a code of the command's (a build, …)
 
 
 class _TextSink:

@@ -7,10 +7,16 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any, TextIO
 
-from orbit.cli.common import add_json, group_option, print_json, runs_argument
-from orbit.cli.watch import POLL_SECONDS, StatusWatch, Ticker
+from orbit.cli.common import (
+    add_json,
+    check_runs_or_group,
+    group_members,
+    print_json,
+    runs_or_group_arguments,
+)
+from orbit.cli.watch import POLL_SECONDS, QueueNotes, StatusWatch, Ticker
 from orbit.env import Env
-from orbit.errors import CorruptError, ExitCode, NotFoundError, UsageError
+from orbit.errors import CorruptError, ExitCode, NotFoundError
 from orbit.store.runs import Broken, RunStore
 
 if TYPE_CHECKING:
@@ -37,23 +43,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Wait for runs to finish; exit 1 if any did not succeed. With -g, the "
         "counts by state are shown on stderr while waiting.",
     )
-    runs_argument(p, nargs="*")
-    group_option(p, "wait for every run of this group")
+    runs_or_group_arguments(p, "wait for every run of this group")
     add_json(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
     store = RunStore(env.home)
-    if bool(args.runs) == bool(args.group):
-        raise UsageError("give run ids or -g GROUP")
+    check_runs_or_group(args)
     unreadable: list[Broken] = []
     if args.group:
-        ids, unreadable = group_ids(store, args.group)
+        # A run that cannot be read is never left out: when not even its run.yaml can be read,
+        # its group is unknown and it counts for every group, so a group is never reported as
+        # all succeeded over a member that failed and then became unreadable.
+        ids, unreadable = group_members(store, args.group, unknown_group_too=True)
     else:
         ids = [store.resolve(ref).id for ref in args.runs]
     progress = Progress(env.stderr, args.group) if args.group and not args.json else None
-    runs = [*wait_for(env, store, ids, progress), *unreadable]
+    # With -g the counts say how many wait; a line per queued run would drown them.
+    queued = None if args.group else QueueNotes(env.stderr)
+    runs = [*wait_for(env, store, ids, progress, queued), *unreadable]
     results = [result(r) for r in runs]
     ok = all(r["state"] == "succeeded" for r in results)
     if args.json:
@@ -70,30 +79,15 @@ def exit_code(results: list[dict[str, Any]]) -> ExitCode:
     return ExitCode.OK if all(r["state"] == "succeeded" for r in results) else ExitCode.RUN_FAILED
 
 
-def group_ids(store: RunStore, group: str) -> tuple[list[str], list[Broken]]:
-    """The readable runs of `group`, and the unreadable runs that are or may be in it.
-
-    A run that cannot be read is never left out: when not even its run.yaml can be read, its
-    group is unknown and it counts for every group, so a group is never reported as all
-    succeeded over a member that failed and then became unreadable.
-    """
-    ids: list[str] = []
-    unreadable: list[Broken] = []
-    for r in store.list_rows():
-        if isinstance(r, Broken):
-            if r.may_be_in(group):
-                unreadable.append(r)
-        elif r.get("group") == group:
-            ids.append(r["id"])
-    if not ids and not any(b.group == group for b in unreadable):
-        raise NotFoundError(f"no runs in group {group!r}")
-    return ids, unreadable
-
-
 def wait_for(
-    env: Env, store: RunStore, ids: list[str], progress: Progress | None
+    env: Env,
+    store: RunStore,
+    ids: list[str],
+    progress: Progress | None,
+    queued: QueueNotes | None = None,
 ) -> list[Run | Broken]:
-    """Block until every run is finished (a tick every few seconds repairs dead shepherds).
+    """Block until every run is finished (a tick every few seconds repairs dead shepherds);
+    with `queued`, say which runs wait in the queue and why.
 
     A run that cannot be read (or becomes unreadable) is not waited for: it is returned as
     Broken, and its result counts as unknown.
@@ -106,6 +100,10 @@ def wait_for(
             runs = [w if isinstance(w, Broken) else w.run for w in watches]
             if progress:
                 progress.show(runs)
+            if queued:
+                for r in runs:
+                    if not isinstance(r, Broken):
+                        queued.show(r)
             if all(isinstance(r, Broken) or r.state.finished for r in runs):
                 return runs
             ticker.maybe()

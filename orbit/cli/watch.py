@@ -6,11 +6,11 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TextIO
 
 from orbit.cli.common import side_tick
 from orbit.env import Env
-from orbit.store.model import Run
+from orbit.store.model import LOG, STATUS_YAML, Run, RunState
 from orbit.store.runs import RunStore
 
 POLL_SECONDS = 0.02
@@ -43,7 +43,7 @@ class StatusWatch:
 
     def _stat(self) -> int:
         try:
-            return os.stat(self.run.path("status.yaml")).st_mtime_ns
+            return os.stat(self.run.path(STATUS_YAML)).st_mtime_ns
         except OSError:
             return 0
 
@@ -53,6 +53,25 @@ class StatusWatch:
             self._mtime = mtime
             self.run = self.store.load(self.run.id)
         return self.run
+
+
+class QueueNotes:
+    """Says on stderr that a run waits in the queue and why, one line
+    `orbit: run 4 (b) queued: waiting for 2 CPUs: 4 of 4 leased`, and again only when the reason
+    changes (the tick rewrites it only then). Nothing for a run that is not queued."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.said: dict[str, str] = {}  # run id -> the reason last said
+
+    def show(self, run: Run) -> None:
+        if run.state is not RunState.QUEUED:
+            return
+        reason = run.reason or "waiting"
+        if self.said.get(run.id) == reason:
+            return
+        self.said[run.id] = reason
+        print(f"orbit: run {run.label} queued: {reason}", file=self.out, flush=True)
 
 
 class Ticker:
@@ -99,14 +118,18 @@ def follow_until_done(
     offset: int = 0,
     out: BinaryIO | None = None,
     on_change: Callable[[Run], None] | None = None,
+    queued: QueueNotes | None = None,
 ) -> Run:
-    """Block until the run is finished; with `out`, copy its log there as it grows."""
+    """Block until the run is finished; with `out`, copy its log there as it grows; with
+    `queued`, say while it waits in the queue and why."""
     watch = StatusWatch(store, run)
     ticker = Ticker(env)
-    log_path = run.path("log.txt")
+    log_path = run.path(LOG)
     last_state = run.state
     while True:
         run = watch.refresh()
+        if queued is not None:
+            queued.show(run)
         if out is not None:
             offset = copy_new(log_path, offset, out)
         if run.state != last_state:
