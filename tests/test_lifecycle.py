@@ -102,6 +102,10 @@ def test_succeeding_run_leaves_a_complete_record(orbit: Orbit, busybox: str) -> 
     exit_record = json.loads((run_dir / "exit.json").read_text())
     assert exit_record["exit_code"] == 0 and exit_record["oom_killed"] is False
     wait_no_containers(orbit)  # removed right after the record was complete
+    # The shepherd drops the active marker just after it removed the container.
+    deadline = time.monotonic() + 20
+    while list((orbit.home / "active").iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not list((orbit.home / "active").iterdir())
     assert not list((orbit.home / "queue").iterdir())
 
