@@ -103,6 +103,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     queued = _run(store, "queued", RunState.QUEUED)
     wide = _run(store, "wide", RunState.SUCCEEDED, command=["python", "-c", "x" * 300])
     (wide.path("output") / LONG_NAME).write_text("wide\n")
+    for i in range(11):
+        _run(store, f"many-{i}", RunState.SUCCEEDED, group="many")
     res = orbit("web", "--port", str(_free_port()), "--json")
     assert res.code == 0, res.err
     url = str(res.json()["url"])
@@ -379,3 +381,20 @@ def test_run_and_compare_pages_have_shortcuts(site: Site, page: Any) -> None:
     page.keyboard.press("g")
     page.keyboard.press("r")
     page.wait_for_url(site.base + "/")
+
+
+def test_compare_or_cancel_without_a_fitting_selection_says_why(site: Site, page: Any) -> None:
+    page.goto(f"{site.base}/?group=usability")
+    note = page.locator("#actions-note")
+    page.click("#compare")
+    assert page.url == f"{site.base}/?group=usability"
+    assert note.inner_text() == "Select runs to compare first (x or the checkboxes)."
+    page.click("#cancel")
+    assert note.inner_text() == "Select runs to cancel first (x or the checkboxes)."
+    # More than ten: a word on the page, not a 400 page.
+    page.goto(f"{site.base}/?group=many")
+    assert page.locator("tr.run").count() == 11
+    page.check("#select-all")
+    page.click("#compare")
+    assert page.locator("#actions-note").inner_text() == "Compare at most 10 runs at once."
+    assert page.url == f"{site.base}/?group=many"

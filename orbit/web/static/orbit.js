@@ -17,15 +17,23 @@
   if (all) all.addEventListener("change", function () {
     document.querySelectorAll("tr.run input[name=ids]").forEach(function (b) { b.checked = all.checked; });
   });
+  var COMPARE_MAX = 10; // orbit/web/compare.py
+  function say(text) {
+    var note = document.getElementById("actions-note");
+    if (note) note.textContent = text;
+  }
   function compare() {
     var ids = selected();
-    if (ids.length) window.location.href = "/compare?ids=" + ids.map(encodeURIComponent).join(",");
+    if (!ids.length) say("Select runs to compare first (x or the checkboxes).");
+    else if (ids.length > COMPARE_MAX) say("Compare at most " + COMPARE_MAX + " runs at once.");
+    else window.location.href = "/compare?ids=" + ids.map(encodeURIComponent).join(",");
   }
   var cmp = document.getElementById("compare");
   if (cmp) cmp.addEventListener("click", compare);
   var form = document.getElementById("runs-form");
   if (form) form.addEventListener("submit", function (e) {
     var ids = selected();
+    if (!ids.length) say("Select runs to cancel first (x or the checkboxes).");
     if (!ids.length || !window.confirm("Cancel " + ids.length + " run(s): " + ids.join(", ") + "?")) e.preventDefault();
   });
 
