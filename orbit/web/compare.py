@@ -14,10 +14,10 @@ from orbit.store.describe import describe, latest_metrics
 from orbit.store.model import METRICS, Run
 from orbit.web.charts import COLORS, Line, fmt, fmt_size, svg_chart
 from orbit.web.context import Route, WebContext, current, load_run
+from orbit.web.run_page import PAGE_CHARTS
 from orbit.web.series import read_metrics
 
-COMPARE_MAX = 10
-PAGE_CHARTS = 32
+COMPARE_MAX = 10  # also in static/orbit.js
 
 Row = tuple[str, list[str], bool]  # name, the value of each run, whether they differ
 
