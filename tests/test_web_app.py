@@ -290,6 +290,36 @@ def test_web_unit_passes_systemd_analyze_verify(orbit: Orbit, tmp_path: Path) ->
     assert "-m orbit web --serve" in unit.read_text()
 
 
+def test_every_route_but_the_login_is_behind_it(web: Web) -> None:
+    """Walks the application's own route table: a route added later cannot skip the check."""
+    run_id = make_run(web.home, "guarded")
+    fill = {
+        "<run_id>": run_id,
+        "<area:re:files|session>": "files",
+        "<path:re:(?:/.*)?>": "/",
+        "<path:path>": "orbit.css",
+    }
+    routes = make_app(web.home).routes
+    assert len(routes) >= 15
+    for route in routes:
+        path = route.rule
+        for pattern, value in fill.items():
+            path = path.replace(pattern, value)
+        assert "<" not in path, route.rule
+        if path == "/login":
+            continue
+        data = {"token": web.csrf, "ids": run_id, "text": "x"} if route.method == "POST" else None
+        reply = web(path, data=data, auth=False)
+        if route.method == "GET" and not path.startswith("/api/"):
+            assert reply.status in (302, 303), (route.rule, reply.status)
+            assert reply.headers["Location"].endswith("/login"), route.rule
+        else:
+            assert reply.status == 401, (route.method, route.rule, reply.status)
+        if path != "/logout":  # logged in, it answers
+            assert web(path, data=data).status < 500, route.rule
+    assert Path(web.home.runs_dir / run_id / "notes.jsonl").read_text().count('"x"') == 1
+
+
 def test_run_pages_are_registered_behind_the_login(web: Web) -> None:
     run_id = make_run(web.home, "<i>detail</i>")
     other = make_run(web.home, "other")

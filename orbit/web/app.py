@@ -1,8 +1,9 @@
-"""The Bottle application: login, the runs list, resources, settings and the run pages."""
+"""The Bottle application: login, resources and settings here; the runs list, the run page, its
+files and the compare page in their own modules. Every route but the login is registered behind
+`require_auth`, here, in one place."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import Any
 from urllib.parse import quote
@@ -10,8 +11,19 @@ from urllib.parse import quote
 import bottle
 
 from orbit.store.home import Home
+from orbit.web import browse, compare, listing, run_page
 from orbit.web.auth import SESSION_MAX_AGE_S, Auth, load_or_create_token, write_token
-from orbit.web.context import STATIC, WebContext, cookie_name, header, local_path
+from orbit.web.context import (
+    CONFIG_KEY,
+    STATIC,
+    Route,
+    WebContext,
+    cookie_name,
+    current,
+    header,
+    local_path,
+    require_auth,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,142 +60,151 @@ def host_ok(host: str | None, port: str) -> bool:
     return host.lower() in allowed
 
 
+def check_host() -> None:
+    req = bottle.request
+    if not host_ok(header("Host"), str(req.environ.get("SERVER_PORT", ""))):
+        bottle.abort(421, "this server answers only as 127.0.0.1, localhost or [::1]")
+
+
+def security_headers() -> None:
+    _apply_headers(bottle.response)
+
+
+def start_session(ctx: WebContext) -> str:
+    bottle.response.set_cookie(
+        cookie_name(),
+        ctx.auth.new_session(),
+        path="/",
+        httponly=True,
+        samesite="strict",
+        max_age=SESSION_MAX_AGE_S,
+    )
+    target = local_path(bottle.request.params.getunicode("next"))
+    if header("Sec-Fetch-Site") == "cross-site":
+        # A login link followed from another site, or from the file: page of `orbit web
+        # --open`: browsers send no SameSite=Strict cookie along the redirects of such a
+        # navigation, so a 303 would land on /login again. A page of this server that moves
+        # on by itself starts a same-origin navigation, which carries the cookie.
+        bottle.response.set_header("Refresh", f"0;url={quote(target, safe=URL_SAFE)}")
+        return ctx.render("logged_in", title="Logged in", next=target)
+    bottle.redirect(target, 303)
+    raise AssertionError("unreachable")
+
+
+def login() -> Any:
+    ctx = current()
+    code = bottle.request.query.getunicode("code", "") or ""
+    # A HEAD (a link checker or preview) must not use up the one-time code.
+    if code and bottle.request.method != "HEAD" and ctx.auth.redeem(code):
+        return start_session(ctx)
+    bottle.response.status = 401
+    return ctx.render(
+        "login",
+        title="Log in",
+        wrong=bool(code) or bool(bottle.request.query.get("token")),
+        logged_in=ctx.authorized(),
+        next=local_path(bottle.request.query.getunicode("next")),
+    )
+
+
+def login_with_token() -> Any:
+    ctx = current()
+    if ctx.auth.token_ok(bottle.request.forms.getunicode("token")):
+        return start_session(ctx)
+    bottle.response.status = 401
+    return ctx.render("login", title="Log in", wrong=True, logged_in=False, next=local_path(None))
+
+
+def logout() -> None:
+    ctx = current()
+    ctx.check_csrf()
+    ctx.auth.revoke(bottle.request.get_cookie(cookie_name()))
+    bottle.response.delete_cookie(cookie_name(), path="/")
+    bottle.redirect("/login", 303)
+
+
+def static(path: str) -> Any:
+    return bottle.static_file(path, root=str(STATIC))
+
+
+def resources() -> str:
+    from orbit.sched.report import report
+
+    ctx = current()
+    try:
+        data = report(ctx.home)
+        error = None
+    except Exception as exc:  # a page that says what broke beats a bare 500
+        log.exception("resources failed")
+        data, error = {}, f"{type(exc).__name__}: {exc}"
+    return ctx.render("resources", title="Resources", data=data, error=error)
+
+
+def resources_api() -> dict[str, Any]:
+    from orbit.sched.report import report
+
+    return report(current().home)
+
+
+def settings() -> str:
+    from orbit.doctor import run_checks
+
+    ctx = current()
+    home = ctx.home
+    checks = run_checks(home)
+    return ctx.render(
+        "settings", title="Settings", checks=checks, home=str(home.root), config=home.config
+    )
+
+
+def error_page(err: bottle.HTTPError) -> str:
+    """Every status, 500 included: the security headers, and no traceback or host path."""
+    _apply_headers(bottle.response)
+    ctx = current()
+    if err.status_code >= 500:
+        if err.traceback:
+            log.error(
+                "%s %s failed:\n%s", bottle.request.method, bottle.request.path, err.traceback
+            )
+        message = "the server failed to build this page (see runtime/web.log)"
+    else:  # no host paths in an answer: the home is named, not spelled out
+        message = str(err.body).replace(str(ctx.home.root), "ORBIT_HOME")
+    try:
+        return ctx.render("error", title=f"{err.status_code}", status=err.status, message=message)
+    except Exception:  # the error page itself must not fail
+        return f"{err.status_code}"
+
+
+PUBLIC: list[Route] = [("GET", "/login", login), ("POST", "/login", login_with_token)]
+PAGES: list[Route] = [
+    ("POST", "/logout", logout),
+    ("GET", "/static/<path:path>", static),
+    ("GET", "/resources", resources),
+    ("GET", "/api/resources", resources_api),
+    ("GET", "/settings", settings),
+    *listing.ROUTES,
+    *run_page.ROUTES,
+    *browse.ROUTES,
+    *compare.ROUTES,
+]
+
+
+def routes() -> list[Route]:
+    """Every route of the application: the login as it is, every other behind the login."""
+    return PUBLIC + [(method, path, require_auth(func)) for method, path, func in PAGES]
+
+
 def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
     """The application; `token` (tests) is written to web-token first."""
     if token is not None:
         write_token(home, token)
     else:
         load_or_create_token(home)
-    ctx = WebContext(home, Auth(home))
     app = bottle.Bottle()
-    app.config["orbit.ctx"] = ctx
-
-    @app.hook("before_request")
-    def check_host() -> None:
-        req = bottle.request
-        if not host_ok(header("Host"), str(req.environ.get("SERVER_PORT", ""))):
-            bottle.abort(421, "this server answers only as 127.0.0.1, localhost or [::1]")
-
-    @app.hook("after_request")
-    def security_headers() -> None:
-        _apply_headers(bottle.response)
-
-    def start_session() -> str:
-        bottle.response.set_cookie(
-            cookie_name(),
-            ctx.auth.new_session(),
-            path="/",
-            httponly=True,
-            samesite="strict",
-            max_age=SESSION_MAX_AGE_S,
-        )
-        target = local_path(bottle.request.params.getunicode("next"))
-        if header("Sec-Fetch-Site") == "cross-site":
-            # A login link followed from another site, or from the file: page of `orbit web
-            # --open`: browsers send no SameSite=Strict cookie along the redirects of such a
-            # navigation, so a 303 would land on /login again. A page of this server that moves
-            # on by itself starts a same-origin navigation, which carries the cookie.
-            bottle.response.set_header("Refresh", f"0;url={quote(target, safe=URL_SAFE)}")
-            return ctx.render("logged_in", title="Logged in", next=target)
-        bottle.redirect(target, 303)
-        raise AssertionError("unreachable")
-
-    @app.get("/login")
-    def login() -> Any:
-        code = bottle.request.query.getunicode("code", "") or ""
-        # A HEAD (a link checker or preview) must not use up the one-time code.
-        if code and bottle.request.method != "HEAD" and ctx.auth.redeem(code):
-            return start_session()
-        bottle.response.status = 401
-        return ctx.render(
-            "login",
-            title="Log in",
-            wrong=bool(code) or bool(bottle.request.query.get("token")),
-            logged_in=ctx.authorized(),
-            next=local_path(bottle.request.query.getunicode("next")),
-        )
-
-    @app.post("/login")
-    def login_with_token() -> Any:
-        if ctx.auth.token_ok(bottle.request.forms.getunicode("token")):
-            return start_session()
-        bottle.response.status = 401
-        return ctx.render(
-            "login", title="Log in", wrong=True, logged_in=False, next=local_path(None)
-        )
-
-    @app.post("/logout")
-    @ctx.require_auth
-    def logout() -> None:
-        ctx.check_csrf()
-        ctx.auth.revoke(bottle.request.get_cookie(cookie_name()))
-        bottle.response.delete_cookie(cookie_name(), path="/")
-        bottle.redirect("/login", 303)
-
-    @app.get("/static/<path:path>")
-    @ctx.require_auth
-    def static(path: str) -> Any:
-        return bottle.static_file(path, root=str(STATIC))
-
-    @app.get("/resources")
-    @ctx.require_auth
-    def resources() -> str:
-        from orbit.sched.report import report
-
-        try:
-            data = report(home)
-            error = None
-        except Exception as exc:  # a page that says what broke beats a bare 500
-            log.exception("resources failed")
-            data, error = {}, f"{type(exc).__name__}: {exc}"
-        return ctx.render("resources", title="Resources", data=data, error=error)
-
-    @app.get("/api/resources")
-    @ctx.require_auth
-    def resources_api() -> dict[str, Any]:
-        from orbit.sched.report import report
-
-        return report(home)
-
-    @app.get("/settings")
-    @ctx.require_auth
-    def settings() -> str:
-        from orbit.doctor import run_checks
-
-        checks = run_checks(home)
-        return ctx.render(
-            "settings", title="Settings", checks=checks, home=str(home.root), config=home.config
-        )
-
-    def error_page(err: bottle.HTTPError) -> str:
-        # Every status, 500 included: the security headers, and no traceback or host path.
-        _apply_headers(bottle.response)
-        if err.status_code >= 500:
-            if err.traceback:
-                log.error(
-                    "%s %s failed:\n%s", bottle.request.method, bottle.request.path, err.traceback
-                )
-            message = "the server failed to build this page (see runtime/web.log)"
-        else:  # no host paths in an answer: the home is named, not spelled out
-            message = str(err.body).replace(str(home.root), "ORBIT_HOME")
-        try:
-            return ctx.render(
-                "error", title=f"{err.status_code}", status=err.status, message=message
-            )
-        except Exception:  # the error page itself must not fail
-            return f"{err.status_code}"
-
+    app.config[CONFIG_KEY] = WebContext(home, Auth(home))
+    app.add_hook("before_request", check_host)
+    app.add_hook("after_request", security_headers)
+    for method, path, func in routes():
+        app.route(path, method, func)
     app.default_error_handler = error_page
-
-    from orbit.web import listing
-
-    listing.register(app, ctx)
-    try:  # written alongside this module; the list works without it
-        run_pages = importlib.import_module("orbit.web.run_pages")
-    except ImportError as exc:
-        if exc.name != "orbit.web.run_pages":
-            raise
-        log.info("orbit.web.run_pages is missing: no run detail or compare pages")
-    else:
-        run_pages.register(app, ctx)
     return app

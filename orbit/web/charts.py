@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
+from orbit.human import human_bytes
+
 WIDTH, HEIGHT = 560, 200
 LEFT, RIGHT, TOP, BOTTOM = 58, 10, 10, 26
 COLORS = (
@@ -34,6 +36,10 @@ def fmt(v: float | None) -> str:
     return f"{v:.4g}"
 
 
+def _num(v: float) -> str:
+    return str(int(v)) if v == int(v) and abs(v) < 1e15 else repr(float(v))
+
+
 def svg_chart(title: str, lines: Sequence[Line], x_label: str) -> str:
     """An SVG line chart of `lines` (markup, escaped)."""
     xs = [v for ln in lines for v in (ln.x[0], ln.x[-1]) if len(ln.x)]
@@ -51,7 +57,8 @@ def svg_chart(title: str, lines: Sequence[Line], x_label: str) -> str:
     parts = [
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
         f'aria-label="{escape(title)}" data-x0="{x0}" data-x1="{x1}" data-y0="{y0}" '
-        f'data-y1="{y1}" data-left="{LEFT}" data-top="{TOP}" data-pw="{pw}" data-ph="{ph}">',
+        f'data-y1="{y1}" data-left="{LEFT}" data-top="{TOP}" data-pw="{pw}" data-ph="{ph}" '
+        f'data-xlabel="{escape(x_label)}">',
         f"<title>{escape(title)} against {escape(x_label)}</title>",
         f'<rect class="frame" x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}"/>',
     ]
@@ -81,9 +88,19 @@ def svg_chart(title: str, lines: Sequence[Line], x_label: str) -> str:
         if len(ln.x) == 1:
             cx, cy = pts.split(",")
             parts.append(f'<circle cx="{cx}" cy="{cy}" r="2.5" fill="{ln.color}"/>')
+        # The values themselves, for the hover (orbit/web/static/charts.js): the points above
+        # are rounded to pixels.
+        data_x = " ".join(_num(v) for v in ln.x)
+        data_y = " ".join(_num(v) for v in ln.y)
         parts.append(
             f'<polyline fill="none" stroke="{ln.color}" stroke-width="1.4" '
-            f'data-label="{label}" points="{pts}"><title>{label}</title></polyline>'
+            f'data-label="{label}" data-x="{data_x}" data-y="{data_y}" points="{pts}">'
+            f"<title>{label}</title></polyline>"
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def fmt_size(n: int) -> str:
+    """A file or memory size on a page: "1.5 KiB", "0 B"."""
+    return human_bytes(n, zero="0 B")

@@ -1,13 +1,15 @@
 """What every web page shares: the store, the auth state, the layout and the auth check.
 
-Interface for page modules (orbit.web.run_pages and friends):
+Interface for page modules (orbit.web.listing, run_page, browse, compare): a module-level
+table of plain functions, which orbit.web.app registers, each behind `require_auth`:
 
-    def register(app: bottle.Bottle, ctx: WebContext) -> None:
-        @app.get("/runs/<run_id>")
-        @ctx.require_auth
-        def page(run_id: str) -> str:
-            return ctx.render("run", title=f"run {run_id}", run=...)
+    def page(run_id: str) -> str:
+        ctx = current()
+        return ctx.render("run", title=f"run {run_id}", run=load_run(ctx, run_id))
 
+    ROUTES = [("GET", "/runs/<run_id>", page)]
+
+`current()` is the WebContext of the application serving the request (`app.config`).
 `ctx.render(name, title=..., **kw)` renders templates/<name>.tpl and wraps it in base.tpl
 (which links /static/orbit.css and /static/orbit.js and passes `csrf` for forms: a form that
 POSTs puts `<input type="hidden" name="token" value="{{csrf}}">`). `ctx.check_csrf()` raises a
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +31,10 @@ from urllib.parse import urljoin, urlsplit
 
 import bottle
 
+from orbit.errors import CorruptError, NotFoundError
 from orbit.store.home import Home
 from orbit.store.index import IndexCache
+from orbit.store.model import Run
 from orbit.store.runs import RunStore
 from orbit.web.auth import Auth, equal
 from orbit.web.auth import load_or_create_token as load_or_create_token  # for scripts
@@ -37,10 +42,19 @@ from orbit.web.auth import token_path as token_path
 
 TEMPLATES = Path(__file__).parent / "templates"
 STATIC = Path(__file__).parent / "static"
+CONFIG_KEY = "orbit.ctx"
+RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 HEADER = "X-Orbit-Token"
 CSRF_HEADER = "X-Orbit-CSRF"
+# An inline icon: browsers then ask for no /favicon.ico (which would be a 404 or a redirect).
+FAVICON = (
+    "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'%3E"
+    "%3Ccircle cx='8' cy='8' r='6' fill='none' stroke='%232457c5' stroke-width='2'/%3E"
+    "%3Ccircle cx='13' cy='4' r='2' fill='%232457c5'/%3E%3C/svg%3E"
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
+Route = tuple[str, str, Callable[..., Any]]  # (method, path, function)
 
 
 def header(name: str) -> str | None:
@@ -100,19 +114,14 @@ class WebContext:
     def authorized(self) -> bool:
         return self.by_token() or self.session_id() is not None
 
-    def require_auth(self, func: F) -> F:
-        """Refuse a request without the token: 401 for the API and POSTs, else a redirect."""
-
-        @functools.wraps(func)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if not self.authorized():
-                req = bottle.request
-                if req.method in ("GET", "HEAD") and not req.path.startswith("/api/"):
-                    bottle.redirect("/login")
-                bottle.abort(401, "not logged in: run `orbit web` and open the URL it prints")
-            return func(*args, **kwargs)
-
-        return wrapper  # type: ignore[return-value]
+    def check_auth(self) -> None:
+        """Refuse a request without a session or the token: 401 for the API and POSTs, else a
+        redirect to /login."""
+        if not self.authorized():
+            req = bottle.request
+            if req.method in ("GET", "HEAD") and not req.path.startswith("/api/"):
+                bottle.redirect("/login")
+            bottle.abort(401, "not logged in: run `orbit web` and open the URL it prints")
 
     def csrf(self) -> str:
         """The form token of this request's session ("" for a script using the master token)."""
@@ -135,9 +144,57 @@ class WebContext:
         """templates/<template_name>.tpl inside the base layout (SimpleTemplate escapes {{…}}).
 
         Both templates get `csrf` (the session's form token, for a POST form's hidden field).
+        A page for a visitor without a session (login, errors) carries its stylesheet inline
+        and no script: /static/ is only served after the login.
         """
         lookup = [str(TEMPLATES)]
         csrf = self.csrf()
+        authed = self.authorized()
         body = bottle.template(template_name, template_lookup=lookup, csrf=csrf, **kw)
-        page = bottle.template("base", template_lookup=lookup, title=title, body=body, csrf=csrf)
+        page = bottle.template(
+            "base",
+            template_lookup=lookup,
+            title=title,
+            body=body,
+            csrf=csrf,
+            page=template_name,
+            authed=authed,
+            css="" if authed else stylesheet(),
+            favicon=FAVICON,
+        )
         return str(page)
+
+
+@functools.cache
+def stylesheet() -> str:
+    return (STATIC / "orbit.css").read_text()
+
+
+def current() -> WebContext:
+    """The WebContext of the application that serves this request."""
+    ctx: WebContext = bottle.request.app.config[CONFIG_KEY]
+    return ctx
+
+
+def require_auth(func: F) -> F:
+    """`func` only for a request with a session or the token (WebContext.check_auth)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        current().check_auth()
+        return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def load_run(ctx: WebContext, run_id: str) -> Run:
+    """The run, or a 404 page for an id that is malformed, unknown or unreadable."""
+    if not RUN_ID.match(run_id):
+        bottle.abort(404, f"no run {run_id!r}")
+    try:
+        return ctx.store.load(run_id)
+    except NotFoundError as exc:
+        bottle.abort(404, str(exc))
+    except CorruptError as exc:
+        bottle.abort(404, f"run {run_id} cannot be read: {exc}")
+    raise AssertionError("unreachable")

@@ -14,7 +14,7 @@ from orbit.human import human_seconds
 from orbit.store.describe import duration_s
 from orbit.store.index import row_for
 from orbit.store.runs import Broken, id_key
-from orbit.web.context import WebContext, header, local_path
+from orbit.web.context import Route, current, header, local_path
 
 PER_PAGE = 50
 FILTERS = ("state", "name", "group", "tag", "folder", "q")
@@ -168,51 +168,56 @@ def select(rows: list[dict[str, Any] | Broken], query: Query) -> dict[str, Any]:
     return {"rows": shown, "total": len(kept), "page": page, "pages": pages}
 
 
-def register(app: bottle.Bottle, ctx: WebContext) -> None:
-    @app.get("/")
-    @ctx.require_auth
-    def runs_page() -> str:
-        query = Query.parse(bottle.request.query)
-        data = select(ctx.store.list_rows(), query)
-        return ctx.render("listing", title="Runs", query=query, states=STATES, **data)
+def runs_page() -> str:
+    ctx = current()
+    query = Query.parse(bottle.request.query)
+    data = select(ctx.store.list_rows(), query)
+    return ctx.render("listing", title="Runs", query=query, states=STATES, **data)
 
-    @app.get("/api/runs")
-    @ctx.require_auth
-    def runs_api() -> dict[str, Any]:
-        """State, reason and duration of the runs named in ?ids=1,2 (or of all runs)."""
-        wanted = list(dict.fromkeys(i for i in bottle.request.query.get("ids", "").split(",") if i))
-        if len(wanted) > IDS_MAX:
-            bottle.abort(400, f"ask for at most {IDS_MAX} runs at once")
-        rows: list[dict[str, Any] | Broken]
-        if wanted:  # the page polls only what it shows: read those runs, not all of them
-            rows = []
-            for item in ctx.store.load_many(i for i in wanted if i.isdigit()):
-                rows.append(item if isinstance(item, Broken) else row_for(item, None))
-        else:
-            rows = ctx.store.list_rows()
-        out: dict[str, Any] = {}
-        for row in rows:
-            rid = row.id if isinstance(row, Broken) else str(row["id"])
-            v = view_row(row)
-            out[rid] = {k: v.get(k) for k in ("state", "reason", "duration", "error")}
-        return {"runs": out}
 
-    @app.post("/cancel")
-    @ctx.require_auth
-    def cancel() -> Any:
-        from orbit.execute.control import request_cancel
+def runs_api() -> dict[str, Any]:
+    """State, reason and duration of the runs named in ?ids=1,2 (or of all runs)."""
+    ctx = current()
+    wanted = list(dict.fromkeys(i for i in bottle.request.query.get("ids", "").split(",") if i))
+    if len(wanted) > IDS_MAX:
+        bottle.abort(400, f"ask for at most {IDS_MAX} runs at once")
+    rows: list[dict[str, Any] | Broken]
+    if wanted:  # the page polls only what it shows: read those runs, not all of them
+        rows = []
+        for item in ctx.store.load_many(i for i in wanted if i.isdigit()):
+            rows.append(item if isinstance(item, Broken) else row_for(item, None))
+    else:
+        rows = ctx.store.list_rows()
+    out: dict[str, Any] = {}
+    for row in rows:
+        rid = row.id if isinstance(row, Broken) else str(row["id"])
+        v = view_row(row)
+        out[rid] = {k: v.get(k) for k in ("state", "reason", "duration", "error")}
+    return {"runs": out}
 
-        ctx.check_csrf()
-        ids = [i for v in bottle.request.forms.getall("ids") for i in v.split(",") if i]
-        if not ids:
-            bottle.abort(400, "no runs selected")
-        results = {}
-        for ref in ids:
-            try:
-                run = request_cancel(ctx.store, ctx.store.resolve(ref).id, actor=ctx.actor)
-                results[run.id] = {"state": run.state.value}
-            except OrbitError as exc:
-                results[ref] = {"error": str(exc)}
-        if (header("Accept") or "").startswith("application/json"):
-            return {"cancelled": results}
-        bottle.redirect(local_path(bottle.request.forms.getunicode("back", "/")), 303)
+
+def cancel() -> Any:
+    from orbit.execute.control import request_cancel
+
+    ctx = current()
+    ctx.check_csrf()
+    ids = [i for v in bottle.request.forms.getall("ids") for i in v.split(",") if i]
+    if not ids:
+        bottle.abort(400, "no runs selected")
+    results = {}
+    for ref in ids:
+        try:
+            run = request_cancel(ctx.store, ctx.store.resolve(ref).id, actor=ctx.actor)
+            results[run.id] = {"state": run.state.value}
+        except OrbitError as exc:
+            results[ref] = {"error": str(exc)}
+    if (header("Accept") or "").startswith("application/json"):
+        return {"cancelled": results}
+    bottle.redirect(local_path(bottle.request.forms.getunicode("back", "/")), 303)
+
+
+ROUTES: list[Route] = [
+    ("GET", "/", runs_page),
+    ("GET", "/api/runs", runs_api),
+    ("POST", "/cancel", cancel),
+]

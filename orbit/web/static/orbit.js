@@ -17,15 +17,23 @@
   if (all) all.addEventListener("change", function () {
     document.querySelectorAll("tr.run input[name=ids]").forEach(function (b) { b.checked = all.checked; });
   });
+  var COMPARE_MAX = 10; // orbit/web/compare.py
+  function say(text) {
+    var note = document.getElementById("actions-note");
+    if (note) note.textContent = text;
+  }
   function compare() {
     var ids = selected();
-    if (ids.length) window.location.href = "/compare?ids=" + ids.map(encodeURIComponent).join(",");
+    if (!ids.length) say("Select runs to compare first (x or the checkboxes).");
+    else if (ids.length > COMPARE_MAX) say("Compare at most " + COMPARE_MAX + " runs at once.");
+    else window.location.href = "/compare?ids=" + ids.map(encodeURIComponent).join(",");
   }
   var cmp = document.getElementById("compare");
   if (cmp) cmp.addEventListener("click", compare);
   var form = document.getElementById("runs-form");
   if (form) form.addEventListener("submit", function (e) {
     var ids = selected();
+    if (!ids.length) say("Select runs to cancel first (x or the checkboxes).");
     if (!ids.length || !window.confirm("Cancel " + ids.length + " run(s): " + ids.join(", ") + "?")) e.preventDefault();
   });
 
@@ -63,13 +71,15 @@
     list.forEach(function (r, j) { r.classList.toggle("current", j === current); });
     list[current].scrollIntoView({ block: "nearest" });
   }
-  document.addEventListener("keydown", function (e) {
-    var t = e.target;
-    if (e.ctrlKey || e.metaKey || e.altKey) return;
-    if (t && (t.tagName === "INPUT" || t.tagName === "TEXTAREA" || t.tagName === "SELECT")) {
-      if (e.key === "Escape") t.blur();
-      return;
-    }
+  // Keys typed into a text field are text; a focused checkbox, radio or button (after a click)
+  // must not swallow the shortcuts.
+  var NOT_TEXT = ["checkbox", "radio", "button", "submit", "reset", "range", "color", "file"];
+  function typing(t) {
+    if (!t || !t.tagName) return false;
+    if (t.tagName === "TEXTAREA" || t.tagName === "SELECT" || t.isContentEditable) return true;
+    return t.tagName === "INPUT" && NOT_TEXT.indexOf((t.type || "").toLowerCase()) < 0;
+  }
+  function listKey(e) {
     var list = rows();
     if (e.key === "j") focusRow(current + 1);
     else if (e.key === "k") focusRow(current - 1);
@@ -83,8 +93,39 @@
     } else if (e.key === "c") compare();
     else if (e.key === "/") {
       var s = document.getElementById("search");
-      if (s) { e.preventDefault(); s.focus(); }
-    } else if (e.key === "?") toggleKeys();
-    else return;
+      if (!s) return false;
+      e.preventDefault();
+      s.focus();
+    } else return false;
+    return true;
+  }
+  function compareKey(e) {
+    var n = parseInt(e.key, 10), links = document.querySelectorAll("p.legend a");
+    if (!(n >= 1 && n <= links.length)) return false;
+    window.location.href = links[n - 1].href;
+    return true;
+  }
+  var pageKeys = { listing: listKey, compare: compareKey };
+  var pending = 0; // the time "g" was pressed: "g r" goes to the runs
+  document.addEventListener("keydown", function (e) {
+    var t = e.target;
+    if (e.ctrlKey || e.metaKey || e.altKey) return;
+    if (typing(t)) {
+      if (e.key === "Escape") t.blur();
+      return;
+    }
+    if (pending && Date.now() - pending < 1500 && e.key === "r") {
+      pending = 0;
+      window.location.href = "/";
+      return;
+    }
+    pending = e.key === "g" ? Date.now() : 0;
+    if (e.key === "?") { toggleKeys(); return; }
+    if (e.key === "Escape" && !keys.hidden) { keys.hidden = true; return; }
+    var own = pageKeys[document.body.dataset.page];
+    if (own && own(e)) return;
+    // Keys of a page's own script (run.js): a function per key.
+    var extra = window.orbitKeys || {};
+    if (Object.prototype.hasOwnProperty.call(extra, e.key)) extra[e.key](e);
   });
 })();

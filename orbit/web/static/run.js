@@ -31,7 +31,6 @@
 
   function render() {
     var q = search ? search.value : "";
-    var stick = logEl.scrollTop + logEl.clientHeight >= logEl.scrollHeight - 8;
     if (!q) {
       logEl.textContent = text;
       if (count) count.textContent = "";
@@ -43,11 +42,14 @@
       logEl.textContent = shown.join("\n"); // textContent: a log line is never markup
       if (count) count.textContent = shown.length + " matching lines in the loaded window";
     }
-    if (stick || (follow && follow.checked)) logEl.scrollTop = logEl.scrollHeight;
+    if (follow && follow.checked) toBottom();
   }
 
+  function atBottom() { return logEl.scrollTop + logEl.clientHeight >= logEl.scrollHeight - 8; }
+  function toBottom() { logEl.scrollTop = logEl.scrollHeight; }
+
   function poll() {
-    if (busy || !active || !follow || !follow.checked) return;
+    if (busy || !active) return;
     busy = true;
     api("/api/runs/" + encodeURIComponent(runId) + "/log?offset=" + next + "&limit=262144")
       .then(function (d) {
@@ -77,8 +79,41 @@
       });
   });
   if (search) search.addEventListener("input", render);
-  if (follow) follow.addEventListener("change", poll);
-  if (logEl) logEl.scrollTop = logEl.scrollHeight;
+  function setFollow(on) {
+    if (!follow) return;
+    follow.checked = on;
+    if (on) { toBottom(); poll(); }
+  }
+  if (follow) follow.addEventListener("change", function () { setFollow(follow.checked); });
+  // Scrolling up to read pauses "follow"; scrolling back to the end resumes it.
+  if (logEl) logEl.addEventListener("scroll", function () {
+    if (!follow || !active) return;
+    var bottom = atBottom();
+    if (follow.checked !== bottom) follow.checked = bottom;
+  });
+  if (logEl) toBottom();
+
+  // Cancel (while the run is active): asks first.
+  var cancelForm = document.getElementById("run-cancel");
+  if (cancelForm) cancelForm.addEventListener("submit", function (e) {
+    if (!window.confirm("Cancel run " + runId + "?")) e.preventDefault();
+  });
+
+  function jump(id) {
+    return function () { var el = document.getElementById(id); if (el) el.scrollIntoView(); };
+  }
+  // This page's keyboard shortcuts (orbit.js dispatches them; base.tpl lists them).
+  window.orbitKeys = {
+    f: function () { setFollow(!(follow && follow.checked)); },
+    c: function () { if (cancelForm) cancelForm.requestSubmit(); },
+    l: jump("logs"),
+    m: jump("metrics"),
+    n: function () {
+      var t = document.querySelector("#notes textarea");
+      if (t) { t.scrollIntoView(); t.focus(); }
+    },
+    "/": function (e) { if (search) { e.preventDefault(); search.focus(); } }
+  };
 
   // Charts: re-fetched while the run is active (server-side SVG, already down-sampled).
   var charts = document.getElementById("charts");
@@ -86,31 +121,10 @@
     if (!active || !charts) return;
     fetch("/runs/" + encodeURIComponent(runId) + "/charts", { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : null; })
-      .then(function (html) { if (html !== null) { charts.innerHTML = html; hover(); } })
+      .then(function (html) { if (html !== null) { charts.innerHTML = html; if (window.orbitCharts) window.orbitCharts(charts); } })
       .catch(function () {});
   }
 
-  // Hover a chart: the x and y under the pointer.
-  function hover() {
-    var svgs = document.querySelectorAll("svg.chart");
-    Array.prototype.forEach.call(svgs, function (svg) {
-      var fig = svg.parentNode, tip = document.createElement("span");
-      tip.className = "chart-tip";
-      fig.appendChild(tip);
-      var d = svg.dataset;
-      svg.addEventListener("mousemove", function (e) {
-        var box = svg.getBoundingClientRect(), vb = svg.viewBox.baseVal;
-        var px = (e.clientX - box.left) * vb.width / box.width;
-        var py = (e.clientY - box.top) * vb.height / box.height;
-        var fx = (px - d.left) / d.pw, fy = 1 - (py - d.top) / d.ph;
-        if (fx < 0 || fx > 1 || fy < 0 || fy > 1) { tip.textContent = ""; return; }
-        var x = +d.x0 + fx * (d.x1 - d.x0), y = +d.y0 + fy * (d.y1 - d.y0);
-        tip.textContent = "x " + x.toPrecision(5) + "  y " + y.toPrecision(5);
-      });
-      svg.addEventListener("mouseleave", function () { tip.textContent = ""; });
-    });
-  }
-  hover();
   setInterval(poll, 2000);
   setInterval(refreshCharts, 15000);
 })();

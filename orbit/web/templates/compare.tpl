@@ -37,3 +37,4 @@
 %   end
 % end
 <p class="muted">Rows that differ between the runs are highlighted.</p>
+<script src="/static/charts.js"></script>

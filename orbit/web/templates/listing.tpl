@@ -23,6 +23,7 @@
 <div class="actions">
   <button type="button" id="compare" title="Compare the selected runs (c)">Compare</button>
   <button type="submit" id="cancel" class="danger" title="Cancel the selected runs">Cancel</button>
+  <span class="error" id="actions-note" role="status"></span>
   <span class="count">{{total}} run{{'' if total == 1 else 's'}}</span>
 </div>
 <div class="scroll">

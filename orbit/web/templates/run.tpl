@@ -6,6 +6,18 @@
 % if info['reason']:
 <p class="reason" id="run-reason">{{info['reason']}}</p>
 % end
+% if error_lines:
+<div class="error-tail" id="run-error"><div class="muted">The log ends with:</div>
+<pre class="log">{{'\n'.join(error_lines)}}</pre></div>
+% end
+% if not run.state.finished:
+<form method="post" action="/cancel" id="run-cancel" class="run-cancel">
+  <input type="hidden" name="token" value="{{csrf}}">
+  <input type="hidden" name="ids" value="{{run.id}}">
+  <input type="hidden" name="back" value="/runs/{{run.id}}">
+  <button type="submit" class="danger">Cancel run</button>
+</form>
+% end
 <nav class="run-tabs">
   <a href="#overview">Overview</a> <a href="#logs">Logs</a> <a href="#metrics">Metrics</a>
   <a href="#artifacts">Artifacts</a> <a href="#diff">Code diff</a> <a href="#notes">Notes</a>
@@ -55,7 +67,7 @@
   <tr><th>admitted</th><td class="time">{{status.get('admitted_at') or ''}}</td></tr>
   <tr><th>started</th><td class="time">{{info['started_at'] or ''}}</td></tr>
   <tr><th>finished</th><td class="time">{{info['finished_at'] or ''}}</td></tr>
-  <tr><th>duration</th><td>{{'' if info['duration_s'] is None else '%s s' % info['duration_s']}}</td></tr>
+  <tr><th>duration</th><td>{{'' if info['duration_s'] is None else human_seconds(info['duration_s'])}}</td></tr>
 </table>
 <table class="kv">
   <tr><th colspan="2">Parameters</th></tr>
@@ -109,11 +121,11 @@
 % elif not output:
 <p class="muted">output/ is empty.</p>
 % else:
-<table class="files">
+<div class="scroll"><table class="files">
 % for e in output:
 <tr><td><a href="/runs/{{run.id}}/files/{{q(e.name)}}{{'/' if e.is_dir else ''}}">{{e.name}}{{'/' if e.is_dir else ''}}</a></td><td>{{'' if e.is_dir else fmt_size(e.size)}}</td></tr>
 % end
-</table>
+</table></div>
 % if n_output > len(output):
 <p><a href="/runs/{{run.id}}/files/">all {{n_output}} entries</a></p>
 % end
@@ -158,22 +170,23 @@
 % if session is None:
 <p class="muted">No agent session was recorded for this run.</p>
 % else:
-<table class="files">
+<div class="scroll"><table class="files">
 % for e in session:
 <tr><td><a href="/runs/{{run.id}}/session/{{q(e.name)}}{{'/' if e.is_dir else ''}}">{{e.name}}{{'/' if e.is_dir else ''}}</a></td><td>{{'' if e.is_dir else fmt_size(e.size)}}</td></tr>
 % end
-</table>
+</table></div>
 % end
 </section>
 
 <section id="events">
 <h2>Events</h2>
-<table class="events">
+<div class="scroll"><table class="events">
 <tr><th>time</th><th>event</th><th>state</th><th>actor</th><th>reason</th></tr>
 % for ev in events[-200:]:
 <tr><td class="time">{{ev.get('time', '')}}</td><td>{{ev.get('event', '')}}</td><td>{{ev.get('state', '')}}</td><td>{{ev.get('actor', '')}}</td><td>{{ev.get('reason') or ''}}</td></tr>
 % end
-</table>
+</table></div>
 </section>
 </div>
+<script src="/static/charts.js"></script>
 <script src="/static/run.js"></script>

@@ -1,0 +1,162 @@
+"""The run detail page and what it fetches while the run is active; notes.
+
+GET  /runs/<id>                 overview, log tail, charts, artifacts, diff, notes
+GET  /api/runs/<id>/log         ?offset=N&limit=BYTES (or ?before=N): a range of log.txt
+GET  /api/runs/<id>/metrics     down-sampled series as JSON (?points=N, at most 2000)
+GET  /runs/<id>/charts          the charts as an HTML fragment (live refresh)
+POST /runs/<id>/notes           add a note (RunStore.add_note)
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import bottle
+
+from orbit.errors import NotFoundError
+from orbit.human import human_seconds
+from orbit.store.describe import describe
+from orbit.store.model import CODE_DIFF, LOG, METRICS, RunState
+from orbit.web import runfiles
+from orbit.web.charts import COLORS, Line, fmt, fmt_size, svg_chart
+from orbit.web.context import Route, current, header, load_run
+from orbit.web.series import Metrics, read_metrics
+
+LOG_TAIL = 64 << 10
+ERROR_TAIL_BYTES = 16 << 10  # read for the last lines of a failed run's log
+ERROR_LINES = 10
+PAGE_CHARTS = 32  # charts on one page; the rest are named, and in /api/runs/<id>/metrics
+NOTE_MAX = 64 << 10
+LISTED = 200  # entries of output/ and session/ listed on the page
+
+
+def charts_html(metrics: Metrics, limit: int = PAGE_CHARTS) -> str:
+    out = []
+    for i, (key, s) in enumerate(metrics.series.items()):
+        if i >= limit:
+            break
+        chart = svg_chart(key, [Line(key, s.x, s.y, COLORS[0])], metrics.x_label)
+        out.append(
+            f'<figure class="metric"><figcaption><b>{escape(key)}</b> '
+            f"<small>last {escape(fmt(s.last))} · min {escape(fmt(s.min))} · "
+            f"max {escape(fmt(s.max))} · {s.count} points"
+            f"{' (down-sampled)' if len(s.x) < s.count else ''}"
+            f"</small></figcaption>{chart}</figure>"
+        )
+    return "".join(out)
+
+
+def error_tail(log_path: Path) -> list[str]:
+    """The last non-empty lines of the log (read from its last 16 KiB only)."""
+    text = runfiles.read_log(log_path, -1, ERROR_TAIL_BYTES)["text"]
+    return [line for line in text.splitlines() if line.strip()][-ERROR_LINES:]
+
+
+def _summary(metrics: Metrics) -> dict[str, Any]:
+    return {
+        "x_label": metrics.x_label,
+        "lines": metrics.lines,
+        "keys": list(metrics.series),
+        "dropped_keys": metrics.dropped_keys,
+        "skipped_bytes": metrics.skipped_bytes,
+    }
+
+
+def _listing(run_dir: Path, folder: str) -> tuple[list[runfiles.Entry], int] | tuple[None, int]:
+    try:
+        with runfiles.opened(run_dir, folder, "") as (fd, _):
+            entries, total = runfiles.list_dir(fd)
+    except (runfiles.Refused, NotFoundError, OSError):
+        return None, 0
+    return entries[:LISTED], total
+
+
+def run_page(run_id: str) -> str:
+    ctx = current()
+    run = load_run(ctx, run_id)
+    metrics = read_metrics(run.path(METRICS))
+    diff, diff_cut = runfiles.diff_lines(run.path(CODE_DIFF))
+    output, n_output = _listing(run.dir, "output")
+    session, n_session = _listing(run.dir, "session")
+    failed = run.state in (RunState.FAILED, RunState.LOST)
+    return ctx.render(
+        "run",
+        title=f"run {run.label}",
+        run=run,
+        info=describe(ctx.store, run),
+        spec=run.spec,
+        status=run.status,
+        events=ctx.store.events(run.id),
+        log=runfiles.read_log(run.path(LOG), -1, LOG_TAIL),
+        error_lines=error_tail(run.path(LOG)) if failed else [],
+        charts=charts_html(metrics),
+        metrics=_summary(metrics),
+        page_charts=PAGE_CHARTS,
+        has_diff=run.path(CODE_DIFF).exists(),
+        diff=diff,
+        diff_cut=diff_cut,
+        output=output,
+        n_output=n_output,
+        session=session,
+        n_session=n_session,
+        fmt=fmt,
+        fmt_size=fmt_size,
+        human_seconds=human_seconds,
+        q=quote,
+    )
+
+
+def log_api(run_id: str) -> dict[str, Any]:
+    run = load_run(current(), run_id)
+    q = bottle.request.query
+    try:
+        offset = int(q.get("offset", "-1"))
+        limit = int(q.get("limit", str(LOG_TAIL)))
+        before = int(q["before"]) if q.get("before") not in (None, "") else None
+    except ValueError:
+        bottle.abort(400, "offset, limit and before must be integers")
+    out = runfiles.read_log(run.path(LOG), offset, limit, before=before)
+    out["state"] = run.status.get("state")
+    out["active"] = not run.state.finished
+    return out
+
+
+def metrics_api(run_id: str) -> dict[str, Any]:
+    run = load_run(current(), run_id)
+    try:
+        points = max(10, min(2000, int(bottle.request.query.get("points", "1000"))))
+    except ValueError:
+        bottle.abort(400, "points must be an integer")
+    return read_metrics(run.path(METRICS), max_points=points).to_json()
+
+
+def charts_fragment(run_id: str) -> str:
+    run = load_run(current(), run_id)
+    return charts_html(read_metrics(run.path(METRICS)))
+
+
+def add_note(run_id: str) -> Any:
+    ctx = current()
+    ctx.check_csrf()
+    run = load_run(ctx, run_id)
+    text = (bottle.request.forms.getunicode("text") or "").strip()
+    if not text:
+        bottle.abort(400, "a note needs some text")
+    if len(text.encode()) > NOTE_MAX:
+        bottle.abort(400, f"a note is at most {NOTE_MAX // 1024} KiB")
+    note = ctx.store.add_note(run.id, text, ctx.actor)
+    if "application/json" in (header("Accept") or ""):
+        return note
+    bottle.redirect(f"/runs/{run.id}#notes", 303)
+
+
+ROUTES: list[Route] = [
+    ("GET", "/runs/<run_id>", run_page),
+    ("GET", "/api/runs/<run_id>/log", log_api),
+    ("GET", "/api/runs/<run_id>/metrics", metrics_api),
+    ("GET", "/runs/<run_id>/charts", charts_fragment),
+    ("POST", "/runs/<run_id>/notes", add_note),
+]
