@@ -14,15 +14,23 @@ import os
 import resource
 import threading
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orbit.errors import DISK_FULL, DockerError, OrbitError
 from orbit.execute import docker_ops
 from orbit.execute.logfollow import LogCopier
 from orbit.execute.logvalve import Valve
+from orbit.execute.watching import (
+    DISK_RETRY_SECONDS,
+    POLL_MIN,
+    SAMPLE_SECONDS,
+    Watching,
+    exec_failed,
+    normalize_time,
+    poll_delay,
+    start_error,
+)
 from orbit.sched.cgroup import OomEvents, Sampler, locate
 from orbit.sched.gpus import GpuPeaks, open_gpus
 from orbit.store.exitrecord import EXIT_HINTS, finalize_from_exit, read_exit, write_exit
@@ -40,14 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SAMPLE_SECONDS = 0.5
-# Docker's log is polled every POLL_MIN s after output, backing off to SAMPLE_SECONDS when idle;
-# a poll that brought BUSY_FRAMES frames or more is followed by another after POLL_BUSY s, so
-# that Docker cannot rotate away (60 MB) what was not read yet.
-POLL_MIN = 0.1
-POLL_BUSY = 0.05
-BUSY_FRAMES = 2000
-DISK_RETRY_SECONDS = 3.0
 STOP_GRACE_SECONDS = 10
 CANCEL_FILE = "cancel.request"
 
@@ -210,7 +210,7 @@ class Shepherd:
             except docker.errors.APIError as exc:
                 if valve is not None:
                     valve.close()
-                self._record(run, {"error": _start_error(exc), "exit_code": None}, container)
+                self._record(run, {"error": start_error(exc), "exit_code": None}, container)
                 return None
             container.reload()
         else:
@@ -225,7 +225,7 @@ class Shepherd:
                 actor=self.actor,
                 event="started",
                 reason=None,
-                started_at=_normalize_time(started_at),
+                started_at=normalize_time(started_at),
                 container=container.name,
                 container_id=container.id,
             )
@@ -237,7 +237,7 @@ class Shepherd:
 
     def _open_watch(
         self, client: docker.DockerClient, run: Run, container: Container, valve: Valve | None
-    ) -> _Watching:
+    ) -> Watching:
         """The samplers and the log copier of a running container, and a thread waiting for
         its end."""
         pid = (container.attrs.get("State") or {}).get("Pid") or None
@@ -255,7 +255,7 @@ class Shepherd:
         started = parse_iso(run.status.get("started_at")) or datetime.now(UTC)
         timeout_min = run.timeout_min
         deadline = started.timestamp() + timeout_min * 60 if timeout_min else None
-        return _Watching(sampler, oom_events, gpus, copier, waiter, waited, deadline)
+        return Watching(sampler, oom_events, gpus, copier, waiter, waited, deadline)
 
     def _gpu_peaks(self, run: Run, container_id: str) -> GpuPeaks | None:
         """The sampler of the run's leased GPUs; None without GPUs (NVML is then never
@@ -268,7 +268,7 @@ class Shepherd:
             log.warning("run %s: GPU peaks not measured: %s", run.id, exc)
             return None
 
-    def _follow(self, run: Run, container: Container, w: _Watching) -> None:
+    def _follow(self, run: Run, container: Container, w: Watching) -> None:
         """Until the container ends: sample its peaks, enforce the timeout and a cancel
         request, and copy its log, each on its own clock."""
         next_sample = next_poll = time.monotonic()
@@ -281,11 +281,11 @@ class Shepherd:
                 if not (w.timed_out or w.cancelled):
                     self._enforce(run, container, w)
             if now >= next_poll:
-                delay, idle = _poll_delay(self._poll(w.copier), idle)
+                delay, idle = poll_delay(self._poll(w.copier), idle)
                 next_poll = time.monotonic() + delay
             w.waiter.join(max(0.0, min(next_sample, next_poll) - time.monotonic()))
 
-    def _enforce(self, run: Run, container: Container, w: _Watching) -> None:
+    def _enforce(self, run: Run, container: Container, w: Watching) -> None:
         """Stop the container once its deadline passed or a cancel was requested."""
         if w.deadline is not None and time.time() >= w.deadline:
             w.timed_out = True
@@ -294,7 +294,7 @@ class Shepherd:
             w.cancelled = True
             self._stop(container)
 
-    def _exit_record(self, run: Run, container: Container, w: _Watching) -> dict[str, Any]:
+    def _exit_record(self, run: Run, container: Container, w: Watching) -> dict[str, Any]:
         """exit.json's record of a container that ended (see docs/run-directory.md)."""
         import docker.errors
 
@@ -325,13 +325,13 @@ class Shepherd:
             "timeout_min": run.timeout_min,
             "cancelled": w.cancelled,
             "mem_limit_gb": mem_gb or None,
-            "finished_at": _normalize_time(finished_at),
+            "finished_at": normalize_time(finished_at),
             "peaks": peaks,
         }
         incomplete = w.copier.incomplete()
         if incomplete:
             record["log_incomplete"] = incomplete
-        if record["exit_code"] in EXIT_HINTS and _exec_failed(run.path(LOG)):
+        if record["exit_code"] in EXIT_HINTS and exec_failed(run.path(LOG)):
             record["exec_failed"] = True
         usage = resource.getrusage(resource.RUSAGE_SELF)
         record["shepherd_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
@@ -480,87 +480,3 @@ class Shepherd:
                 return
         unlink_quiet(self.home.secrets_path(run.id))
         unlink_quiet(self.home.active_dir / run.id)
-
-
-@dataclass
-class _Watching:
-    """What a shepherd keeps while its container runs."""
-
-    sampler: Sampler
-    oom_events: OomEvents
-    gpus: GpuPeaks | None
-    copier: LogCopier
-    waiter: threading.Thread
-    waited: dict[str, Any]  # the waiter's result: "code", or "gone" when the container vanished
-    deadline: float | None  # time.time() at which the timeout stops the container
-    timed_out: bool = False
-    cancelled: bool = False
-
-    def sample(self) -> None:
-        """One sample of the cgroup, the kernel's OOM events and the leased GPUs."""
-        self.sampler.sample()
-        self.oom_events.poll()
-        if self.gpus is not None:
-            self.gpus.sample()
-
-    def peaks(self) -> dict[str, Any]:
-        peaks: dict[str, Any] = dict(self.sampler.peaks())
-        if self.gpus is not None:
-            peaks.update(self.gpus.peaks())
-        return peaks
-
-
-def _poll_delay(got: int, idle: float) -> tuple[float, float]:
-    """(seconds to the next poll, the idle back-off) after a poll that read `got` frames
-    (-1: the disk is full)."""
-    if got < 0:
-        return DISK_RETRY_SECONDS, idle
-    if got >= BUSY_FRAMES:
-        return POLL_BUSY, POLL_MIN
-    if got > 0:
-        return POLL_MIN, POLL_MIN
-    idle = min(idle * 2, SAMPLE_SECONDS)
-    return idle, idle
-
-
-# What a shell or the container's init prints when it cannot run a command at all.
-_EXEC_FAILURES = (
-    b"not found",
-    b"No such file",
-    b"Permission denied",
-    b"cannot execute",
-    b"[FATAL tini",
-)
-
-
-def _exec_failed(log_path: Path) -> bool:
-    """Whether the end of the log says a command could not be run (exit 126/127 then mean
-    that; a program may also choose those codes itself)."""
-    try:
-        with open(log_path, "rb") as fh:
-            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 2048))
-            tail = fh.read().splitlines()[-3:]
-    except OSError:
-        return False
-    return any(marker in line for line in tail for marker in _EXEC_FAILURES)
-
-
-def _start_error(exc: Exception) -> str:
-    text = str(getattr(exc, "explanation", None) or exc)
-    if "executable file not found" in text or "no such file or directory" in text:
-        return "cannot start: command not found in the image"
-    return f"cannot start the container: {text.splitlines()[0][:200]}"
-
-
-def _normalize_time(stamp: str) -> str:
-    """Docker's nanosecond RFC 3339 → our ISO form (milliseconds, UTC)."""
-    if not stamp or stamp.startswith("0001-"):
-        return now_iso()
-    try:
-        base = stamp.rstrip("Z")
-        main, _, frac = base.partition(".")
-        dt = datetime.fromisoformat(main).replace(tzinfo=UTC)
-        micro = int((frac + "000000")[:6]) if frac else 0
-        return now_iso(dt.replace(microsecond=micro))
-    except ValueError:
-        return now_iso()
