@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -247,3 +248,27 @@ def readable_site_packages(dest: Path) -> Path:
     for path in [dest, *dest.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return dest
+
+
+# --- the GPU stand-in (docs/gpus.md) -----------------------------------------------------------
+STAND_IN_UUID = "GPU-00000000-0000-4000-8000-{:012d}"  # the stand-in's UUID for an index
+
+
+def write_gpus(path: Path, gpus: list[dict[str, Any]]) -> Path:
+    """Replace the stand-in file atomically, as an editor that renames would: a tick reading
+    it at that moment sees the old or the new file, never half of one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(yaml.safe_dump({"gpus": gpus}))
+    os.replace(tmp, path)
+    return path
+
+
+def stand_in(orbit: Orbit, tmp_path: Path, n: int, **extra: Any) -> Path:
+    """`n` idle 80 GiB stand-in GPUs, used by this test's Orbit (and its subprocesses)."""
+    path = write_gpus(tmp_path / "gpus.yaml", [gpu(i, **extra) for i in range(n)])
+    orbit.environ["ORBIT_FAKE_GPUS"] = str(path)
+    return path
+
+
+def gpu(index: int, **extra: Any) -> dict[str, Any]:
+    return {"index": index, "name": "A100 (stand-in)", "memory_gb": 80, **extra}

@@ -19,38 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from conftest import Orbit
+from conftest import STAND_IN_UUID, Orbit, gpu, stand_in, write_gpus
 
 from orbit.errors import ExitCode
 
-STAND_IN_UUID = "GPU-00000000-0000-4000-8000-{:012d}"  # the stand-in's UUID for an index
 FINAL_EVENTS = ("succeeded", "failed", "cancelled", "lost")
 SMALL = ("--no-project", "--cpus", "0.01", "--mem", "0.01")
 LEASE_SLACK = 0.02  # seconds; see test_fifty_simultaneous_runs_never_share_a_gpu
 
 
 # --- helpers ----------------------------------------------------------------------------------
-def write_gpus(path: Path, gpus: list[dict[str, Any]]) -> Path:
-    """Replace the stand-in file atomically, as an editor that renames would: a tick reading
-    it at that moment sees the old or the new file, never half of one."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(yaml.safe_dump({"gpus": gpus}))
-    os.replace(tmp, path)
-    return path
-
-
-def stand_in(orbit: Orbit, tmp_path: Path, n: int, **extra: Any) -> Path:
-    """`n` idle 80 GiB stand-in GPUs, used by this test's Orbit (and its subprocesses)."""
-    path = write_gpus(tmp_path / "gpus.yaml", [gpu(i, **extra) for i in range(n)])
-    orbit.environ["ORBIT_FAKE_GPUS"] = str(path)
-    return path
-
-
-def gpu(index: int, **extra: Any) -> dict[str, Any]:
-    return {"index": index, "name": "A100 (stand-in)", "memory_gb": 80, **extra}
-
-
 ALICE = {"pid": 4242, "memory_gb": 20.1, "name": "python", "user": "alice"}
 ALICE_HOLDS_0 = "GPU 0 in use outside Orbit by pid 4242 (python, user alice, 20.1 GiB)"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from orbit.cli.common import add_json, print_json, runs_argument, side_tick
 from orbit.env import Env
@@ -32,65 +33,111 @@ def run(args: argparse.Namespace, env: Env) -> int:
     if args.json:
         print_json(env, d)
         return ExitCode.OK
-    out = env.stdout
-    w = out.write
-    w(f"run {run.label}\n")
+    lines = [
+        f"run {run.label}",
+        *_request(d),
+        *_outcome(d, run.status.get("log_incomplete")),
+        *_times(d),
+        *_code(d),
+    ]
+    env.stdout.write("".join(line + "\n" for line in lines))
+    return ExitCode.OK
+
+
+def _field(label: str, text: str) -> str:
+    return f"  {label:<10} {text}"
+
+
+def _request(d: dict[str, Any]) -> list[str]:
+    """State, where the run is filed, and what it asked for."""
     state = d["state"] + (f": {d['reason']}" if d.get("reason") else "")
-    w(f"  state      {state}\n")
-    if d.get("group"):
-        w(f"  group      {d['group']}\n")
-    if d.get("folder"):
-        w(f"  folder     {d['folder']}\n")
-    if d.get("tags"):
-        w("  tags       " + ", ".join(f"{k}={v}" for k, v in d["tags"].items()) + "\n")
-    if d.get("params"):
-        w("  params     " + ", ".join(f"{k}={v}" for k, v in d["params"].items()) + "\n")
-    w(f"  image      {d.get('image')}\n")
-    w(f"  command    {' '.join(d['command'])}\n")
+    out = [_field("state", state)]
+    for key in ("group", "folder"):
+        if d.get(key):
+            out.append(_field(key, d[key]))
+    for key in ("tags", "params"):
+        if d.get(key):
+            out.append(_field(key, ", ".join(f"{k}={v}" for k, v in d[key].items())))
+    out.append(_field("image", str(d.get("image"))))
+    out.append(_field("command", " ".join(d["command"])))
     res = d.get("resources") or {}
-    gpu_txt = ""
+    text = f"{res.get('cpus')} CPUs, {res.get('mem_gb')} GiB memory"
     if res.get("gpus"):
-        gpu_txt = ", " + gpu_phrase(res["gpus"], res.get("gpu_ids"), res.get("gpu_mem_gb"))
-    w(f"  resources  {res.get('cpus')} CPUs, {res.get('mem_gb')} GiB memory{gpu_txt}")
-    w(f", timeout {d['timeout_min']} min\n" if d.get("timeout_min") else "\n")
+        text += ", " + gpu_phrase(res["gpus"], res.get("gpu_ids"), res.get("gpu_mem_gb"))
+    if d.get("timeout_min"):
+        text += f", timeout {d['timeout_min']} min"
+    out.append(_field("resources", text))
+    return out
+
+
+def _outcome(d: dict[str, Any], gaps: Any) -> list[str]:
+    """Leased GPUs, peaks, exit code and a log with gaps."""
+    out = []
     lease_gpus = (d.get("lease") or {}).get("gpus") or []
     if lease_gpus:
-        w("  gpus       " + ", ".join(f"GPU {g['index']} ({g['uuid']})" for g in lease_gpus) + "\n")
+        out.append(_field("gpus", ", ".join(f"GPU {g['index']} ({g['uuid']})" for g in lease_gpus)))
     peaks = d.get("peaks") or {}
     if peaks:
-        w(
-            f"  peaks      memory {human_bytes(peaks.get('mem_bytes'))}, "
-            f"CPU {peaks.get('cpu_cores', 0)} cores, {peaks.get('cpu_seconds', 0)} CPU-s\n"
+        out.append(
+            _field(
+                "peaks",
+                f"memory {human_bytes(peaks.get('mem_bytes'))}, "
+                f"CPU {peaks.get('cpu_cores', 0)} cores, {peaks.get('cpu_seconds', 0)} CPU-s",
+            )
         )
+    if peaks.get("gpus"):
+        out.append(_field("gpu peaks", "; ".join(_gpu_peak(g) for g in peaks["gpus"])))
     if d.get("exit_code") is not None:
-        w(
-            f"  exit code  {d['exit_code']}"
-            + (" (killed for memory)" if d["oom_killed"] else "")
-            + "\n"
-        )
-    gaps = run.status.get("log_incomplete")
+        killed = " (killed for memory)" if d["oom_killed"] else ""
+        out.append(_field("exit code", f"{d['exit_code']}{killed}"))
     if isinstance(gaps, dict):
         count = gaps.get("gaps")
-        w(
-            f"  log        log incomplete: {count} gap{'s' if count != 1 else ''} "
-            "(Docker discarded output before it was copied; see log.pos)\n"
+        out.append(
+            _field(
+                "log",
+                f"log incomplete: {count} gap{'s' if count != 1 else ''} "
+                "(Docker discarded output before it was copied; see log.pos)",
+            )
         )
-    w(f"  submitted  {d.get('submitted_at')}\n")
+    return out
+
+
+def _gpu_peak(g: dict[str, Any]) -> str:
+    """ "GPU 0: 5.0 GiB memory, 70% utilization"; a figure never read is "not measured"."""
+    mem = g.get("mem_bytes")
+    util = g.get("util_pct")
+    mem_txt = "memory not measured" if mem is None else f"{human_bytes(mem, zero='0 B')} memory"
+    util_txt = "utilization not measured" if util is None else f"{util}% utilization"
+    return f"GPU {g.get('index')}: {mem_txt}, {util_txt}"
+
+
+def _times(d: dict[str, Any]) -> list[str]:
+    out = [_field("submitted", str(d.get("submitted_at")))]
     if d.get("started_at"):
-        w(f"  started    {d['started_at']}\n")
+        out.append(_field("started", d["started_at"]))
     if d.get("finished_at"):
-        w(f"  finished   {d['finished_at']} (ran {human_seconds(d.get('duration_s'))})\n")
+        out.append(
+            _field("finished", f"{d['finished_at']} (ran {human_seconds(d.get('duration_s'))})")
+        )
+    return out
+
+
+def _code(d: dict[str, Any]) -> list[str]:
+    """The code, latest metrics, the directory and the notes."""
+    out = []
     proj = d.get("project") or {}
     if proj.get("mode") == "copy":
         dirty = ", dirty" if proj.get("dirty") else ""
         commit = (proj.get("commit") or "no commit")[:12]
-        w(f"  code       {proj.get('path')} @ {commit}{dirty}, snapshot {proj.get('snapshot')}\n")
+        out.append(
+            _field("code", f"{proj.get('path')} @ {commit}{dirty}, snapshot {proj.get('snapshot')}")
+        )
     elif proj.get("mode") == "mount":
-        w(f"  code       {proj.get('path')} (mounted read-only)\n")
+        out.append(_field("code", f"{proj.get('path')} (mounted read-only)"))
     latest = (d.get("metrics") or {}).get("latest") or {}
     if latest:
-        w("  metrics    " + json.dumps(latest, ensure_ascii=False)[:300] + "\n")
-    w(f"  directory  {d['dir']}\n")
+        out.append(_field("metrics", json.dumps(latest, ensure_ascii=False)[:300]))
+    out.append(_field("directory", d["dir"]))
     for note in d.get("notes") or []:
-        w(f"  note       [{note.get('time', '')[:19]}] {note.get('text', '')}\n")
-    return ExitCode.OK
+        out.append(_field("note", f"[{note.get('time', '')[:19]}] {note.get('text', '')}"))
+    return out

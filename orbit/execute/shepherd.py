@@ -15,19 +15,29 @@ import resource
 import threading
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orbit.errors import DISK_FULL, DockerError, OrbitError
 from orbit.execute import docker_ops
 from orbit.execute.logfollow import LogCopier
 from orbit.execute.logvalve import Valve
+from orbit.execute.watching import (
+    DISK_RETRY_SECONDS,
+    POLL_MIN,
+    SAMPLE_SECONDS,
+    Watching,
+    exec_failed,
+    normalize_time,
+    poll_delay,
+    start_error,
+)
 from orbit.sched.cgroup import OomEvents, Sampler, locate
+from orbit.sched.gpus import GpuPeaks, open_gpus
 from orbit.store.exitrecord import EXIT_HINTS, finalize_from_exit, read_exit, write_exit
 from orbit.store.files import atomic_write, read_jsonl, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.locks import release, try_lock
-from orbit.store.model import Run, RunState, now_iso, parse_iso
+from orbit.store.model import EVENTS, LOG, SHEPHERD_LOCK, Run, RunState, now_iso, parse_iso
 from orbit.store.runs import RunStore
 
 if TYPE_CHECKING:
@@ -38,20 +48,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SAMPLE_SECONDS = 0.5
-# Docker's log is polled every POLL_MIN s after output, backing off to SAMPLE_SECONDS when idle;
-# a poll that brought BUSY_FRAMES frames or more is followed by another after POLL_BUSY s, so
-# that Docker cannot rotate away (60 MB) what was not read yet.
-POLL_MIN = 0.1
-POLL_BUSY = 0.05
-BUSY_FRAMES = 2000
-DISK_RETRY_SECONDS = 3.0
 STOP_GRACE_SECONDS = 10
 CANCEL_FILE = "cancel.request"
 
 
 def run_shepherd(home: Home, run_id: str, *, spawner: Spawner) -> None:
-    lock = try_lock(home.runs_dir / run_id / "shepherd.lock", timeout=5.0)
+    lock = try_lock(home.runs_dir / run_id / SHEPHERD_LOCK, timeout=5.0)
     if lock is None:
         log.info("another shepherd holds run %s", run_id)
         return
@@ -126,27 +128,25 @@ class Shepherd:
             container.remove(force=True)
             container = None
         if container is None:
-            if run.state is RunState.RUNNING:
-                self.store.transition(
-                    run.id,
-                    RunState.LOST,
-                    actor=self.actor,
-                    reason="its container vanished with no exit record",
-                    finished_at=now_iso(),
-                )
-                unlink_quiet(self.home.active_dir / run.id)
-                unlink_quiet(self.home.secrets_path(run.id))
-                return True
-            if run.path(CANCEL_FILE).exists():
-                self._record(run, {"cancelled": True, "exit_code": None}, None)
-                return True
-            try:
-                container = self._create(client, run)
-            except OrbitError as exc:
-                self._record(run, {"error": str(exc), "exit_code": None}, None)
-                return True
-        self._watch(client, run, container)
+            container = self._first_container(client, run)
+        if container is not None:
+            self._watch(client, run, container)
         return True
+
+    def _first_container(self, client: docker.DockerClient, run: Run) -> Container | None:
+        """The run's container when none exists: created, unless the run has ended meanwhile
+        (lost, cancelled, or it could not be created; None, and that is recorded)."""
+        if run.state is RunState.RUNNING:
+            self._lose(run)
+            return None
+        if run.path(CANCEL_FILE).exists():
+            self._record(run, {"cancelled": True, "exit_code": None}, None)
+            return None
+        try:
+            return self._create(client, run)
+        except OrbitError as exc:
+            self._record(run, {"error": str(exc), "exit_code": None}, None)
+            return None
 
     # --- creating -------------------------------------------------------------------------
     def _create(self, client: docker.DockerClient, run: Run) -> Container:
@@ -180,6 +180,25 @@ class Shepherd:
 
     # --- watching -------------------------------------------------------------------------
     def _watch(self, client: docker.DockerClient, run: Run, container: Container) -> None:
+        started = self._start(client, run, container)
+        if started is None:
+            return
+        run, valve = started
+        w = self._open_watch(client, run, container, valve)
+        self._follow(run, container, w)
+        if valve is not None:
+            valve.close()  # the container has ended: its streams are closed
+        if w.waited.get("gone"):
+            w.copier.close()
+            self._lose(run)
+            return
+        self._record(run, self._exit_record(run, container, w), container)
+
+    def _start(
+        self, client: docker.DockerClient, run: Run, container: Container
+    ) -> tuple[Run, Valve | None] | None:
+        """Start the container unless it runs already, and record that it runs: the run as
+        it now is and the valve; None when it could not start (that is recorded)."""
         import docker.errors
 
         container.reload()
@@ -191,9 +210,8 @@ class Shepherd:
             except docker.errors.APIError as exc:
                 if valve is not None:
                     valve.close()
-                reason = _start_error(exc)
-                self._record(run, {"error": reason, "exit_code": None}, container)
-                return
+                self._record(run, {"error": start_error(exc), "exit_code": None}, container)
+                return None
             container.reload()
         else:
             valve = self._attach(client, container.id, synced=False)
@@ -207,71 +225,81 @@ class Shepherd:
                 actor=self.actor,
                 event="started",
                 reason=None,
-                started_at=_normalize_time(started_at),
+                started_at=normalize_time(started_at),
                 container=container.name,
                 container_id=container.id,
             )
         else:
             self._until_written(
-                "events.jsonl",
-                self.store.append_event,
-                run.id,
-                "shepherd-resumed",
-                actor=self.actor,
+                EVENTS, self.store.append_event, run.id, "shepherd-resumed", actor=self.actor
             )
+        return run, valve
+
+    def _open_watch(
+        self, client: docker.DockerClient, run: Run, container: Container, valve: Valve | None
+    ) -> Watching:
+        """The samplers and the log copier of a running container, and a thread waiting for
+        its end."""
         pid = (container.attrs.get("State") or {}).get("Pid") or None
         if valve is not None:
             valve.watch(pid)
         sampler = Sampler(locate(container.id, pid))
         oom_events = OomEvents(sampler.dirs.get("memory"))
+        gpus = self._gpu_peaks(run, container.id)
         secrets = list(self._secrets(run).values())
         copier = LogCopier(client.api, container.id, run.dir, secrets, valve)
         waited: dict[str, Any] = {}
         waiter = threading.Thread(target=self._wait, args=(client, container.id, waited))
         waiter.daemon = True
         waiter.start()
-
         started = parse_iso(run.status.get("started_at")) or datetime.now(UTC)
-        timeout_min = run.spec.get("timeout_min")
-        deadline = started.timestamp() + float(timeout_min) * 60 if timeout_min else None
-        flags = {"timed_out": False, "cancelled": False}
+        timeout_min = run.timeout_min
+        deadline = started.timestamp() + timeout_min * 60 if timeout_min else None
+        return Watching(sampler, oom_events, gpus, copier, waiter, waited, deadline)
+
+    def _gpu_peaks(self, run: Run, container_id: str) -> GpuPeaks | None:
+        """The sampler of the run's leased GPUs; None without GPUs (NVML is then never
+        loaded) or when the GPU settings cannot be read (logged)."""
+        if not run.lease.gpus:
+            return None
+        try:
+            return GpuPeaks(open_gpus(self.home), run.lease.gpus, container_id)
+        except OrbitError as exc:
+            log.warning("run %s: GPU peaks not measured: %s", run.id, exc)
+            return None
+
+    def _follow(self, run: Run, container: Container, w: Watching) -> None:
+        """Until the container ends: sample its peaks, enforce the timeout and a cancel
+        request, and copy its log, each on its own clock."""
         next_sample = next_poll = time.monotonic()
         idle = POLL_MIN
-        while waiter.is_alive():
+        while w.waiter.is_alive():
             now = time.monotonic()
             if now >= next_sample:
                 next_sample = now + SAMPLE_SECONDS
-                sampler.sample()
-                oom_events.poll()
-                if not any(flags.values()):
-                    if deadline is not None and time.time() >= deadline:
-                        flags["timed_out"] = True
-                        self._stop(container)
-                    elif run.path(CANCEL_FILE).exists():
-                        flags["cancelled"] = True
-                        self._stop(container)
+                w.sample()
+                if not (w.timed_out or w.cancelled):
+                    self._enforce(run, container, w)
             if now >= next_poll:
-                delay, idle = _poll_delay(self._poll(copier), idle)
+                delay, idle = poll_delay(self._poll(w.copier), idle)
                 next_poll = time.monotonic() + delay
-            waiter.join(max(0.0, min(next_sample, next_poll) - time.monotonic()))
-        if valve is not None:
-            valve.close()  # the container has ended: its streams are closed
-        if waited.get("gone"):
-            copier.close()
-            self._until_written(
-                "status.yaml",
-                self.store.transition,
-                run.id,
-                RunState.LOST,
-                actor=self.actor,
-                reason="its container vanished with no exit record",
-                finished_at=now_iso(),
-            )
-            unlink_quiet(self.home.active_dir / run.id)
-            unlink_quiet(self.home.secrets_path(run.id))
-            return
-        sampler.sample()
-        kernel_oom = oom_events.settle()
+            w.waiter.join(max(0.0, min(next_sample, next_poll) - time.monotonic()))
+
+    def _enforce(self, run: Run, container: Container, w: Watching) -> None:
+        """Stop the container once its deadline passed or a cancel was requested."""
+        if w.deadline is not None and time.time() >= w.deadline:
+            w.timed_out = True
+            self._stop(container)
+        elif run.path(CANCEL_FILE).exists():
+            w.cancelled = True
+            self._stop(container)
+
+    def _exit_record(self, run: Run, container: Container, w: Watching) -> dict[str, Any]:
+        """exit.json's record of a container that ended (see docs/run-directory.md)."""
+        import docker.errors
+
+        w.sampler.sample()
+        kernel_oom = w.oom_events.settle()
         docker_oom = False
         finished_at = now_iso()
         try:
@@ -281,37 +309,33 @@ class Shepherd:
             finished_at = state.get("FinishedAt") or finished_at
         except docker.errors.APIError:
             pass
-        # The log is complete in Docker once the wait returns: one last read, held partial
-        # lines included; on a full disk, again every few seconds until there is room.
-        while self._poll(copier, final=True) < 0:
-            time.sleep(DISK_RETRY_SECONDS)
-        copier.close()
-        res = run.spec.get("resources") or {}
-        peaks = sampler.peaks()
-        if kernel_oom or sampler.oom_kills:  # killed at its limit, whatever a sample last saw
-            limit_bytes = int(float(res.get("mem_gb") or 0) * 2**30)
-            peaks["mem_bytes"] = max(int(peaks["mem_bytes"]), limit_bytes)
+        # The log is complete in Docker once the wait returns.
+        self._drain(w.copier, wait=True)
+        mem_gb = run.resources.mem_gb
+        peaks = w.peaks()
+        if kernel_oom or w.sampler.oom_kills:  # killed at its limit, whatever a sample last saw
+            peaks["mem_bytes"] = max(int(peaks["mem_bytes"]), int(mem_gb * 2**30))
         record: dict[str, Any] = {
-            "exit_code": waited.get("code"),
-            "oom_killed": sampler.oom_kills > 0 or bool(kernel_oom) or docker_oom,
-            "oom_kill_count": sampler.oom_kills,
+            "exit_code": w.waited.get("code"),
+            "oom_killed": w.sampler.oom_kills > 0 or bool(kernel_oom) or docker_oom,
+            "oom_kill_count": w.sampler.oom_kills,
             "kernel_oom_events": kernel_oom,
             "docker_oom_killed": docker_oom,
-            "timed_out": flags["timed_out"],
-            "timeout_min": timeout_min,
-            "cancelled": flags["cancelled"],
-            "mem_limit_gb": res.get("mem_gb"),
-            "finished_at": _normalize_time(finished_at),
+            "timed_out": w.timed_out,
+            "timeout_min": run.timeout_min,
+            "cancelled": w.cancelled,
+            "mem_limit_gb": mem_gb or None,
+            "finished_at": normalize_time(finished_at),
             "peaks": peaks,
         }
-        incomplete = copier.incomplete()
+        incomplete = w.copier.incomplete()
         if incomplete:
             record["log_incomplete"] = incomplete
-        if record["exit_code"] in EXIT_HINTS and _exec_failed(run.dir / "log.txt"):
+        if record["exit_code"] in EXIT_HINTS and exec_failed(run.path(LOG)):
             record["exec_failed"] = True
         usage = resource.getrusage(resource.RUSAGE_SELF)
         record["shepherd_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
-        self._record(run, record, container)
+        return record
 
     def _attach(self, client: docker.DockerClient, container_id: str, synced: bool) -> Valve | None:
         """The valve on the container's attach stream (see logvalve.Valve); None when Docker
@@ -365,15 +389,44 @@ class Shepherd:
         self._until_written("exit.json", write_exit, run.dir, record)
         self._finish(run, container)
 
+    def _lose(self, run: Run) -> None:
+        """A running run whose container vanished with no exit record: LOST, and its secrets
+        and active/ marker go (there is no container left to remove)."""
+        self._until_written(
+            "status.yaml",
+            self.store.transition,
+            run.id,
+            RunState.LOST,
+            actor=self.actor,
+            reason="its container vanished with no exit record",
+            finished_at=now_iso(),
+        )
+        unlink_quiet(self.home.active_dir / run.id)
+        unlink_quiet(self.home.secrets_path(run.id))
+
+    def _drain(self, copier: LogCopier, *, wait: bool) -> bool:
+        """The last read of Docker's log (held partial lines included), then close the copier.
+        On a full disk: with `wait`, read again every DISK_RETRY_SECONDS until there is room;
+        without, False (the rest stays in Docker for a later shepherd)."""
+        while (got := self._poll(copier, final=True)) < 0 and wait:
+            time.sleep(DISK_RETRY_SECONDS)
+        copier.close()
+        return got >= 0
+
+    def _remove(self, container: Container) -> bool:
+        try:
+            container.remove(force=True)
+        except Exception as exc:
+            log.info("could not remove container: %s", exc)
+            return False
+        return True
+
     def _finish(self, run: Run, container: Container | None) -> None:
         unlink_quiet(self.home.secrets_path(run.id))
         settled = self._finalize(run)
         self.tick()  # the lease is free now: refill it before the slower clean-up
         if container is not None:
-            try:
-                container.remove(force=True)
-            except Exception as exc:
-                log.info("could not remove container: %s", exc)
+            self._remove(container)
         if settled:
             self._settle_leftovers(run)  # then the marker goes
         else:  # the result is in exit.json; the marker keeps the run in the tick's view
@@ -398,7 +451,7 @@ class Shepherd:
             if not current.state.finished:
                 continue
             state = current.state.value
-            if not any(e.get("event") == state for e in read_jsonl(run.path("events.jsonl"))):
+            if not any(e.get("event") == state for e in read_jsonl(run.path(EVENTS))):
                 fields = {k: current.status.get(k) for k in ("state", "reason", "exit_code")}
                 self._until_written(
                     "events.jsonl",
@@ -421,70 +474,9 @@ class Shepherd:
         container = docker_ops.find_container(client, self.home, run.id)
         if container is not None:
             copier = LogCopier(client.api, container.id, run.dir, list(self._secrets(run).values()))
-            got = self._poll(copier, final=True)
-            copier.close()
-            if got < 0:
+            if not self._drain(copier, wait=False):
                 return  # the disk is full: a later tick's shepherd copies the rest
-            try:
-                container.remove(force=True)
-            except Exception as exc:
-                log.info("could not remove container: %s", exc)
+            if not self._remove(container):
                 return
         unlink_quiet(self.home.secrets_path(run.id))
         unlink_quiet(self.home.active_dir / run.id)
-
-
-def _poll_delay(got: int, idle: float) -> tuple[float, float]:
-    """(seconds to the next poll, the idle back-off) after a poll that read `got` frames
-    (-1: the disk is full)."""
-    if got < 0:
-        return DISK_RETRY_SECONDS, idle
-    if got >= BUSY_FRAMES:
-        return POLL_BUSY, POLL_MIN
-    if got > 0:
-        return POLL_MIN, POLL_MIN
-    idle = min(idle * 2, SAMPLE_SECONDS)
-    return idle, idle
-
-
-# What a shell or the container's init prints when it cannot run a command at all.
-_EXEC_FAILURES = (
-    b"not found",
-    b"No such file",
-    b"Permission denied",
-    b"cannot execute",
-    b"[FATAL tini",
-)
-
-
-def _exec_failed(log_path: Path) -> bool:
-    """Whether the end of the log says a command could not be run (exit 126/127 then mean
-    that; a program may also choose those codes itself)."""
-    try:
-        with open(log_path, "rb") as fh:
-            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 2048))
-            tail = fh.read().splitlines()[-3:]
-    except OSError:
-        return False
-    return any(marker in line for line in tail for marker in _EXEC_FAILURES)
-
-
-def _start_error(exc: Exception) -> str:
-    text = str(getattr(exc, "explanation", None) or exc)
-    if "executable file not found" in text or "no such file or directory" in text:
-        return "cannot start: command not found in the image"
-    return f"cannot start the container: {text.splitlines()[0][:200]}"
-
-
-def _normalize_time(stamp: str) -> str:
-    """Docker's nanosecond RFC 3339 → our ISO form (milliseconds, UTC)."""
-    if not stamp or stamp.startswith("0001-"):
-        return now_iso()
-    try:
-        base = stamp.rstrip("Z")
-        main, _, frac = base.partition(".")
-        dt = datetime.fromisoformat(main).replace(tzinfo=UTC)
-        micro = int((frac + "000000")[:6]) if frac else 0
-        return now_iso(dt.replace(microsecond=micro))
-    except ValueError:
-        return now_iso()

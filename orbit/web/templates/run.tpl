@@ -60,6 +60,9 @@
   <tr><th>memory</th><td>{{fmt_size(pk['mem_bytes']) if pk.get('mem_bytes') is not None else '—'}}</td></tr>
   <tr><th>CPU cores</th><td>{{pk.get('cpu_cores', '—')}}</td></tr>
   <tr><th>CPU seconds</th><td>{{pk.get('cpu_seconds', '—')}}</td></tr>
+  % for g in pk.get('gpus') or []:
+  <tr><th>GPU {{g.get('index')}}</th><td>{{fmt_size(g['mem_bytes']) if g.get('mem_bytes') is not None else '—'}} memory, {{'—' if g.get('util_pct') is None else '%s%%' % g['util_pct']}} utilization</td></tr>
+  % end
 </table>
 <table class="kv">
   <tr><th colspan="2">Timings</th></tr>

@@ -1,0 +1,109 @@
+"""What a shepherd keeps while its container runs, the clocks it keeps it on, and how it reads
+Docker's account of the start and the end."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from orbit.execute.logfollow import LogCopier
+from orbit.sched.cgroup import OomEvents, Sampler
+from orbit.sched.gpus import GpuPeaks
+from orbit.store.model import now_iso
+
+SAMPLE_SECONDS = 0.5
+# Docker's log is polled every POLL_MIN s after output, backing off to SAMPLE_SECONDS when idle;
+# a poll that brought BUSY_FRAMES frames or more is followed by another after POLL_BUSY s, so
+# that Docker cannot rotate away (60 MB) what was not read yet.
+POLL_MIN = 0.1
+POLL_BUSY = 0.05
+BUSY_FRAMES = 2000
+DISK_RETRY_SECONDS = 3.0
+
+
+@dataclass
+class Watching:
+    """What a shepherd keeps while its container runs."""
+
+    sampler: Sampler
+    oom_events: OomEvents
+    gpus: GpuPeaks | None
+    copier: LogCopier
+    waiter: threading.Thread
+    waited: dict[str, Any]  # the waiter's result: "code", or "gone" when the container vanished
+    deadline: float | None  # time.time() at which the timeout stops the container
+    timed_out: bool = False
+    cancelled: bool = False
+
+    def sample(self) -> None:
+        """One sample of the cgroup, the kernel's OOM events and the leased GPUs."""
+        self.sampler.sample()
+        self.oom_events.poll()
+        if self.gpus is not None:
+            self.gpus.sample()
+
+    def peaks(self) -> dict[str, Any]:
+        peaks: dict[str, Any] = dict(self.sampler.peaks())
+        if self.gpus is not None:
+            peaks.update(self.gpus.peaks())
+        return peaks
+
+
+def poll_delay(got: int, idle: float) -> tuple[float, float]:
+    """(seconds to the next poll, the idle back-off) after a poll that read `got` frames
+    (-1: the disk is full)."""
+    if got < 0:
+        return DISK_RETRY_SECONDS, idle
+    if got >= BUSY_FRAMES:
+        return POLL_BUSY, POLL_MIN
+    if got > 0:
+        return POLL_MIN, POLL_MIN
+    idle = min(idle * 2, SAMPLE_SECONDS)
+    return idle, idle
+
+
+# What a shell or the container's init prints when it cannot run a command at all.
+EXEC_FAILURES = (
+    b"not found",
+    b"No such file",
+    b"Permission denied",
+    b"cannot execute",
+    b"[FATAL tini",
+)
+
+
+def exec_failed(log_path: Path) -> bool:
+    """Whether the end of the log says a command could not be run (exit 126/127 then mean
+    that; a program may also choose those codes itself)."""
+    try:
+        with open(log_path, "rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 2048))
+            tail = fh.read().splitlines()[-3:]
+    except OSError:
+        return False
+    return any(marker in line for line in tail for marker in EXEC_FAILURES)
+
+
+def start_error(exc: Exception) -> str:
+    text = str(getattr(exc, "explanation", None) or exc)
+    if "executable file not found" in text or "no such file or directory" in text:
+        return "cannot start: command not found in the image"
+    return f"cannot start the container: {text.splitlines()[0][:200]}"
+
+
+def normalize_time(stamp: str) -> str:
+    """Docker's nanosecond RFC 3339 → our ISO form (milliseconds, UTC)."""
+    if not stamp or stamp.startswith("0001-"):
+        return now_iso()
+    try:
+        base = stamp.rstrip("Z")
+        main, _, frac = base.partition(".")
+        dt = datetime.fromisoformat(main).replace(tzinfo=UTC)
+        micro = int((frac + "000000")[:6]) if frac else 0
+        return now_iso(dt.replace(microsecond=micro))
+    except ValueError:
+        return now_iso()
