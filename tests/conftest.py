@@ -144,6 +144,7 @@ def orbit(tmp_path: Path) -> Iterator[Orbit]:
     work.mkdir()
     o = Orbit(home, work)
     yield o
+    stop_ticker(home)
     _cleanup_containers(home)
 
 
@@ -160,6 +161,24 @@ def _cleanup_containers(home: Path) -> None:
         return
     if ids:
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=60)
+
+
+def stop_ticker(home: Path, timeout: float = 20.0) -> None:
+    """End this home's ticker (orbit/service/ticker.py), if one lives, so that no test leaves a
+    process ticking its home behind; waits until its lock is free."""
+    from orbit.store.locks import is_locked, lock_holder
+
+    lock = home / "locks" / "ticker.lock"
+    deadline = time.monotonic() + timeout
+    while is_locked(lock):
+        holder = lock_holder(lock)
+        if holder is not None and holder.pid:
+            try:
+                os.kill(holder.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        assert time.monotonic() < deadline, f"the ticker of {home} did not stop"
+        time.sleep(0.1)
 
 
 def git_repo(path: Path, files: dict[str, str]) -> Path:
