@@ -166,16 +166,24 @@ def _cleanup_containers(home: Path) -> None:
 def stop_ticker(home: Path, timeout: float = 20.0) -> None:
     """End this home's ticker (orbit/service/ticker.py), if one lives, so that no test leaves a
     process ticking its home behind; waits until its lock is free."""
+    import psutil
+
     from orbit.store.locks import is_locked, lock_holder
 
     lock = home / "locks" / "ticker.lock"
     deadline = time.monotonic() + timeout
     while is_locked(lock):
         holder = lock_holder(lock)
-        if holder is not None and holder.pid:
+        try:
+            noted = json.loads((home / "runtime" / "ticker.json").read_text())["pid"]
+        except (OSError, ValueError, KeyError):
+            noted = None
+        for pid in {noted, holder.pid if holder else None} - {None}:
             try:
-                os.kill(holder.pid, signal.SIGTERM)
-            except ProcessLookupError:
+                proc = psutil.Process(pid)
+                if "orbit.service.ticker" in proc.cmdline():
+                    proc.send_signal(signal.SIGTERM)
+            except psutil.Error:
                 pass
         assert time.monotonic() < deadline, f"the ticker of {home} did not stop"
         time.sleep(0.1)

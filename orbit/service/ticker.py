@@ -161,14 +161,21 @@ class Ticker:
 
 
 def _adopt_lock(home: Home) -> IO[str] | None:
-    """The lock the starter took and passed at LOCK_FD, or (run by hand) a fresh one."""
+    """This process's own lock on locks/ticker.lock, or None when another ticker holds it.
+
+    The starter took the lock and passed it at LOCK_FD, so that of racing starters only one
+    starts a ticker. The kernel names the process that took a flock as its holder (/proc/locks),
+    so the ticker swaps it for one of its own: people and `orbit scheduler status` then see the
+    ticker's pid. A starter that took the lock in the instant between wins; this one leaves.
+    """
+    path = ticker_lock(home)
     try:
-        same = os.fstat(LOCK_FD).st_ino == os.stat(ticker_lock(home)).st_ino
+        inherited = os.fstat(LOCK_FD).st_ino == os.stat(path).st_ino
     except OSError:
-        same = False
-    if same:
-        return os.fdopen(LOCK_FD, "a")
-    return try_lock(ticker_lock(home))
+        inherited = False
+    if inherited:
+        release(os.fdopen(LOCK_FD, "a"))
+    return try_lock(path)
 
 
 def main() -> None:
