@@ -127,6 +127,24 @@ def docker_engine() -> None:
     ensure_test_images()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_tickers_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """After the session, end every ticker still ticking a home under this session's temporary
+    directory (a test with a home of its own may leave runs queued, and pytest keeps the
+    directories, so such a ticker would tick on)."""
+    yield
+    import psutil
+
+    base = str(tmp_path_factory.getbasetemp().resolve())
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            ticker = "orbit.service.ticker" in (proc.info["cmdline"] or [])
+            if ticker and proc.environ().get("ORBIT_HOME", "").startswith(base + os.sep):
+                proc.send_signal(signal.SIGTERM)
+        except psutil.Error:
+            continue
+
+
 @pytest.fixture
 def busybox(docker_engine: None) -> str:
     return BUSYBOX_IMAGE
