@@ -100,7 +100,7 @@ class Ticker:
         """
         while True:
             why = self._loop()
-            self._release()
+            self.close()
             if why not in ("queue empty",) or not queued(self.home) or clock_ticks(self.home):
                 return why
             handle = try_lock(ticker_lock(self.home))
@@ -151,7 +151,9 @@ class Ticker:
             same = False
         return None if same and self.home.queue_dir.is_dir() else "its home is gone"
 
-    def _release(self) -> None:
+    def close(self) -> None:
+        """Remove runtime/ticker.json (unless the home is gone), then give up the lock.
+        Idempotent."""
         if self.handle is None:
             return
         if not self._home_gone():
@@ -198,7 +200,7 @@ def main() -> None:
     try:
         why = ticker.run()
     finally:
-        ticker._release()
+        ticker.close()
     log.info("stopped: %s", why)
 
 
