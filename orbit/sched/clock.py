@@ -100,18 +100,19 @@ def keep_moving(home: Home) -> bool:
     number of racing callers exactly one starts a ticker. A failure to start is logged, never
     raised: the inline ticks still move the queue.
     """
-    if not queued(home) or is_locked(ticker_lock(home)) or clock_ticks(home):
-        return False
-    handle = try_lock(ticker_lock(home))
-    if handle is None:
-        return False  # another caller is starting one this instant
     try:
-        _start(home, handle)
-    except OSError as exc:
+        if not queued(home) or is_locked(ticker_lock(home)) or clock_ticks(home):
+            return False
+        handle = try_lock(ticker_lock(home))
+        if handle is None:
+            return False  # another caller is starting one this instant
+        try:
+            _start(home, handle)
+        finally:
+            handle.close()  # only this process's descriptor: the ticker's copy keeps the lock
+    except OSError as exc:  # a full disk, a home this user may not write
         log.warning("could not start the ticker: %s", exc)
         return False
-    finally:
-        handle.close()  # only this process's descriptor: the ticker's copy keeps the lock
     return True
 
 
