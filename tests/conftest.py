@@ -128,6 +128,24 @@ def docker_engine() -> None:
     ensure_test_images()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_tickers_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """After the session, end every ticker still ticking a home under this session's temporary
+    directory (a test with a home of its own may leave runs queued, and pytest keeps the
+    directories, so such a ticker would tick on)."""
+    yield
+    import psutil
+
+    base = str(tmp_path_factory.getbasetemp().resolve())
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            ticker = "orbit.service.ticker" in (proc.info["cmdline"] or [])
+            if ticker and proc.environ().get("ORBIT_HOME", "").startswith(base + os.sep):
+                proc.send_signal(signal.SIGTERM)
+        except psutil.Error:
+            continue
+
+
 @pytest.fixture
 def busybox(docker_engine: None) -> str:
     return BUSYBOX_IMAGE
@@ -145,6 +163,7 @@ def orbit(tmp_path: Path) -> Iterator[Orbit]:
     work.mkdir()
     o = Orbit(home, work)
     yield o
+    stop_ticker(home)
     _cleanup_containers(home)
 
 
@@ -161,6 +180,32 @@ def _cleanup_containers(home: Path) -> None:
         return
     if ids:
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=60)
+
+
+def stop_ticker(home: Path, timeout: float = 20.0) -> None:
+    """End this home's ticker (orbit/service/ticker.py), if one lives, so that no test leaves a
+    process ticking its home behind; waits until its lock is free."""
+    import psutil
+
+    from orbit.store.locks import is_locked, lock_holder
+
+    lock = home / "locks" / "ticker.lock"
+    deadline = time.monotonic() + timeout
+    while is_locked(lock):
+        holder = lock_holder(lock)
+        try:
+            noted = json.loads((home / "runtime" / "ticker.json").read_text())["pid"]
+        except (OSError, ValueError, KeyError):
+            noted = None
+        for pid in {noted, holder.pid if holder else None} - {None}:
+            try:
+                proc = psutil.Process(pid)
+                if "orbit.service.ticker" in proc.cmdline():
+                    proc.send_signal(signal.SIGTERM)
+            except psutil.Error:
+                pass
+        assert time.monotonic() < deadline, f"the ticker of {home} did not stop"
+        time.sleep(0.1)
 
 
 def git_repo(path: Path, files: dict[str, str]) -> Path:

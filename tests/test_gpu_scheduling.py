@@ -304,6 +304,8 @@ def test_a_shepherd_started_as_a_fresh_process_keeps_the_stand_in(
     path = stand_in(orbit, tmp_path, 1, processes=[ALICE])
     assert "ORBIT_FAKE_GPUS" not in os.environ
     orbit.configure(count_outside_use=False)
+    # Ticked as the timer would (so no ticker starts): the exec-mode tick below admits the run.
+    assert orbit("scheduler", "tick", "--clock", "3600").code == 0
     run_id = orbit.submit("--image", busybox, *SMALL, "--gpus", "1", "--", "env")
     assert orbit.status(run_id)["state"] == "queued"
     write_gpus(path, [gpu(0)])
@@ -484,6 +486,8 @@ def test_tick_killed_while_admitting_leaves_nothing_half_done(
     )
     orbit.environ["ORBIT_FAKE_GPUS"] = str(path)
     orbit.configure(count_outside_use=False, total_cpus=cpus)
+    # Ticked as the timer would (so no ticker starts): the killed tick is the one that admits.
+    assert orbit("scheduler", "tick", "--clock", "3600").code == 0
     ids = [
         orbit.submit(
             "--image",

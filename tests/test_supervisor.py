@@ -21,7 +21,7 @@ import pytest
 from conftest import Orbit
 
 from orbit.errors import ExitCode
-from orbit.sched.supervisor import PACKAGE_PARENT
+from orbit.store.childenv import PACKAGE_PARENT
 from orbit.store.home import DEFAULTS
 from orbit.store.locks import release, try_lock
 
@@ -70,7 +70,7 @@ def crontab(user: Path) -> str:
 def expected_cron_line(home: Path) -> str:
     return (
         f"* * * * * ORBIT_HOME={home} PYTHONPATH={PACKAGE_PARENT} {sys.executable} "
-        f"-m orbit scheduler tick >/dev/null 2>&1 # orbit-tick {home}"
+        f"-m orbit scheduler tick --clock 60 >/dev/null 2>&1 # orbit-tick {home}"
     )
 
 
@@ -107,7 +107,7 @@ def test_rendered_units_pass_systemd_analyze_verify(orbit: Orbit, user: Path) ->
     assert f"# orbit-home: {orbit.home}\n" in text
     assert "\nType=oneshot\n" in text and "\nKillMode=process\n" in text
     assert f"\nEnvironment=ORBIT_HOME={orbit.home} PYTHONPATH={PACKAGE_PARENT}\n" in text
-    assert f"\nExecStart={sys.executable} -m orbit scheduler tick --spawn exec\n" in text
+    assert f"\nExecStart={sys.executable} -m orbit scheduler tick --spawn exec --clock 30\n" in text
     text = timer.read_text()
     assert "\nOnUnitActiveSec=30s\n" in text and "\nAccuracySec=1s\n" in text
     assert "\nUnit=orbit-tick.service\n" in text and "\nWantedBy=timers.target\n" in text
@@ -248,12 +248,14 @@ def test_status_json_keys(orbit: Orbit, user: Path) -> None:
         "home",
         "last_tick",
         "last_tick_age_s",
+        "last_clock_tick_age_s",
         "queued",
         "active",
         "supervised",
         "systemd",
         "cron",
         "foreground",
+        "ticker",
     }
     assert set(data["systemd"]) == {
         "state",
@@ -268,6 +270,8 @@ def test_status_json_keys(orbit: Orbit, user: Path) -> None:
     }
     assert set(data["cron"]) == {"state", "installed", "line", "daemon_running", "problem"}
     assert set(data["foreground"]) == {"state", "running", "pid", "interval_s", "started_at"}
+    assert set(data["ticker"]) == {"state", "running", "pid", "interval_s", "started_at"}
+    assert data["ticker"]["running"] is False and data["last_clock_tick_age_s"] is None
     assert data["home"] == str(orbit.home) and data["supervised"] is False
     assert data["last_tick"] == (orbit.home / "runtime" / "last_tick").read_text()
     assert 0 <= data["last_tick_age_s"] < 60

@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 import pytest
 from conftest import Orbit
 
+from orbit.service import web_unit
 from orbit.store.home import Home
 from orbit.store.model import RunState
 from orbit.store.runs import RunStore
@@ -278,7 +279,7 @@ def test_web_unit_passes_systemd_analyze_verify(orbit: Orbit, tmp_path: Path) ->
     analyze = shutil.which("systemd-analyze")
     assert analyze, "systemd-analyze is missing: apt-get install systemd"
     unit = tmp_path / "orbit-web.service"
-    unit.write_text(server.render_unit(Home.from_environ(orbit.environ)))
+    unit.write_text(web_unit.render_unit(Home.from_environ(orbit.environ)))
     done = subprocess.run(
         [analyze, "--user", "verify", str(unit)],
         capture_output=True,

@@ -15,7 +15,7 @@ import pytest
 from conftest import Orbit
 
 from orbit.errors import ExitCode
-from orbit.sched.supervisor import PACKAGE_PARENT
+from orbit.store.childenv import PACKAGE_PARENT
 
 
 @pytest.fixture

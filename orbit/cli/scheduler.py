@@ -31,6 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="start shepherds by forking this process (default) or as fresh processes "
         "(what the systemd unit uses)",
     )
+    # The timer's and the cron line's tick: "a clock ticks this home every S seconds".
+    t.add_argument("--clock", type=positive_float, metavar="S", help=argparse.SUPPRESS)
     add_json(t)
     t.set_defaults(func=tick)
 
@@ -76,8 +78,12 @@ def _kind_options(parser: argparse.ArgumentParser, systemd: str, cron: str) -> N
 
 
 def tick(args: argparse.Namespace, env: Env) -> int:
+    from orbit.sched.clock import note_clock_tick
     from orbit.sched.tick import tick as run_tick
 
+    if args.clock is not None:  # before the tick, whose end starts a ticker unless a clock ticks
+        env.home.ensure()
+        note_clock_tick(env.home, args.clock)
     # The explicit tick (also what the timer and cron run) looks through every run for one that
     # lost its queue/ or active/ marker.
     spawner = dataclasses.replace(env, spawn_mode=args.spawn).spawner
@@ -102,8 +108,9 @@ def tick(args: argparse.Namespace, env: Env) -> int:
 
 
 def run_loop(args: argparse.Namespace, env: Env) -> int:
-    from orbit.sched import supervisor
     from orbit.sched.tick import TickReport
+    from orbit.service import supervisor
+    from orbit.service.foreground import run_foreground
     from orbit.store.model import now_iso
 
     interval = supervisor.interval_of(env.home, args.interval)
@@ -136,13 +143,13 @@ def run_loop(args: argparse.Namespace, env: Env) -> int:
         file=env.stderr,
         flush=True,
     )
-    supervisor.run_foreground(env.home, interval, on_tick, on_error)
+    run_foreground(env.home, interval, on_tick, on_error)
     print("orbit scheduler: stopped", file=env.stderr, flush=True)
     return ExitCode.OK
 
 
 def install(args: argparse.Namespace, env: Env) -> int:
-    from orbit.sched import supervisor
+    from orbit.service import supervisor
 
     kind = args.kind or _default_kind(env)
     if kind == "systemd":
@@ -184,19 +191,19 @@ def install(args: argparse.Namespace, env: Env) -> int:
 
 
 def _default_kind(env: Env) -> str:
-    from orbit.sched import supervisor
+    from orbit.service import cron, supervisor
 
     if supervisor.systemd_reachable(env.environ):
         return "systemd"
     try:
-        supervisor.crontab_program(env.environ)
+        cron.crontab_program(env.environ)
     except OrbitError:
         return "systemd"  # written and enabled for the user manager, with what to run
     return "cron"
 
 
 def uninstall(args: argparse.Namespace, env: Env) -> int:
-    from orbit.sched import supervisor
+    from orbit.service import supervisor
 
     results = []
     if args.kind in (None, "systemd"):
@@ -221,16 +228,18 @@ def uninstall(args: argparse.Namespace, env: Env) -> int:
 
 def _web_state(env: Env) -> str:
     """Whether orbit-web.service is installed (and running) for this home."""
+    from orbit.service import web_unit
     from orbit.web import server
 
+    live = server.running(env.home)
     try:
-        return server.unit_state(env.home, env.environ)[1]
+        return web_unit.unit_state(env.home, env.environ, live.port if live else None)[1]
     except OrbitError as exc:  # the web view is an extra here: never fail the status over it
         return f"unknown ({exc})"
 
 
 def status(args: argparse.Namespace, env: Env) -> int:
-    from orbit.sched import supervisor
+    from orbit.service import supervisor
     from orbit.store.locks import stuck_scheduler
 
     report = supervisor.status(env.home, env.environ)
@@ -247,6 +256,7 @@ def status(args: argparse.Namespace, env: Env) -> int:
         ("systemd", report.systemd.state),
         ("cron", report.cron.state),
         ("foreground", report.foreground.state),
+        ("ticker", report.ticker.state),
         ("web", _web_state(env)),
     ]
     if report.systemd.installed:
@@ -258,8 +268,8 @@ def status(args: argparse.Namespace, env: Env) -> int:
         print(f"{label:<11} {value}", file=out)
     if not report.supervised:
         print(
-            "nothing ticks this home on a clock: ticks happen only when orbit commands run and "
-            "when runs end (see `orbit scheduler install`)",
+            "nothing ticks this home on a clock: orbit commands and ending runs tick it, and "
+            "while runs wait the ticker does (see `orbit scheduler install`)",
             file=out,
         )
     return ExitCode.OK

@@ -64,6 +64,7 @@ def _requested_port(args: argparse.Namespace, env: Env) -> int | None:
 
 def _start(env: Env, port: int | None) -> None:
     """Start `orbit web --serve` detached, and wait until it serves (or says why it cannot)."""
+    from orbit.service.web_unit import server_command
     from orbit.store.childenv import child_environ
     from orbit.web import server
 
@@ -74,7 +75,7 @@ def _start(env: Env, port: int | None) -> None:
     with open(log_path, "ab") as log, open(os.devnull, "rb") as null:
         start = log.tell()
         proc = subprocess.Popen(
-            server.server_command(port),
+            server_command(port),
             stdin=null,
             stdout=log,
             stderr=log,
@@ -99,50 +100,71 @@ def _start(env: Env, port: int | None) -> None:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.web import auth, server
-
-    home = env.home
     port = _requested_port(args, env)
     if args.serve:
         import logging
 
+        from orbit.web import server
+
         logging.basicConfig(level=logging.INFO, format="%(asctime)s web %(message)s")
-        server.serve(home, port)
+        server.serve(env.home, port)
         return ExitCode.OK
-    actions = [f"--{a}" for a in ("stop", "install", "uninstall", "rotate") if getattr(args, a)]
+    actions = [a for a in ("stop", "install", "uninstall", "rotate") if getattr(args, a)]
     if len(actions) > 1:
-        raise UsageError(f"{' and '.join(actions)} cannot be combined")
+        raise UsageError(f"{' and '.join(f'--{a}' for a in actions)} cannot be combined")
     if actions and args.id:
-        raise UsageError(f"{actions[0]} takes no run ID")
-    if args.install:
+        raise UsageError(f"--{actions[0]} takes no run ID")
+    if not actions:
+        return _open(args, env, port)
+    if actions[0] == "install":
         return _install(env, port, args.json)
-    if args.rotate:
-        home.ensure()
-        auth.rotate(home)
-        if args.json:
-            print_json(env, {"rotated": True})
-        else:
-            env.stdout.write(
-                "made a new web token: every browser is logged out; `orbit web` prints a new link\n"
-            )
+    return {"rotate": _rotate, "uninstall": _uninstall, "stop": _stop}[actions[0]](env, args.json)
+
+
+def _rotate(env: Env, as_json: bool) -> int:
+    from orbit.web import auth
+
+    env.home.ensure()
+    auth.rotate(env.home)
+    if as_json:
+        print_json(env, {"rotated": True})
+    else:
+        env.stdout.write(
+            "made a new web token: every browser is logged out; `orbit web` prints a new link\n"
+        )
+    return ExitCode.OK
+
+
+def _uninstall(env: Env, as_json: bool) -> int:
+    from orbit.service import web_unit
+
+    removed = web_unit.uninstall_unit(env.home, env.environ)
+    if as_json:
+        print_json(env, {"uninstalled": [removed.as_dict()]})
         return ExitCode.OK
-    if args.uninstall:
-        removed = server.uninstall_unit(home, env.environ)
-        if args.json:
-            print_json(env, {"uninstalled": [removed.as_dict()]})
-            return ExitCode.OK
-        for item in removed.removed:
-            print(f"systemd: removed {item}", file=env.stdout)
-        if removed.note:
-            print(f"systemd: {removed.note}", file=env.stdout)
-        return ExitCode.OK
-    if args.stop:
-        stopped = server.stop(home)
-        if args.json:
-            print_json(env, {"stopped": stopped})
-        else:
-            env.stdout.write("stopped the web server\n" if stopped else "no web server running\n")
-        return ExitCode.OK
+    for item in removed.removed:
+        print(f"systemd: removed {item}", file=env.stdout)
+    if removed.note:
+        print(f"systemd: {removed.note}", file=env.stdout)
+    return ExitCode.OK
+
+
+def _stop(env: Env, as_json: bool) -> int:
+    from orbit.web import server
+
+    stopped = server.stop(env.home)
+    if as_json:
+        print_json(env, {"stopped": stopped})
+    else:
+        env.stdout.write("stopped the web server\n" if stopped else "no web server running\n")
+    return ExitCode.OK
+
+
+def _open(args: argparse.Namespace, env: Env, port: int | None) -> int:
+    """Start the server unless it runs, then print (or open) a one-time login URL."""
+    from orbit.web import auth, server
+
+    home = env.home
     target = "/"
     if args.id:
         from orbit.store.runs import RunStore
@@ -195,9 +217,14 @@ def _open_browser(home: Home, url: str) -> None:
 
 def _install(env: Env, port: int | None, as_json: bool) -> int:
     """`orbit web --install`: the same conventions as `orbit scheduler install --systemd`."""
+    from orbit.service import web_unit
     from orbit.web import server
 
-    result = server.install_unit(env.home, env.environ, port)
+    def make_way() -> None:
+        if server.running(env.home) is not None:
+            server.stop(env.home)
+
+    result = web_unit.install_unit(env.home, env.environ, port, make_way)
     if as_json:
         print_json(env, result.as_dict())
         return ExitCode.OK
@@ -206,10 +233,10 @@ def _install(env: Env, port: int | None, as_json: bool) -> int:
     for path in result.files:
         print(f"{verb} {path}", file=out)
     if result.started:
-        print(f"systemd: {server.UNIT} serves this home; `orbit web` prints its URL", file=out)
+        print(f"systemd: {web_unit.UNIT} serves this home; `orbit web` prints its URL", file=out)
     elif result.enabled:
         print(
-            f"enabled {server.UNIT} (it starts with your user manager) but NOT started: "
+            f"enabled {web_unit.UNIT} (it starts with your user manager) but NOT started: "
             f"{result.problem}",
             file=out,
         )

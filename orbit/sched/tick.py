@@ -3,6 +3,8 @@
 It touches only the queue/ and active/ markers and the runs they name, never all runs. A tick
 that cannot take the lock quickly leaves a `tick.requested` flag; the holder loops until the
 flag stays clear, so a submit that raced a running tick is never left waiting for the next one.
+A tick that leaves runs queued while nothing ticks this home on a clock starts the short-lived
+ticker (sched/clock.py), so the queue moves with nobody typing.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from orbit.errors import OrbitError, from_os_error
-from orbit.sched import pool
+from orbit.sched import clock, pool
 from orbit.sched.plan import Admit, Request, Wait, plan
 from orbit.sched.resources import Amount, machine_totals
 from orbit.store import index
@@ -128,6 +130,8 @@ def tick(
         finally:
             release(handle)
         if not flag.exists():
+            # Runs left waiting, and no clock to tick for them: the ticker moves them.
+            clock.keep_moving(home)
             return report
         lock_timeout = 0.0  # someone asked while we were releasing: only retry if free
 

@@ -14,38 +14,30 @@ import errno
 import json
 import logging
 import os
-import re
 import resource
 import signal
 import socket
-import sys
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from waitress import wasyncore
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask
 
-from orbit.errors import ConflictError, OrbitError, UsageError
-from orbit.store.childenv import PACKAGE_PARENT
+from orbit.errors import ConflictError, OrbitError
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
 from orbit.store.locks import is_locked, release, try_lock
-
-if TYPE_CHECKING:
-    from orbit.sched.supervisor import Installed, Removed
 
 log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 7717
 PORT_TRIES = 50
-UNIT_TEMPLATE = PACKAGE_PARENT / "systemd" / "orbit-web.service"
 
 
 def lock_path(home: Home) -> Path:
@@ -320,87 +312,3 @@ def stop(home: Home, timeout: float = 10.0) -> bool:
             raise OrbitError(f"the web server (pid {live.pid}) did not stop within {timeout:g} s")
         time.sleep(0.05)
     return True
-
-
-def server_command(port: int | None) -> list[str]:
-    cmd = [sys.executable, "-m", "orbit", "web", "--serve"]
-    return [*cmd, "--port", str(port)] if port is not None else cmd
-
-
-def render_unit(home: Home, port: int | None = None) -> str:
-    """systemd/orbit-web.service filled in for `home` (same quoting as the tick's units)."""
-    from orbit.sched.supervisor import _quote_unit, tick_environment
-
-    if "\n" in str(home.root):
-        raise UsageError("ORBIT_HOME must not contain a line break")
-    values = {
-        "HOME": str(home.root),
-        "HOME_TEXT": str(home.root).replace("%", "%%"),
-        "ENVIRONMENT": " ".join(_quote_unit(f"{k}={v}") for k, v in tick_environment(home).items()),
-        "EXEC_START": " ".join(_quote_unit(a, exec_arg=True) for a in server_command(port)),
-    }
-    try:
-        text = UNIT_TEMPLATE.read_text()
-    except FileNotFoundError:
-        raise OrbitError(
-            f"unit template {UNIT_TEMPLATE} not found: install Orbit from its repository "
-            "(pip install -e .) or run it from a checkout"
-        ) from None
-    return re.sub(r"@([A-Z_]+)@", lambda m: values[m.group(1)], text)
-
-
-# --- the user unit (`orbit web --install`, `--uninstall`) -----------------------------------
-UNIT = "orbit-web.service"
-
-
-def _owner_fix(owner: str) -> str:
-    import shlex
-
-    return (
-        f"{UNIT} already serves ORBIT_HOME={owner} (one per user): remove it with "
-        f"`ORBIT_HOME={shlex.quote(owner)} orbit web --uninstall`, or run `orbit web` without "
-        "a unit for this home"
-    )
-
-
-def install_unit(home: Home, environ: Mapping[str, str], port: int | None = None) -> Installed:
-    """Write orbit-web.service for `home`, enable it and (with a reachable user systemd) start it:
-    the conventions of `orbit scheduler install --systemd` (see supervisor.install_units)."""
-    from orbit.sched import supervisor
-
-    text = render_unit(home, port)
-    path = supervisor.user_unit_dir(environ) / UNIT
-    supervisor._check_owner(home, path, _owner_fix)
-    # A server `orbit web` started in the background holds the lock: the unit's server would
-    # exit with "already running" and restart forever. Stop it when systemd can take over now.
-    asked = supervisor._systemctl(environ, "is-active", UNIT)
-    if asked.out.strip() and asked.out.strip() != "active" and running(home) is not None:
-        stop(home)
-    return supervisor.install_units(home, environ, {UNIT: text}, UNIT, owner_fix=_owner_fix)
-
-
-def uninstall_unit(home: Home, environ: Mapping[str, str]) -> Removed:
-    """Stop, disable and delete orbit-web.service, if it was rendered for this home."""
-    from orbit.sched import supervisor
-
-    return supervisor.uninstall_units(home, environ, (UNIT,), UNIT, "default.target")
-
-
-def unit_state(home: Home, environ: Mapping[str, str]) -> tuple[bool, str]:
-    """(installed for this home, one line for `orbit scheduler status`)."""
-    from orbit.sched import supervisor
-
-    path = supervisor.user_unit_dir(environ) / UNIT
-    owner = supervisor._unit_home(path)
-    if owner is None:
-        return False, "no unit (`orbit web --install` adds one)"
-    if owner != str(home.root):
-        return False, f"{UNIT} serves ORBIT_HOME={owner or '?'}, not this home"
-    asked = supervisor._systemctl(environ, "is-active", UNIT).out.strip()
-    live = running(home)
-    serving = f", serving on port {live.port}" if live else ""
-    if asked:
-        return True, f"{UNIT} {asked}{serving}"
-    enabled = supervisor._systemctl(environ, "is-enabled", UNIT).out.strip() == "enabled"
-    what = "enabled" if enabled else "written, not enabled"
-    return True, f"{UNIT} {what} (no user systemd reachable){serving}"

@@ -1,7 +1,8 @@
 """`orbit scheduler run`: the tick on an APScheduler interval, in the foreground.
 
 The loop holds `locks/scheduler-run.lock` for as long as it lives (the lock is its liveness,
-like a shepherd's) and describes itself in `runtime/scheduler-run.json`.
+like a shepherd's) and describes itself in `runtime/scheduler-run.json`. When it stops with runs
+still queued, it hands the queue to the ticker (sched/clock.py), so nothing is stranded.
 """
 
 from __future__ import annotations
@@ -11,28 +12,18 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from orbit.errors import ConflictError
+from orbit.sched.clock import foreground_lock, keep_moving
+from orbit.service.units import Data
 from orbit.store.files import atomic_write, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.locks import is_locked, release, try_lock
 from orbit.store.model import now_iso
-
-
-class _Data:
-    """A result: a dataclass whose as_dict() is its --json shape."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
-
-
-# --- the foreground loop: `orbit scheduler run` -------------------------------------------
-def _run_lock(home: Home) -> Path:
-    return home.locks_dir / "scheduler-run.lock"
 
 
 def _run_info(home: Home) -> Path:
@@ -40,7 +31,7 @@ def _run_info(home: Home) -> Path:
 
 
 @dataclass
-class ForegroundStatus(_Data):
+class ForegroundStatus(Data):
     state: str
     running: bool
     pid: int | None
@@ -50,7 +41,7 @@ class ForegroundStatus(_Data):
 
 def foreground_status(home: Home) -> ForegroundStatus:
     """A foreground loop holds its lock for as long as it lives: the lock is the liveness."""
-    if not is_locked(_run_lock(home)):
+    if not is_locked(foreground_lock(home)):
         return ForegroundStatus("not running", False, None, None, None)
     try:
         info = json.loads(_run_info(home).read_text())
@@ -89,7 +80,7 @@ def run_foreground(
     from orbit.sched.tick import tick
 
     home.ensure()
-    handle = try_lock(_run_lock(home), 0.0)
+    handle = try_lock(foreground_lock(home), 0.0)
     if handle is None:
         raise ConflictError(
             f"`orbit scheduler run` already ticks this home ({foreground_status(home).state})"
@@ -150,6 +141,4 @@ def run_foreground(
             busy.release()
         unlink_quiet(_run_info(home))
         release(handle)
-
-
-# --- everything at once: `orbit scheduler status` -----------------------------------------
+    keep_moving(home)  # runs still queued: the ticker moves them from now on

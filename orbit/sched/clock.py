@@ -1,0 +1,169 @@
+"""Who moves this home's queue between commands: a clock, or else the short-lived ticker.
+
+Every orbit command and every shepherd's exit ticks inline. On a clock, three things tick: the
+systemd timer and the cron line (both run `orbit scheduler tick --clock S`, which notes each
+tick in runtime/clock.json) and `orbit scheduler run` (alive while it holds
+locks/scheduler-run.lock). When none of them ticks this home, a tick that leaves runs queued
+starts the ticker (orbit/service/ticker.py): one detached process per home, alive while it holds
+locks/ticker.lock, that ticks every few seconds until the queue is empty and then exits.
+
+This module decides and starts; it never imports the ticker (a layer above): the ticker is a
+fresh `python -m orbit.service.ticker` process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from orbit.store.childenv import child_environ
+from orbit.store.files import atomic_write
+from orbit.store.home import Home
+from orbit.store.locks import is_locked, try_lock
+
+log = logging.getLogger(__name__)
+
+FOREGROUND_LOCK = "scheduler-run.lock"  # in locks/: held by `orbit scheduler run`
+TICKER_LOCK = "ticker.lock"  # in locks/: held by the ticker for its whole life
+TICKER_INFO = "ticker.json"  # in runtime/: the ticker's pid and start, for people
+TICKER_LOG = "ticker.log"  # in runtime/: the ticker's stdout and stderr
+CLOCK_RECORD = "clock.json"  # in runtime/: the last tick of the timer or the cron line
+TICKER_MODULE = "orbit.service.ticker"
+LOCK_FD = 3  # the ticker finds the lock its starter took at this descriptor
+# A clock tick is expected every `every_s`: one that missed two of them (plus a margin for a
+# slow tick) no longer counts, so a timer that stopped (or units left behind) moves nothing.
+CLOCK_GRACE_S = 30.0
+
+
+def foreground_lock(home: Home) -> Path:
+    return home.locks_dir / FOREGROUND_LOCK
+
+
+def ticker_lock(home: Home) -> Path:
+    return home.locks_dir / TICKER_LOCK
+
+
+def note_clock_tick(home: Home, every_s: float) -> None:
+    """Record a tick of the timer or the cron line, which come every `every_s`."""
+    data = {"at": time.time(), "every_s": every_s, "pid": os.getpid()}
+    atomic_write(home.runtime_dir / CLOCK_RECORD, json.dumps(data).encode(), durable=False)
+
+
+@dataclass
+class ClockTick:
+    at: float  # epoch seconds
+    every_s: float
+
+    def fresh(self, now: float) -> bool:
+        return now - self.at <= 2 * self.every_s + CLOCK_GRACE_S
+
+
+def last_clock_tick(home: Home) -> ClockTick | None:
+    try:
+        data = json.loads((home.runtime_dir / CLOCK_RECORD).read_text())
+        return ClockTick(float(data["at"]), float(data["every_s"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def clock_ticks(home: Home, now: float | None = None) -> str | None:
+    """What ticks this home on a clock right now ("orbit scheduler run", or "a timer or cron
+    line" whose last tick is recent), or None."""
+    if is_locked(foreground_lock(home)):
+        return "orbit scheduler run"
+    last = last_clock_tick(home)
+    if last is not None and last.fresh(time.time() if now is None else now):
+        return "a timer or cron line"
+    return None
+
+
+def queued(home: Home) -> bool:
+    """Some run has a queue marker."""
+    try:
+        with os.scandir(home.queue_dir) as entries:
+            return any(not e.name.startswith(".") for e in entries)
+    except OSError:
+        return False
+
+
+def keep_moving(home: Home) -> bool:
+    """Start the ticker when runs are queued, nothing ticks this home on a clock and no ticker
+    lives; True when one was started. Cheap otherwise: a directory listing and two lock checks.
+
+    The lock is taken here and handed to the ticker (descriptor LOCK_FD), so that of any
+    number of racing callers exactly one starts a ticker. A failure to start is logged, never
+    raised: the inline ticks still move the queue.
+    """
+    try:
+        if not queued(home) or is_locked(ticker_lock(home)) or clock_ticks(home):
+            return False
+        handle = try_lock(ticker_lock(home))
+        if handle is None:
+            return False  # another caller is starting one this instant
+        try:
+            _start(home, handle)
+        finally:
+            handle.close()  # only this process's descriptor: the ticker's copy keeps the lock
+    except OSError as exc:  # a full disk, a home this user may not write
+        log.warning("could not start the ticker: %s", exc)
+        return False
+    return True
+
+
+def _start(home: Home, handle: IO[str]) -> None:
+    """Double fork: the grandchild, in a new session (no terminal can hang it up), with stdio
+    on runtime/ticker.log and no descriptor of the caller but the lock, execs the ticker; the
+    caller waits only for the short-lived child."""
+    argv = [sys.executable, "-m", TICKER_MODULE]
+    env = child_environ(home, home.environ)
+    log_path = str(home.runtime_dir / TICKER_LOG)
+    lock_fd = handle.fileno()
+    pid = os.fork()
+    if pid:
+        os.waitpid(pid, 0)
+        return
+    try:
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        _child_descriptors(log_path, lock_fd)
+        os.chdir(home.root)
+        os.execve(sys.executable, argv, env)
+    except BaseException:
+        pass
+    os._exit(1)
+
+
+def _child_descriptors(log_path: str, lock_fd: int) -> None:
+    """stdin /dev/null, stdout and stderr the log, the lock at LOCK_FD, nothing else."""
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError:
+        out = null
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    if lock_fd == LOCK_FD:
+        os.set_inheritable(LOCK_FD, True)  # it survives the exec
+    else:
+        os.dup2(lock_fd, LOCK_FD)  # a dup2 copy is inheritable
+    for fd in _open_fds():
+        if fd > LOCK_FD:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _open_fds() -> list[int]:
+    try:
+        return [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        return list(range(3, 1024))
