@@ -33,10 +33,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     deadline = time.monotonic() + STOP_WAIT_SECONDS
     while time.monotonic() < deadline and not all(w.refresh().state.finished for w in watches):
         time.sleep(0.1)
-    result = [
-        {"id": w.run.id, "state": w.run.state.value, "reason": w.run.status.get("reason")}
-        for w in watches
-    ]
+    result = [{"id": w.run.id, "state": w.run.state.value, "reason": w.run.reason} for w in watches]
     if args.json:
         print_json(env, {"runs": result})
     else:

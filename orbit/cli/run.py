@@ -214,14 +214,14 @@ def exit_code_of(run: Run) -> int:
     if run.state is not RunState.FAILED:
         return int(ExitCode.NO_RESULT)  # lost: its result is unknown
     record = read_exit(run.dir) or {}
-    code = run.status.get("exit_code")
+    code = run.exit_code
     if record.get("error"):
         return int(ExitCode.NO_RESULT)
     if record.get("timed_out"):
         return int(ExitCode.TIMED_OUT)
     if run.status.get("oom_killed") and code != 0:
         return int(ExitCode.OOM_KILLED)
-    if isinstance(code, int) and 0 < code < 256:
+    if code is not None and 0 < code < 256:
         return code
     return int(ExitCode.NO_RESULT)  # failed without a code of the command's (a build, …)
 

@@ -141,8 +141,8 @@ def result(run: Run | Broken) -> dict[str, Any]:
         "id": run.id,
         "name": run.name or None,
         "state": run.state.value,
-        "reason": run.status.get("reason"),
-        "exit_code": run.status.get("exit_code"),
+        "reason": run.reason,
+        "exit_code": run.exit_code,
     }
 
 

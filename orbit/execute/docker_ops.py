@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orbit.errors import DockerError, UsageError
+from orbit.errors import CorruptError, DockerError, UsageError
 from orbit.sched.resources import GIB
 from orbit.store.home import Home
 from orbit.store.model import Run
@@ -232,9 +232,10 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
     import docker.types
 
     spec = run.spec
-    res = spec.get("resources") or {}
-    mem_bytes = int(float(res["mem_gb"]) * GIB)
-    gpus = (run.status.get("lease") or {}).get("gpus") or []
+    if run.resources.mem_gb <= 0 or run.resources.cpus <= 0:  # a hand-edited run.yaml
+        raise CorruptError(f"run {run.id}: run.yaml lacks resources.cpus or resources.mem_gb")
+    mem_bytes = int(run.resources.mem_gb * GIB)
+    gpus = list(run.lease.gpus)
     device_requests, gpu_env = gpu_access(gpu_mode(home), gpus)
     env = {
         **gpu_env,
@@ -252,7 +253,7 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
         mounts.append(
             docker.types.Mount(m["target"], m["source"], type="bind", read_only=not m.get("rw"))
         )
-    project = spec.get("project") or {}
+    project = run.project
     if project.get("mode") == "mount":
         mounts.append(
             docker.types.Mount("/workspace", project["path"], type="bind", read_only=True)
@@ -267,7 +268,7 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
         "working_dir": "/workspace",
         "user": spec.get("user") or None,
         "mounts": mounts,
-        "nano_cpus": int(float(res["cpus"]) * 1e9),
+        "nano_cpus": int(run.resources.cpus * 1e9),
         "mem_limit": mem_bytes,
         "memswap_limit": mem_bytes,
         # A fork bomb would otherwise stop every user of the machine from forking.

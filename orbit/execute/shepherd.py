@@ -164,8 +164,8 @@ class Shepherd:
                     raise DockerError(f"container name conflict: {config['name']}") from None
                 return found
             raise DockerError(f"cannot create the container: {exc.explanation or exc}") from None
-        snapshot = (run.spec.get("project") or {}).get("snapshot")
-        if (run.spec.get("project") or {}).get("mode") == "copy" and snapshot:
+        snapshot = run.project.get("snapshot")
+        if run.project.get("mode") == "copy" and snapshot:
             tar = self.home.snapshots_dir / f"{snapshot}.tar"
             with open(tar, "rb") as fh:
                 container.put_archive("/", fh)

@@ -85,7 +85,7 @@ def measure(home: Home, leased: list[Run], totals: Amount) -> Outside:
     orbit_cpu: dict[str, float] = {}
     orbit_rss = 0
     for run in leased:
-        cid = run.status.get("container_id")
+        cid = run.container_id
         if not cid:
             continue
         cpu, rss = _container_usage(str(cid))

@@ -174,3 +174,17 @@ class Run:
     @property
     def reason(self) -> str | None:
         return self.status.get("reason")
+
+    @property
+    def exit_code(self) -> int | None:
+        code = self.status.get("exit_code")
+        return code if isinstance(code, int) else None
+
+    @property
+    def container_id(self) -> str | None:
+        return self.status.get("container_id") or None
+
+    @property
+    def project(self) -> dict[str, Any]:
+        """How the code reaches the container (run.yaml `project`): a snapshot, a mount, none."""
+        return dict(self.spec.get("project") or {})
