@@ -13,8 +13,7 @@ from typing import Any
 
 from orbit.errors import DockerError, UsageError
 from orbit.execute import docker_ops, snapshot
-from orbit.sched.plan import GpuSlot, never_fits
-from orbit.sched.plan import Request as PlanRequest
+from orbit.sched.plan import Demand, GpuSlot, never_fits
 from orbit.sched.resources import Amount, machine_totals
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
@@ -96,7 +95,7 @@ def _resources(home: Home, req: Request) -> Amount:
 
         gpus, _ = read_gpus(home)
         slots = gpu_slots(gpus, allowed_indices(home), [], float("inf"))
-    probe = PlanRequest(
+    probe = Demand(
         run_id="",
         need=need,
         gpus=req.gpus,
