@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from orbit.sched.plan import Admit, GpuSlot, Pool, Request, Wait, never_fits, plan
+from orbit.sched.plan import Admit, Demand, GpuSlot, Pool, Wait, never_fits, plan
 from orbit.sched.resources import GIB, Amount
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 RESERVE = 300.0
 
 
-def req(run_id: str, cpus: float, mem_gb: float = 1, **kw: object) -> Request:
+def req(run_id: str, cpus: float, mem_gb: float = 1, **kw: object) -> Demand:
     kw.setdefault("submitted_at", NOW - timedelta(seconds=10))
-    return Request(run_id, Amount(cpus, mem_gb), **kw)  # type: ignore[arg-type]
+    return Demand(run_id, Amount(cpus, mem_gb), **kw)  # type: ignore[arg-type]
 
 
 def pool(cpus: float = 8, mem: float = 64, leased: Amount | None = None, **kw: object) -> Pool:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import io
 import itertools
+import os
+import shutil
+import uuid
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from conftest import Orbit, Result
@@ -86,10 +90,21 @@ def test_a_2x3_sweep_makes_six_runs_with_their_params(orbit: Orbit, busybox: str
     assert 'lr: "1e-4"' in (orbit.run_dir(out["runs"][0]["id"]) / "run.yaml").read_text()
 
 
-def test_sweep_text_output_and_one_shared_snapshot(orbit: Orbit, busybox: str) -> None:
+def test_sweep_text_output_and_one_shared_snapshot(
+    orbit: Orbit, busybox: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from conftest import git_repo
 
     project = git_repo(orbit.cwd / "proj", {"train.py": "print('hi')\n"})
+    # The real git, behind a script that notes each call: the snapshot is taken once.
+    calls = tmp_path / "git-calls"
+    wrapper = tmp_path / "bin"
+    wrapper.mkdir()
+    (wrapper / "git").write_text(
+        f'#!/bin/sh\necho "$*" >> {calls}\nexec {shutil.which("git")} "$@"\n'
+    )
+    (wrapper / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper}{os.pathsep}{os.environ['PATH']}")
     res = orbit(
         "sweep",
         "--cpus",
@@ -103,20 +118,50 @@ def test_sweep_text_output_and_one_shared_snapshot(orbit: Orbit, busybox: str) -
         "-g",
         "g",
         "-p",
-        "x=a,b",
+        "x=a,b,c",
         "--",
         "cat",
         "/workspace/train.py",
     )
     assert res.code == 0, res.err
     lines = res.out.splitlines()
-    assert lines[0] == "submitted 2 runs to group g"
+    assert lines[0] == "submitted 3 runs to group g"
     assert lines[1].split() == ["ID", "NAME", "STATE", "PARAMS"]
-    assert [line.split()[0] for line in lines[2:]] == ["1", "2"]
-    assert lines[2].endswith("x=a") and lines[3].endswith("x=b")
-    snaps = {spec(orbit, i)["project"]["snapshot"] for i in ("1", "2")}
+    assert [line.split()[0] for line in lines[2:]] == ["1", "2", "3"]
+    assert lines[2].endswith("x=a") and lines[3].endswith("x=b") and lines[4].endswith("x=c")
+    snaps = {spec(orbit, i)["project"]["snapshot"] for i in ("1", "2", "3")}
     assert len(snaps) == 1
+    listings = [c for c in calls.read_text().splitlines() if c.startswith("-C") and "--cached" in c]
+    assert len(listings) == 1, listings
     assert orbit("wait", "-g", "g").code == 0
+
+
+def test_a_sweep_builds_its_dockerfile_once(orbit: Orbit, busybox: str, tmp_path: Path) -> None:
+    ctx = tmp_path / "sweepimg"
+    ctx.mkdir()
+    (ctx / "nonce").write_text(uuid.uuid4().hex)  # a new context: the image is really built
+    (ctx / "Dockerfile").write_text(f"FROM {busybox}\nRUN echo built-for-the-sweep\n")
+    try:
+        res = orbit(
+            "sweep", *SMALL, "--dockerfile", str(ctx / "Dockerfile"), "-g", "b", "-p", "x=1,2,3",
+            "--", "echo", "{x}",
+        )  # fmt: skip
+        assert res.code == 0, res.err
+        specs = [spec(orbit, i) for i in ("1", "2", "3")]
+        # One build for all: had each run built or looked up its own, the later ones would
+        # say `reused: true` and have no build.log.
+        assert len({s["image"] for s in specs}) == 1
+        assert all(s["build"]["reused"] is False for s in specs)
+        for i in ("1", "2", "3"):
+            assert "built-for-the-sweep" in (orbit.run_dir(i) / "build.log").read_text()
+        assert [s["command"] for s in specs] == [["echo", "1"], ["echo", "2"], ["echo", "3"]]
+        assert orbit("wait", "-g", "b").code == 0
+    finally:
+        import docker
+
+        for image in docker.from_env().images.list(name="orbit-build/sweepimg"):
+            for tag in image.tags:
+                docker.from_env().images.remove(tag, force=True)
 
 
 @pytest.mark.parametrize(

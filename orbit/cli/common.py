@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -68,6 +68,19 @@ def side_tick(env: Env, *, warn: bool = True) -> Any:
         if warn:
             print(f"orbit: warning: the scheduler tick failed: {problem}", file=env.stderr)
         return None
+
+
+def build_progress(env: Env) -> Callable[[str], None]:
+    """Where image build output goes while `run` or `sweep` submits: to stderr when it is a
+    terminal, for a person watching. A script or agent gets the one-line error instead; the
+    log is kept either way as the run's build.log."""
+
+    def progress(text: str) -> None:
+        if env.stderr.isatty():
+            env.stderr.write(text)
+            env.stderr.flush()
+
+    return progress
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import os
 import shutil
+from pathlib import Path
 from typing import Any
 
 from orbit.cli.common import add_json, print_json
 from orbit.env import Env
 from orbit.errors import ConflictError, ExitCode, UsageError
-from orbit.store.home import DEFAULTS
+from orbit.store.home import DEFAULTS, Home
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +21,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_json(p)
     p.set_defaults(func=show)
     csub = p.add_subparsers(dest="action", metavar="ACTION")
-    d = csub.add_parser("data", help="put runs under DIR (large artifacts off the home disk)")
+    d = csub.add_parser(
+        "data", help="put runs and code snapshots under DIR (large artifacts off the home disk)"
+    )
     d.add_argument("dir")
     d.add_argument("--move", action="store_true", help="move existing finished runs there")
     d.set_defaults(func=set_data)
@@ -89,9 +94,50 @@ def set_data(args: argparse.Namespace, env: Env) -> int:
     (new / "runs").mkdir(exist_ok=True)
     for name in existing:
         shutil.move(str(old_runs / name), str(new / "runs" / name))
+    snapshots = move_snapshots(home, new / "snapshots")
     home.set_config("data_dir", str(new))
     if getattr(args, "json", False):
         print_json(env, {"data_dir": str(new), "moved": sorted(existing, key=id_key)})
     else:
-        print(f"data directory: {new} ({len(existing)} runs moved)", file=env.stdout)
+        print(
+            f"data directory: {new} ({len(existing)} runs and {snapshots} snapshots moved)",
+            file=env.stdout,
+        )
     return ExitCode.OK
+
+
+def move_snapshots(home: Home, target: Path) -> int:
+    """Move the code snapshots to `target`, from the current data directory and from
+    ORBIT_HOME/snapshots (where Orbit kept them before they moved beside runs/); the count.
+
+    A snapshot is named by its content, so one already at `target` is the same file and the
+    other copy is dropped. Each arrives whole (copied under a temporary name, then renamed):
+    an interrupted move never leaves a truncated tar that a later submit would take as whole.
+    """
+    count = 0
+    for folder in dict.fromkeys((home.snapshots_dir, home.root / "snapshots")):
+        if folder == target or not folder.is_dir():
+            continue
+        for tar in sorted(folder.glob("*.tar")):
+            target.mkdir(exist_ok=True)
+            _move_whole(tar, target / tar.name)
+            count += 1
+        with contextlib.suppress(OSError):  # left when it holds something else
+            folder.rmdir()
+    return count
+
+
+def _move_whole(src: Path, dest: Path) -> None:
+    if dest.exists():  # the same content
+        src.unlink()
+        return
+    try:
+        os.replace(src, dest)  # one file system: a rename
+        return
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    temp = dest.with_name(f".{dest.name}.moving")
+    shutil.copyfile(src, temp)
+    os.replace(temp, dest)
+    src.unlink()

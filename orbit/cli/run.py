@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from orbit.cli.common import (
     add_json,
+    build_progress,
     index_list,
     key_value,
     non_negative_int,
@@ -167,22 +168,14 @@ def request_from(args: argparse.Namespace) -> Request:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.execute.submit import submit
+    from orbit.execute.submit import prepare, submit
     from orbit.store.describe import describe
     from orbit.store.runs import RunStore
 
     req = request_from(args)
-
-    def progress(text: str) -> None:
-        # Build output is for a person watching; a script or agent gets the one-line error
-        # (a failed build's log is kept as the run's build.log).
-        if env.stderr.isatty():
-            env.stderr.write(text)
-            env.stderr.flush()
-
-    run = submit(
-        env.home, req, cwd=env.cwd, environ=env.environ, actor=env.actor, progress=progress
-    )
+    progress = build_progress(env)
+    prepared = prepare(env.home, req, cwd=env.cwd, environ=env.environ, progress=progress)
+    run = submit(env.home, prepared, actor=env.actor)
     side_tick(env)
     store = RunStore(env.home)
     run = store.load(run.id)

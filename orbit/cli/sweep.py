@@ -10,14 +10,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from orbit.cli.common import add_json, print_json, side_tick, table
+from orbit.cli.common import add_json, build_progress, print_json, side_tick, table
 from orbit.cli.run import add_run_options, request_from
 from orbit.env import Env
 from orbit.errors import ExitCode, OrbitError, UsageError
 
 if TYPE_CHECKING:
-    from orbit.execute.submit import Request
+    from orbit.execute.submit import Prepared, Request
     from orbit.store.model import Run
+    from orbit.store.runs import RunStore
 
 KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 # `{{` and `}}` are literal braces; any other `{…}` is a placeholder and must name a parameter.
@@ -142,8 +143,7 @@ def plan(base: Request, params: dict[str, list[str]], cap: int | None) -> list[R
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.cli.wait import Progress, exit_code, print_results, result, wait_for
-    from orbit.execute.submit import submit
+    from orbit.execute.submit import prepare
     from orbit.store.runs import RunStore
 
     if not args.group:
@@ -152,27 +152,33 @@ def run(args: argparse.Namespace, env: Env) -> int:
     if not base.command:
         raise UsageError("no command given: put it after `--`, e.g. -- python train.py --lr {lr}")
     requests = plan(base, parse_params(args.param), args.max_running)
+    # What the runs share (checks, resources, snapshot, image or build, the Docker connection)
+    # is prepared once; the runs differ only in command, name and params.
+    shared = prepare(
+        env.home, requests[0], cwd=env.cwd, environ=env.environ, progress=build_progress(env)
+    )
+    submitted = submit_all(env, shared, requests, args.group)
+    side_tick(env)
+    store = RunStore(env.home)
+    runs = [store.load(r.id) for r in submitted]
+    if not args.json:
+        print_submitted(env, runs, args.group, args.max_running)
+    if args.wait:
+        return wait_all(env, store, runs, args)
+    if args.json:
+        print_json(env, {"group": args.group, "runs": [entry(r) for r in runs]})
+    return int(ExitCode.OK)
 
-    def progress(text: str) -> None:
-        if env.stderr.isatty():  # build output, as for `orbit run`
-            env.stderr.write(text)
-            env.stderr.flush()
 
-    # The first submit checks and prepares everything the runs share (resources, image,
-    # mounts, snapshot); the others differ only in command, name and params.
+def submit_all(env: Env, shared: Prepared, requests: list[Request], group: str) -> list[Run]:
+    """Write one run per request; when one fails, the error says which runs were written."""
+    from orbit.execute.submit import submit
+
     submitted: list[Run] = []
     try:
         for req in requests:
-            submitted.append(
-                submit(
-                    env.home,
-                    req,
-                    cwd=env.cwd,
-                    environ=env.environ,
-                    actor=env.actor,
-                    progress=progress,
-                )
-            )
+            prepared = shared.varied(command=req.command, name=req.name, params=req.params)
+            submitted.append(submit(env.home, prepared, actor=env.actor))
             if len(submitted) == 1:
                 side_tick(env)  # start work while the rest are written
     except BaseException as exc:
@@ -180,45 +186,33 @@ def run(args: argparse.Namespace, env: Env) -> int:
             ids = " ".join(r.id for r in submitted)
             note = (
                 f"the sweep stopped after {len(submitted)} of {len(requests)} runs ({ids}), "
-                f"which stay in group {args.group!r}"
+                f"which stay in group {group!r}"
             )
             if isinstance(exc, OrbitError):
                 exc.args = (f"{exc}; {note}",)
             else:
                 print(f"orbit: {note}", file=env.stderr)
         raise
-    side_tick(env)
-    store = RunStore(env.home)
-    runs = [store.load(r.id) for r in submitted]
-    snapshots = {(r.spec.get("project") or {}).get("snapshot") for r in runs}
-    if len(snapshots) > 1:
-        print(
-            "orbit: warning: the project changed while the sweep was submitted; the runs do "
-            "not all have the same code (see project.snapshot in their run.yaml)",
-            file=env.stderr,
-        )
+    return submitted
 
-    def entry(r: Run) -> dict[str, Any]:
-        return {"id": r.id, "name": r.name or None, "params": r.spec.get("params") or {}}
 
-    if not args.json:
-        cap = f" (at most {args.max_running} running at once)" if args.max_running else ""
-        print(f"submitted {len(runs)} runs to group {args.group}{cap}", file=env.stdout)
-        body = [
-            [
-                r.id,
-                r.name,
-                r.state.value,
-                " ".join(f"{k}={v}" for k, v in entry(r)["params"].items()),
-            ]
-            for r in runs
-        ]
-        table(env.stdout, ["ID", "NAME", "STATE", "PARAMS"], body)
-        env.stdout.flush()
-    if not args.wait:
-        if args.json:
-            print_json(env, {"group": args.group, "runs": [entry(r) for r in runs]})
-        return int(ExitCode.OK)
+def entry(r: Run) -> dict[str, Any]:
+    return {"id": r.id, "name": r.name or None, "params": r.spec.get("params") or {}}
+
+
+def print_submitted(env: Env, runs: list[Run], group: str, cap: int | None) -> None:
+    at_most = f" (at most {cap} running at once)" if cap else ""
+    print(f"submitted {len(runs)} runs to group {group}{at_most}", file=env.stdout)
+    body = [
+        [r.id, r.name, r.state.value, " ".join(f"{k}={v}" for k, v in entry(r)["params"].items())]
+        for r in runs
+    ]
+    table(env.stdout, ["ID", "NAME", "STATE", "PARAMS"], body)
+    env.stdout.flush()
+
+
+def wait_all(env: Env, store: RunStore, runs: list[Run], args: argparse.Namespace) -> int:
+    from orbit.cli.wait import Progress, exit_code, print_results, result, wait_for
 
     live = None if args.json else Progress(env.stderr, args.group)
     entries = {r.id: entry(r) for r in runs}

@@ -1,4 +1,4 @@
-"""Docker through the Docker SDK: client, images, builds and container creation.
+"""Docker through the Docker SDK: client, images and container creation (builds: build.py).
 
 Containers get a deterministic name (`orbit-<home tag>-<run id>`) so a retried create hits a
 409 instead of making a duplicate, immutable labels tying them to their run and ORBIT_HOME,
@@ -7,15 +7,11 @@ Containers get a deterministic name (`orbit-<home tag>-<run id>`) so a retried c
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orbit.errors import CorruptError, DockerError, UsageError
+from orbit.errors import CorruptError, DockerError
 from orbit.sched.resources import GIB
 from orbit.store.home import Home
 from orbit.store.model import Run
@@ -112,71 +108,6 @@ def ensure_image(client: docker.DockerClient, image: str, pull_timeout: float) -
         return str(outcome["id"])
     detail = outcome.get("error") or f"no result within {pull_timeout:g} s"
     raise DockerError(f"image not found: {image} (not local, and pull failed: {detail})")
-
-
-def build_context_hash(dockerfile: Path) -> str:
-    """A digest of the Dockerfile and every file of its context directory."""
-    context = dockerfile.parent
-    digest = hashlib.sha256()
-    for root, dirs, files in os.walk(context):
-        dirs[:] = sorted(d for d in dirs if d != ".git")
-        for name in sorted(files):
-            path = Path(root, name)
-            rel = path.relative_to(context).as_posix()
-            digest.update(rel.encode() + b"\0")
-            try:
-                digest.update(hashlib.sha256(path.read_bytes()).digest())
-            except OSError:
-                continue
-    digest.update(b"dockerfile:" + dockerfile.name.encode())
-    return digest.hexdigest()
-
-
-def build_image(
-    client: docker.DockerClient, dockerfile: Path, progress: Callable[[str], None]
-) -> tuple[str, bool, str]:
-    """Build (or reuse) the image for `dockerfile`: (tag, reused, build log).
-
-    Raises DockerError with the build log attached as `.log` when the build fails.
-    """
-    import docker.errors
-
-    if not dockerfile.is_file():
-        raise UsageError(f"no Dockerfile at {dockerfile}")
-    name = re.sub(r"[^a-z0-9_.-]+", "-", dockerfile.parent.name.lower()).strip("-.") or "root"
-    tag = f"orbit-build/{name}:{build_context_hash(dockerfile)[:16]}"
-    try:
-        client.images.get(tag)
-        return tag, True, ""
-    except docker.errors.ImageNotFound:
-        pass
-    lines: list[str] = []
-    error = None
-    try:
-        for chunk in client.api.build(
-            path=str(dockerfile.parent),
-            dockerfile=dockerfile.name,
-            tag=tag,
-            rm=True,
-            forcerm=True,
-            decode=True,
-        ):
-            text = chunk.get("stream") or chunk.get("status") or ""
-            if chunk.get("error"):
-                error = str(chunk["error"]).strip()
-                text = error + "\n"
-            if text:
-                lines.append(text)
-                progress(text)
-    except docker.errors.APIError as exc:
-        error = str(exc.explanation or exc)
-        lines.append(error + "\n")
-    log = "".join(lines)
-    if error:
-        err = DockerError(f"image build failed: {error.splitlines()[-1][:200]}")
-        err.log = log  # type: ignore[attr-defined]
-        raise err
-    return tag, False, log
 
 
 CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))

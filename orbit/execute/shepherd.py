@@ -166,7 +166,7 @@ class Shepherd:
             raise DockerError(f"cannot create the container: {exc.explanation or exc}") from None
         snapshot = run.project.get("snapshot")
         if run.project.get("mode") == "copy" and snapshot:
-            tar = self.home.snapshots_dir / f"{snapshot}.tar"
+            tar = self.home.snapshot_path(snapshot)
             with open(tar, "rb") as fh:
                 container.put_archive("/", fh)
         return container

@@ -1,20 +1,26 @@
-"""Turn a validated request into a run record: image, snapshot, run directory, first tick."""
+"""From a request to a run record in two steps.
+
+`prepare` checks everything, takes the code snapshot, makes sure of the image (pulling it or
+building the Dockerfile) and builds the run.yaml dict; `submit` writes the run. A sweep prepares
+once and submits each of its runs from that (`Prepared.varied`), so its runs share one snapshot,
+one image and one Docker connection.
+"""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
 import socket
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from orbit.errors import DockerError, UsageError
-from orbit.execute import docker_ops, snapshot
-from orbit.sched.plan import GpuSlot, never_fits
-from orbit.sched.plan import Request as PlanRequest
+from orbit.execute import build, docker_ops, snapshot
+from orbit.sched.plan import Demand, GpuSlot, never_fits
 from orbit.sched.resources import Amount, machine_totals
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
@@ -96,7 +102,7 @@ def _resources(home: Home, req: Request) -> Amount:
 
         gpus, _ = read_gpus(home)
         slots = gpu_slots(gpus, allowed_indices(home), [], float("inf"))
-    probe = PlanRequest(
+    probe = Demand(
         run_id="",
         need=need,
         gpus=req.gpus,
@@ -110,20 +116,30 @@ def _resources(home: Home, req: Request) -> Amount:
     return need
 
 
-def submit(
-    home: Home,
-    req: Request,
-    *,
-    cwd: Path,
-    environ: Mapping[str, str],
-    actor: str,
-    progress: Callable[[str], None],
-) -> Run:
-    """Validate everything, then write the run; raises before writing on any bad input.
+@dataclass
+class Prepared:
+    """A checked request, ready to be written: its run.yaml dict and the files beside it.
 
-    A Dockerfile that fails to build is the one exception: the run is recorded as failed with
-    its build log, so the failure can be reviewed like any other.
+    `build_error` is set when its Dockerfile failed to build: `submit` then records a failed
+    run with the build log, so the failure can be reviewed like any other, and raises.
     """
+
+    spec: dict[str, Any]
+    secrets: dict[str, str] = field(default_factory=dict)  # --pass-env values: never in spec
+    files: dict[str, bytes] = field(default_factory=dict)  # code.diff, build.log
+    build_error: str | None = None
+
+    def varied(self, *, command: list[str], name: str | None, params: dict[str, str]) -> Prepared:
+        """The same preparation for a run that differs only in command, name and params."""
+        spec = copy.deepcopy(self.spec)
+        spec.update(command=list(command), name=name, params=dict(params))
+        return replace(self, spec=spec)
+
+
+def _check(
+    home: Home, req: Request, cwd: Path, environ: Mapping[str, str]
+) -> tuple[Amount, dict[str, str], dict[str, str], list[dict[str, Any]]]:
+    """The request's checks, in the order a person fixes them: (resources, env, secrets, mounts)."""
     if not req.command:
         raise UsageError("no command given: put it after `--`, e.g. orbit run -- python train.py")
     if req.image and req.dockerfile:
@@ -140,34 +156,82 @@ def submit(
     mounts = [parse_mount(m, cwd) for m in req.mounts]
     if req.timeout_min is not None and req.timeout_min <= 0:
         raise UsageError("--timeout must be a positive number of minutes")
-    image = req.image or home.config.get("default_image")
-    if not image and not req.dockerfile:
+    if not (req.image or home.config.get("default_image")) and not req.dockerfile:
         raise UsageError("no image: give --image or --dockerfile (or set default_image)")
+    return need, env, secrets, mounts
 
-    project: dict[str, Any] = {"mode": "none"}
-    snap = None
-    if not req.no_project:
-        path = (cwd / req.project).resolve() if req.project else cwd
-        if req.no_snapshot:
-            project = snapshot.describe_mount(path)
-        else:
-            snap = snapshot.take(
-                path,
-                home.snapshots_dir,
-                uid=os.getuid(),
-                gid=os.getgid(),
-                max_mb=float(home.config["snapshot_max_mb"]),
-            )
-            project = {
-                "mode": "copy",
-                "path": str(snap.root),
-                "commit": snap.commit,
-                "dirty": snap.dirty,
-                "snapshot": snap.hash,
-                "files": snap.files,
-                "bytes": snap.bytes,
-            }
 
+def _project(home: Home, req: Request, cwd: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The run's `project` entry, and its code.diff when a snapshot is taken."""
+    if req.no_project:
+        return {"mode": "none"}, {}
+    path = (cwd / req.project).resolve() if req.project else cwd
+    if req.no_snapshot:
+        return snapshot.describe_mount(path), {}
+    snap = snapshot.take(
+        path,
+        home.snapshots_dir,
+        uid=os.getuid(),
+        gid=os.getgid(),
+        max_mb=float(home.config["snapshot_max_mb"]),
+    )
+    project = {
+        "mode": "copy",
+        "path": str(snap.root),
+        "commit": snap.commit,
+        "dirty": snap.dirty,
+        "snapshot": snap.hash,
+        "files": snap.files,
+        "bytes": snap.bytes,
+    }
+    return project, {"code.diff": snap.diff.encode()}
+
+
+def _image(
+    home: Home,
+    req: Request,
+    prepared: Prepared,
+    *,
+    cwd: Path,
+    environ: Mapping[str, str],
+    progress: Callable[[str], None],
+) -> None:
+    """Make sure of the image: pull it when missing, or build (or reuse) the Dockerfile's."""
+    client = docker_ops.connect()
+    spec = prepared.spec
+    if not req.dockerfile:
+        docker_ops.ensure_image(client, str(spec["image"]), float(home.config["pull_timeout_s"]))
+        return
+    dockerfile = (cwd / req.dockerfile).resolve()
+    spec["dockerfile"] = str(dockerfile)
+    try:
+        built = build.build_image(client, home, dockerfile, environ, progress)
+    except build.BuildFailed as exc:
+        spec["image"] = None
+        prepared.build_error = str(exc)
+        prepared.files["build.log"] = exc.log.encode()
+        return
+    spec["image"] = built.tag
+    spec["build"] = {"tag": built.tag, "reused": built.reused}
+    if built.log:
+        prepared.files["build.log"] = built.log.encode()
+
+
+def prepare(
+    home: Home,
+    req: Request,
+    *,
+    cwd: Path,
+    environ: Mapping[str, str],
+    progress: Callable[[str], None],
+) -> Prepared:
+    """Check everything, take the snapshot, make sure of the image; writes no run.
+
+    Raises on any bad input. A Dockerfile that fails to build is the one exception: the result
+    carries `build_error` and the log, for `submit` to record as a failed run.
+    """
+    need, env, secrets, mounts = _check(home, req, cwd, environ)
+    project, files = _project(home, req, cwd)
     spec: dict[str, Any] = {
         "name": req.name,
         "group": req.group,
@@ -175,7 +239,7 @@ def submit(
         "folder": req.folder,
         "tags": req.tags,
         "params": req.params,
-        "image": image,
+        "image": req.image or home.config.get("default_image"),
         "dockerfile": None,
         "command": req.command,
         "resources": {
@@ -195,34 +259,28 @@ def submit(
         "node": socket.gethostname(),
         "submitted_by": {"user": environ.get("USER") or str(os.getuid()), "pid": os.getpid()},
     }
-    extra = {"code.diff": snap.diff.encode()} if snap else {}
-    store = RunStore(home)
+    prepared = Prepared(spec, secrets, files)
+    _image(home, req, prepared, cwd=cwd, environ=environ, progress=progress)
+    return prepared
 
-    client = docker_ops.connect()
-    if req.dockerfile:
-        dockerfile = (cwd / req.dockerfile).resolve()
-        spec["dockerfile"] = str(dockerfile)
-        try:
-            tag, reused, log = docker_ops.build_image(client, dockerfile, progress)
-        except DockerError as exc:
-            build_log = getattr(exc, "log", "")
-            spec["image"] = None
-            run = store.create(
-                spec,
-                state=RunState.FAILED,
-                reason=str(exc),
-                actor=actor,
-                extra_files={**extra, "build.log": build_log.encode()},
-                status_fields={"finished_at": now_iso()},
-            )
-            exc.args = (f"{exc} (run {run.id}; build log: {run.path('build.log')})",)
-            raise
-        spec["image"] = tag
-        spec["build"] = {"tag": tag, "reused": reused}
-        if log:
-            extra["build.log"] = log.encode()
-    else:
-        docker_ops.ensure_image(client, str(image), float(home.config["pull_timeout_s"]))
+
+def submit(home: Home, prepared: Prepared, *, actor: str) -> Run:
+    """Write the prepared run (queued for the scheduler), or, when its Dockerfile failed to
+    build, record it as failed with its build log and raise DockerError naming both."""
+    store = RunStore(home)
+    if prepared.build_error is not None:
+        run = store.create(
+            prepared.spec,
+            state=RunState.FAILED,
+            reason=prepared.build_error,
+            actor=actor,
+            extra_files=prepared.files,
+            status_fields={"finished_at": now_iso()},
+        )
+        raise DockerError(
+            f"{prepared.build_error} (run {run.id}; build log: {run.path('build.log')})"
+        )
+    secrets = prepared.secrets
 
     def keep_secrets(run_id: str, staging: Path) -> None:
         # Written before the run appears, so no tick can start it without them. Kept outside
@@ -232,9 +290,9 @@ def submit(
             atomic_write(home.secrets_path(run_id), json.dumps(secrets).encode(), mode=0o600)
 
     return store.create(
-        spec,
+        prepared.spec,
         reason="waiting for the scheduler",
         actor=actor,
-        extra_files=extra,
+        extra_files=prepared.files,
         prepare=keep_secrets,
     )

@@ -41,7 +41,9 @@ class Pool:
 
 
 @dataclass(frozen=True)
-class Request:
+class Demand:
+    """What one queued run asks admission for."""
+
     run_id: str
     need: Amount
     gpus: int = 0
@@ -66,7 +68,7 @@ class Wait:
     reason: str
 
 
-def _gpu_problem(slot: GpuSlot | None, index: int, req: Request, taken: set[str]) -> str | None:
+def _gpu_problem(slot: GpuSlot | None, index: int, req: Demand, taken: set[str]) -> str | None:
     """Why this GPU cannot go to `req` now, or None when it can."""
     if slot is None:
         return f"pinned GPU {index} does not exist"
@@ -81,9 +83,7 @@ def _gpu_problem(slot: GpuSlot | None, index: int, req: Request, taken: set[str]
     return None
 
 
-def _choose_gpus(
-    req: Request, pool: Pool, taken: set[str]
-) -> tuple[tuple[GpuSlot, ...], list[str]]:
+def _choose_gpus(req: Demand, pool: Pool, taken: set[str]) -> tuple[tuple[GpuSlot, ...], list[str]]:
     """GPUs for `req` and, when there are not enough, why each candidate is not available."""
     if req.gpus <= 0:
         return (), []
@@ -113,7 +113,7 @@ def _choose_gpus(
 
 
 def plan(
-    queue: list[Request], pool: Pool, now: datetime, reserve_after_s: float
+    queue: list[Demand], pool: Pool, now: datetime, reserve_after_s: float
 ) -> list[Admit | Wait]:
     decisions: list[Admit | Wait] = []
     leased = pool.leased  # grows with each run admitted in this pass
@@ -185,8 +185,8 @@ def plan(
     return decisions
 
 
-def never_fits(req: Request, totals: Amount, gpus: tuple[GpuSlot, ...] | None = None) -> str | None:
-    """Why a request can never fit on this machine, or None."""
+def never_fits(req: Demand, totals: Amount, gpus: tuple[GpuSlot, ...] | None = None) -> str | None:
+    """Why a demand can never fit on this machine, or None."""
     if req.need.cpus > totals.cpus + 1e-9:
         return f"needs {fmt_cpus(req.need.cpus)} but this machine has {fmt_cpus(totals.cpus)}"
     if req.need.mem_gb > totals.mem_gb + 1e-9:

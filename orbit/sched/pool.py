@@ -20,7 +20,9 @@ from orbit.store.model import Run
 
 
 @dataclass
-class Snapshot:
+class Reading:
+    """The machine and its leases as read this tick (`build`)."""
+
     pool: Pool
     gpus: list[Gpu] = field(default_factory=list)
     gpu_kind: str = "none"
@@ -89,7 +91,7 @@ def measure_outside(home: Home, leased: list[Run]) -> Outside:
     return measure(home, leased, machine_totals(home))
 
 
-def build(home: Home, leased: list[Run], *, with_gpus: bool = True) -> Snapshot:
+def build(home: Home, leased: list[Run], *, with_gpus: bool = True) -> Reading:
     totals = machine_totals(home)
     used = Amount(0, 0)
     groups: dict[str, int] = {}
@@ -129,4 +131,4 @@ def build(home: Home, leased: list[Run], *, with_gpus: bool = True) -> Snapshot:
         gpus=slots,
         group_running=groups,
     )
-    return Snapshot(pool, gpus, kind, outside, problems)
+    return Reading(pool, gpus, kind, outside, problems)

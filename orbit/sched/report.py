@@ -30,10 +30,10 @@ def report(home: Home) -> dict[str, Any]:
     stuck = stuck_scheduler(home.locks_dir)
     if stuck:
         problems.append(stuck)
-    snap = pool.build(home, leased)
-    slots = {s.index: s for s in snap.pool.gpus}
+    reading = pool.build(home, leased)
+    slots = {s.index: s for s in reading.pool.gpus}
     gpus = []
-    for g in snap.gpus:
+    for g in reading.gpus:
         slot = slots.get(g.index)
         gpus.append(
             {
@@ -57,9 +57,9 @@ def report(home: Home) -> dict[str, Any]:
                 ],
             }
         )
-    p, out = snap.pool, snap.outside
+    p, out = reading.pool, reading.outside
     return {
-        "gpu_source": snap.gpu_kind,
+        "gpu_source": reading.gpu_kind,
         "gpus": gpus,
         "cpus": {
             "total": p.totals.cpus,
@@ -88,5 +88,5 @@ def report(home: Home) -> dict[str, Any]:
         "queue": [
             {"id": r.id, "name": r.name or None, "reason": r.status.get("reason")} for r in queued
         ],
-        "problems": snap.problems + problems,
+        "problems": reading.problems + problems,
     }

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from orbit.errors import OrbitError, from_os_error
 from orbit.sched import clock, pool
-from orbit.sched.plan import Admit, Request, Wait, plan
+from orbit.sched.plan import Admit, Demand, Wait, plan
 from orbit.sched.resources import Amount, machine_totals
 from orbit.store import index
 from orbit.store.exitrecord import finalize_from_exit, read_exit, rebuild_status
@@ -70,9 +70,9 @@ class TickReport:
         }
 
 
-def request_of(run: Run) -> Request:
+def demand_of(run: Run) -> Demand:
     res = run.resources
-    return Request(
+    return Demand(
         run_id=run.id,
         need=Amount(res.cpus, res.mem_gb),
         gpus=res.gpus,
@@ -206,11 +206,11 @@ def _tick_once(
 
 def _plan(home: Home, state: _Pass, now: datetime | None) -> tuple[list[Admit | Wait], list[str]]:
     """The decisions for the queued runs, and the problems met measuring."""
-    requests = [request_of(r) for r in state.queued]
-    snap = pool.build(home, state.leased, with_gpus=any(r.gpus > 0 for r in requests))
+    demands = [demand_of(r) for r in state.queued]
+    reading = pool.build(home, state.leased, with_gpus=any(d.gpus > 0 for d in demands))
     when = now or datetime.now(UTC)
-    decisions = plan(requests, snap.pool, when, float(home.config["reserve_after_s"]))
-    return list(decisions), snap.problems
+    decisions = plan(demands, reading.pool, when, float(home.config["reserve_after_s"]))
+    return list(decisions), reading.problems
 
 
 def _reconcile(

@@ -2,10 +2,10 @@
 
 ORBIT_HOME/
   config.yaml        user settings (format: 1)
-  runs/<id>/         run directories (under the data directory when one is set)
+  runs/<id>/         run directories       } under the data directory when one is set
   queue/<id>         marker: the run is queued        } Maildir-style index kept by the
   active/<id>        marker: the run holds a lease    } tick; rebuilt from runs/ by the tick
-  snapshots/<h>.tar  content-addressed code snapshots
+  snapshots/<h>.tar  code snapshots        } (content-addressed, shared by runs)
   index.jsonl        listing cache for `ps -a` (rebuildable; never the truth)
   locks/             scheduler.lock (+ .holder), ids.lock, index.lock
   runtime/           next_id, boot_id, last_tick, tick.requested, markers_checked, secrets/
@@ -30,7 +30,7 @@ CONFIG_FORMAT = 1
 
 # Settings a user may put in config.yaml, with their defaults (docs/configuration.md).
 DEFAULTS: dict[str, Any] = {
-    "data_dir": None,  # where runs/ lives; ORBIT_DATA overrides
+    "data_dir": None,  # where runs/ and snapshots/ live; ORBIT_DATA overrides
     "default_image": None,  # used when `orbit run` has neither --image nor --dockerfile
     "default_cpus": 4.0,  # clamped to the machine's CPUs
     "default_mem_gb": 16.0,  # clamped to the machine's memory
@@ -127,7 +127,15 @@ class Home:
 
     @property
     def snapshots_dir(self) -> Path:
-        return self.root / "snapshots"
+        """Where code snapshots are written: beside runs/, under the data directory."""
+        return self.data_dir / "snapshots"
+
+    def snapshot_path(self, snapshot_hash: str) -> Path:
+        """A snapshot's tar. Before snapshots moved to the data directory they were kept in
+        ORBIT_HOME/snapshots/: a run submitted then still finds its tar there."""
+        path = self.snapshots_dir / f"{snapshot_hash}.tar"
+        legacy = self.root / "snapshots" / path.name
+        return legacy if not path.exists() and legacy.exists() else path
 
     @property
     def locks_dir(self) -> Path:

@@ -1,0 +1,104 @@
+"""Code snapshots live beside runs/ under the data directory, move with it, and runs submitted
+while they were kept in ORBIT_HOME/snapshots/ still find theirs (real Docker, real Git)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from conftest import Orbit, git_repo
+
+from orbit.errors import ExitCode
+from orbit.store.files import read_yaml
+
+ONE = ("--cpus", "1", "--mem", "0.25")
+
+
+def data_run_dir(data: Path, run_id: str) -> Path:
+    return data / "runs" / run_id
+
+
+def final_state(data: Path, run_id: str, timeout: float = 60) -> str:
+    """The run's state once it has finished (`orbit wait` would hang on a run stuck starting)."""
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        state = read_yaml(data_run_dir(data, run_id) / "status.yaml")["state"]
+        if state in ("succeeded", "failed", "cancelled", "lost"):
+            return state
+        time.sleep(0.1)
+    return state
+
+
+def tars(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("*.tar")) if folder.is_dir() else []
+
+
+def test_snapshots_go_to_the_data_directory_and_move_with_it(
+    orbit: Orbit, busybox: str, tmp_path: Path
+) -> None:
+    project = git_repo(tmp_path / "proj", {"train.py": "print('from the snapshot')\n"})
+    data = tmp_path / "big-disk"
+    assert orbit("config", "data", str(data)).code == 0
+    first = orbit.submit(
+        "--image", busybox, *ONE, "--project", str(project), "--", "cat", "train.py"
+    )
+    assert orbit("wait", first).code == 0
+    assert "from the snapshot" in (data_run_dir(data, first) / "log.txt").read_text()
+    snap = read_yaml(data_run_dir(data, first) / "run.yaml")["project"]["snapshot"]
+    assert tars(data / "snapshots") == [f"{snap}.tar"]
+    assert not (orbit.home / "snapshots").exists()  # nothing on the home's disk
+
+    # A tar left in ORBIT_HOME/snapshots by an older Orbit moves along too.
+    (orbit.home / "snapshots").mkdir()
+    (orbit.home / "snapshots" / "0123abcd.tar").write_bytes(b"an older snapshot")
+    other = tmp_path / "other-disk"
+    res = orbit("config", "data", str(other), "--move")
+    assert res.code == 0, res.err
+    assert res.out.strip() == f"data directory: {other} (1 runs and 2 snapshots moved)"
+    assert tars(other / "snapshots") == sorted([f"{snap}.tar", "0123abcd.tar"])
+    assert not (data / "snapshots").exists() and not (orbit.home / "snapshots").exists()
+    assert (other / "snapshots" / "0123abcd.tar").read_bytes() == b"an older snapshot"
+
+    # The same tree is stored once: a new run reuses the moved tar and sees the code.
+    again = orbit.submit(
+        "--image", busybox, *ONE, "--project", str(project), "--", "cat", "train.py"
+    )
+    assert orbit("wait", again).code == 0
+    assert tars(other / "snapshots") == sorted([f"{snap}.tar", "0123abcd.tar"])
+    assert "from the snapshot" in (data_run_dir(other, again) / "log.txt").read_text()
+
+
+def test_a_run_whose_snapshot_is_in_the_old_place_still_starts(
+    orbit: Orbit, busybox: str, tmp_path: Path
+) -> None:
+    project = git_repo(tmp_path / "proj", {"train.py": "print('old place')\n"})
+    data = tmp_path / "big-disk"
+    assert orbit("config", "data", str(data)).code == 0
+    orbit.configure(total_cpus=1)
+    blocker = orbit.submit("--image", busybox, "--no-project", *ONE, "--", "sleep", "60")
+    queued = orbit.submit(
+        "--image", busybox, *ONE, "--project", str(project), "--", "cat", "train.py"
+    )
+    assert read_yaml(data_run_dir(data, queued) / "status.yaml")["state"] == "queued"
+    # As if submitted by an Orbit that kept snapshots in ORBIT_HOME: move its tar there.
+    snap = read_yaml(data_run_dir(data, queued) / "run.yaml")["project"]["snapshot"]
+    (orbit.home / "snapshots").mkdir()
+    shutil.move(data / "snapshots" / f"{snap}.tar", orbit.home / "snapshots" / f"{snap}.tar")
+    assert orbit("cancel", blocker).code == 0
+    assert final_state(data, queued) == "succeeded"
+    assert "old place" in (data_run_dir(data, queued) / "log.txt").read_text()
+
+
+def test_moving_the_data_directory_is_refused_while_a_run_is_queued(
+    orbit: Orbit, busybox: str, tmp_path: Path
+) -> None:
+    project = git_repo(tmp_path / "proj", {"train.py": "print('x')\n"})
+    orbit.configure(total_cpus=1)
+    blocker = orbit.submit("--image", busybox, "--no-project", *ONE, "--", "sleep", "60")
+    orbit.submit("--image", busybox, *ONE, "--project", str(project), "--", "true")
+    res = orbit("config", "data", str(tmp_path / "elsewhere"), "--move")
+    assert res.code == ExitCode.CONFLICT
+    assert len(tars(orbit.home / "snapshots")) == 1  # nothing moved: the queued run needs it
+    assert orbit("cancel", blocker).code == 0
