@@ -447,3 +447,19 @@ def test_concurrent_ticks_never_double_admit(orbit: Orbit, busybox: str, tmp_pat
     while os.listdir(orbit.home / "queue") or os.listdir(orbit.home / "active"):
         assert time.monotonic() < deadline, "queue/ or active/ markers were left"
         time.sleep(0.1)
+
+
+def test_units_and_cron_carry_the_gpu_variables_of_the_home(tmp_path: Path) -> None:
+    """A supervised tick decides as `orbit run` does: ORBIT_GPUS and ORBIT_FAKE_GPUS travel into
+    the tick's units and cron line (and nothing else of the caller's environment)."""
+    from orbit.service.supervisor import cron_line, render_units
+    from orbit.store.home import Home
+
+    stand_in = tmp_path / "gpus.yaml"
+    environ = {"ORBIT_GPUS": "0,1", "ORBIT_FAKE_GPUS": str(stand_in), "AWS_SECRET": "k3y"}
+    home = Home(tmp_path / "home", environ)
+    service = render_units(home, 30.0)["orbit-tick.service"]
+    line = cron_line(home)
+    for text in (service, line):
+        assert "ORBIT_GPUS=0,1" in text and f"ORBIT_FAKE_GPUS={stand_in}" in text
+        assert "AWS_SECRET" not in text and "k3y" not in text
