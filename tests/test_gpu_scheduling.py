@@ -266,7 +266,7 @@ def test_device_requests_name_the_leased_gpus_by_uuid(tmp_path: Path) -> None:
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "ORBIT_GPU_HOST_INDICES": "2,0",
     }
-    # The NVIDIA runtime: `--gpus device=UUID,UUID` (docker/docker-py#2471).
+    # The NVIDIA runtime: `--gpus device=UUID,UUID`.
     requests, env = gpu_access("nvidia", leased)
     assert len(requests) == 1
     assert dict(requests[0]) == {

@@ -1,4 +1,4 @@
-"""Hardening of the scheduler and shepherd side (reliability audit F6–F12, F14; web audit R5):
+"""Hardening of the scheduler and shepherd side:
 stuck lock holders are named, lost markers are rebuilt, damaged runs do not leak containers or
 leases, shepherds keep none of the submitter's environment, containers have a pids limit, and
 a fresh home is private. Against a real Docker engine, real processes and a second real uid.
@@ -76,7 +76,7 @@ def open_tmp() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-# --- F12: a pids limit on every container ------------------------------------------------------
+# --- a pids limit on every container ------------------------------------------------------
 
 
 def test_containers_get_a_pids_limit(orbit: Orbit, busybox: str) -> None:
@@ -111,7 +111,7 @@ def test_pids_limit_must_be_a_positive_whole_number(orbit: Orbit, value: str) ->
     assert orbit("config", "set", "pids_limit", "100").code == 0
 
 
-# --- F7 (third bullet), F14: the shepherd's environment and name --------------------------------
+# --- the shepherd's environment and name --------------------------------
 
 
 def test_shepherds_keep_none_of_the_submitters_environment(orbit: Orbit, busybox: str) -> None:
@@ -151,7 +151,7 @@ def test_exec_mode_shepherds_are_named_orbit_shepherd(orbit: Orbit, busybox: str
     assert orbit("cancel", run_id).code == 0
 
 
-# --- F11 (last bullet): a shepherd never writes to the caller's terminal ------------------------
+# --- a shepherd never writes to the caller's terminal ------------------------
 
 
 def test_a_failing_shepherd_start_prints_nothing_to_the_caller(orbit: Orbit, busybox: str) -> None:
@@ -171,7 +171,7 @@ def test_a_failing_shepherd_start_prints_nothing_to_the_caller(orbit: Orbit, bus
     assert (orbit.run_dir(run_id) / "log.txt").read_text() == "end\n"
 
 
-# --- F6: a stuck scheduler lock holder is named ------------------------------------------------
+# --- a stuck scheduler lock holder is named ------------------------------------------------
 
 
 def _fake_gpus(path: Path) -> None:
@@ -245,7 +245,7 @@ def test_a_stuck_scheduler_lock_is_named(tmp_path: Path, busybox: str) -> None:
         wait_until(lambda h=home: container_names(h) == [], what="containers removed")
 
 
-# --- F8: lost markers are rebuilt, and a lease is never counted twice ---------------------------
+# --- lost markers are rebuilt, and a lease is never counted twice ---------------------------
 
 
 def test_a_lost_queue_marker_is_rebuilt(orbit: Orbit, busybox: str) -> None:
@@ -317,7 +317,7 @@ def test_a_run_submitted_during_a_tick_is_not_called_a_lost_marker(
     assert orbit("cancel", first, second).code == 0
 
 
-# --- F10: a running run's files damaged ---------------------------------------------------------
+# --- a running run's files damaged ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("damaged", ["status.yaml", "run.yaml"])
@@ -401,7 +401,7 @@ def test_a_damaged_status_of_a_run_whose_shepherd_died_is_rebuilt(
     ]
 
 
-# --- F9: `orbit rm` after a shepherd died before removing its container ------------------------
+# --- `orbit rm` after a shepherd died before removing its container ------------------------
 
 
 def test_rm_removes_the_container_a_dead_shepherd_left(orbit: Orbit, busybox: str) -> None:
@@ -450,7 +450,7 @@ def test_rm_refuses_while_a_container_may_be_left_and_docker_is_down(
     assert not (orbit.home / "active" / "1").exists()
 
 
-# --- R5: a fresh home is private ------------------------------------------------------------------
+# --- a fresh home is private ------------------------------------------------------------------
 
 
 def _as_other_user(*cmd: str) -> subprocess.CompletedProcess[str]:

@@ -1,5 +1,5 @@
 """The home against the machine and against damage: unreadable run directories, a full or
-read-only disk, another user's files, broken runs (reliability audit F3, F4, F5, F11, F14).
+read-only disk, another user's files, broken runs.
 
 Non-root cases run real `python orbit.py` processes as a real user (`orbit-tester`, created
 once, in the docker group); disk cases use a small tmpfs mounted as the home's file system.
@@ -150,7 +150,7 @@ def wait_state(home: Path, run_id: str, state: str, timeout: float = 60) -> None
     raise AssertionError(f"run {run_id} never became {state}")
 
 
-# --- F3: one unreadable run directory ----------------------------------------------------------
+# --- one unreadable run directory ----------------------------------------------------------
 def test_an_unreadable_run_directory_does_not_wedge_the_home(user: User, busybox: str) -> None:
     small = ("--image", busybox, *SMALL)
     assert user("run", *small, "-w", "--", "true").code == 0  # 1
@@ -193,7 +193,7 @@ def test_an_unreadable_run_directory_does_not_wedge_the_home(user: User, busybox
                 (user.home / "runs" / run_id).chmod(0o755)
 
 
-# --- F4: wait -g and ps -g with unreadable members ----------------------------------------------
+# --- wait -g and ps -g with unreadable members ----------------------------------------------
 def test_wait_for_a_group_never_reports_success_over_an_unreadable_member(
     orbit: Orbit, busybox: str
 ) -> None:
@@ -282,7 +282,7 @@ def test_ps_lists_an_unreadable_run_under_its_own_group_only(orbit: Orbit, busyb
     assert listed("b") == [("2", "unreadable")]
 
 
-# --- F5: a full or read-only disk ------------------------------------------------------------
+# --- a full or read-only disk ------------------------------------------------------------
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Orbit]:
     """An Orbit whose home is on its own 8 MiB tmpfs."""
@@ -357,7 +357,7 @@ def test_a_read_only_home_is_named(small_disk: Orbit, busybox: str) -> None:
     assert orbit("show", "1").code == 0
 
 
-# --- F11: another user's files ----------------------------------------------------------------
+# --- another user's files ----------------------------------------------------------------
 def test_a_private_home_of_another_user_is_a_named_permission_error(
     tester: tuple[int, int], user_site: Path, open_dir: Path
 ) -> None:
@@ -395,7 +395,7 @@ def test_a_read_only_home_of_another_user_refuses_changes_by_name(
     one_line_error(user("scheduler", "tick"), ExitCode.ENVIRONMENT, "permission denied")
 
 
-# --- F14: broken runs, tiny values, a hung Docker ------------------------------------------------
+# --- broken runs, tiny values, a hung Docker ------------------------------------------------
 def test_logs_of_a_run_whose_status_is_broken(orbit: Orbit, busybox: str) -> None:
     assert orbit("run", "--image", busybox, *SMALL, "-w", "--", "echo", "kept").code == 0
     (orbit.run_dir("1") / "status.yaml").write_text("state: [")

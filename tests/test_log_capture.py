@@ -76,7 +76,7 @@ def docker_last_number(container: str) -> int:
 
 
 def test_flood_past_rotation_is_copied_whole_and_once(orbit: Orbit, busybox: str) -> None:
-    # F1: Docker's follow stream lost one rotated file (117k lines) of this flood, silently.
+    # Docker's follow stream lost one rotated file (117k lines) of this flood, silently.
     script = AWK_FLOOD.format(start=1, end=FLOOD) + "; echo END; sleep 1; echo after"
     run_id = flood_run(orbit, busybox, script)
     status = orbit.wait_for(run_id, finished, timeout=120)
@@ -89,7 +89,7 @@ def test_flood_past_rotation_is_copied_whole_and_once(orbit: Orbit, busybox: str
 
 
 def test_flood_with_shepherd_kills_keeps_every_line_once(orbit: Orbit, busybox: str) -> None:
-    # P1 under F1's load: a killed shepherd's successor resumes from log.pos's anchor.
+    # Under that load, a killed shepherd's successor resumes from log.pos's anchor.
     script = (
         AWK_FLOOD.format(start=1, end=FLOOD // 2)
         + "; sleep 1; "
@@ -122,7 +122,7 @@ print("END")
 
 
 def test_paced_flood_past_two_rotations_has_no_duplicates(orbit: Orbit, python_image: str) -> None:
-    # F2: at 3 MB/s the follow stream repeated the line at each rotation, and often the last.
+    # at 3 MB/s the follow stream repeated the line at each rotation, and often the last.
     run_id = orbit.submit(
         "--image", python_image, "--no-project", "--cpus", "1", "--mem", "0.5",
         "--", "python3", "-c", PACED,
@@ -340,7 +340,7 @@ def test_lines_discarded_before_anything_was_copied_are_recorded_as_a_gap(
 def test_secrets_split_by_docker_or_spread_over_lines_are_redacted(
     orbit: Orbit, busybox: str
 ) -> None:
-    # F7: a value cut by Docker's 16 KiB line split, and a multi-line (PEM-like) value.
+    # a value cut by Docker's 16 KiB line split, and a multi-line (PEM-like) value.
     orbit.environ["MYSECRET"] = "s3cr3t-XYZ"
     orbit.environ["MYKEY"] = "-----BEGIN KEY-----\nkeyline-ONE-abcdef\n-----END KEY-----"
     script = (
@@ -413,7 +413,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def test_full_disk_waits_and_settles_with_the_real_result(
     busybox: str, small_disk: Path, tmp_path: Path
 ) -> None:
-    # F5: the shepherd died on ENOSPC and the run stayed running after its container exited.
+    # the shepherd died on ENOSPC and the run stayed running after its container exited.
     orbit = Orbit(small_disk / "home", tmp_path)
     try:
         script = AWK_FLOOD.format(start=1, end=100_000) + "; echo END; exit 3"  # 10 MB

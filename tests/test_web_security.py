@@ -1,6 +1,7 @@
-"""The web view under attack: each test replays a finding of the web audit (F1–F7, R1–R7)
-against a real server started by `orbit web` (waitress, in its own process), real sockets, a
-real container and Debian's Chromium."""
+"""The web view under attack: each test replays an attack (a file outside the run, a stolen
+cookie, a forged request, a rebound host name, hostile input, an open redirect …) against a
+real server started by `orbit web` (waitress, in its own process), real sockets, a real
+container and Debian's Chromium."""
 
 from __future__ import annotations
 
@@ -153,7 +154,7 @@ def _run_dir(home: Home, run_id: str) -> Path:
     return home.runs_dir / run_id
 
 
-# --- F1: no host file through a run -----------------------------------------------------------
+# --- no host file through a run -----------------------------------------------------------
 RACE_SCRIPT = """
 import ctypes, os, time
 os.chdir(os.environ["ORBIT_OUTPUT"])
@@ -274,7 +275,7 @@ def test_fifos_and_links_out_are_never_opened(live: Live) -> None:
         assert HOST_PASSWD not in reply.text and "os-release" not in reply.text
 
 
-# --- F2, R3: the cookie is a revocable session, not the master token ---------------------------
+# --- the cookie is a revocable session, not the master token ---------------------------
 def test_the_cookie_is_a_per_port_session_never_the_master_token(live: Live) -> None:
     run_id = make_run(live.home, state=RunState.QUEUED)
     sid = live.login()
@@ -328,7 +329,7 @@ def test_sessions_survive_a_server_restart(live: Live) -> None:
     assert live.request("/api/runs", session=sid).status == 200
 
 
-# --- F3: rotating the token ---------------------------------------------------------------------
+# --- rotating the token ---------------------------------------------------------------------
 def test_rotate_logs_everyone_out_and_the_new_link_works_at_once(live: Live) -> None:
     sid = live.login()
     old = live.token
@@ -357,7 +358,7 @@ def test_deleting_the_token_file_has_the_same_effect(live: Live) -> None:
     assert live.request("/api/runs", session=reply.cookie(live.cookie_name)).status == 200
 
 
-# --- R1, R2: login links ------------------------------------------------------------------------
+# --- login links ------------------------------------------------------------------------
 def test_the_printed_login_link_is_one_time_and_short_lived(live: Live) -> None:
     url = urlsplit(live.login_url())
     assert live.token not in url.query and "code=" in url.query
@@ -415,7 +416,7 @@ def test_open_hands_the_browser_a_private_file_not_the_link(live: Live, tmp_path
     assert live.request(f"{printed.path}?{printed.query}").status == 303
 
 
-# --- F4: connections ---------------------------------------------------------------------------
+# --- connections ---------------------------------------------------------------------------
 def _serve(orbit: Orbit, port: int, soft: int, hard: int) -> subprocess.Popen[bytes]:
     def limits() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
@@ -559,7 +560,7 @@ def test_fifty_concurrent_clients_all_get_answers(orbit: Orbit) -> None:
         proc.wait(10)
 
 
-# --- F5: hostile input --------------------------------------------------------------------------
+# --- hostile input --------------------------------------------------------------------------
 def test_hostile_metrics_and_json_give_pages_not_500s(live: Live) -> None:
     huge = make_run(live.home, "huge")
     deep = make_run(live.home, "deep")
@@ -643,7 +644,7 @@ def test_every_answer_carries_the_security_headers(live: Live) -> None:
     assert "Traceback" not in failed and str(live.home.root) not in failed
 
 
-# --- F6: the raw files' sandbox -----------------------------------------------------------------
+# --- the raw files' sandbox -----------------------------------------------------------------
 def test_raw_files_keep_their_sandbox_policy(live: Live) -> None:
     run_id = make_run(live.home)
     out = _run_dir(live.home, run_id) / "output"
@@ -660,7 +661,7 @@ def test_raw_files_keep_their_sandbox_policy(live: Live) -> None:
     assert "attachment" in svg.headers["Content-Disposition"]
 
 
-# --- F7: no open redirect -----------------------------------------------------------------------
+# --- no open redirect -----------------------------------------------------------------------
 @pytest.mark.parametrize(
     "target",
     ["//evil.example/", "/%09/evil.example/", "/%0a/evil.example/", "/%0d/evil.example/",
@@ -685,7 +686,7 @@ def test_a_local_next_is_kept(live: Live) -> None:
     assert reply.headers["Location"] == f"{live.base}/runs/1?x=1#logs"
 
 
-# --- R4, R6, R7 ---------------------------------------------------------------------------------
+# --- the Host header, response headers, what a page may load ------------------------------------
 def test_the_host_header_must_name_this_server(live: Live) -> None:
     for host in (f"127.0.0.1:{live.port}", f"localhost:{live.port}", f"[::1]:{live.port}"):
         assert live.request("/api/runs", headers={"Host": host}, token=live.token).status == 200
