@@ -14,7 +14,7 @@ from orbit.cli.common import (
     print_json,
     runs_or_group_arguments,
 )
-from orbit.cli.watch import POLL_SECONDS, QueueNotes, StatusWatch, Ticker
+from orbit.cli.watch import POLL_SECONDS, QueueNotes, SideTicks, StatusWatch
 from orbit.env import Env
 from orbit.errors import CorruptError, ExitCode, NotFoundError
 from orbit.store.runs import Broken, RunStore
@@ -93,7 +93,7 @@ def wait_for(
     Broken, and its result counts as unknown.
     """
     watches: list[StatusWatch | Broken] = [_watch(store, i) for i in dict.fromkeys(ids)]
-    ticker = Ticker(env)
+    ticker = SideTicks(env)
     try:
         while True:
             watches = [w if isinstance(w, Broken) else _refresh(store, w) for w in watches]

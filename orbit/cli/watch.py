@@ -74,7 +74,7 @@ class QueueNotes:
         print(f"orbit: run {run.label} queued: {reason}", file=self.out, flush=True)
 
 
-class Ticker:
+class SideTicks:
     """A side tick every TICK_EVERY_SECONDS; a failure is reported once, not every time."""
 
     def __init__(self, env: Env) -> None:
@@ -123,7 +123,7 @@ def follow_until_done(
     """Block until the run is finished; with `out`, copy its log there as it grows; with
     `queued`, say while it waits in the queue and why."""
     watch = StatusWatch(store, run)
-    ticker = Ticker(env)
+    ticker = SideTicks(env)
     log_path = run.path(LOG)
     last_state = run.state
     while True:
