@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from conftest import Orbit, git_repo
+from test_lifecycle import container_names
 
 from orbit.errors import ExitCode
 from orbit.store.files import read_yaml
@@ -102,3 +103,24 @@ def test_moving_the_data_directory_is_refused_while_a_run_is_queued(
     assert res.code == ExitCode.CONFLICT
     assert len(tars(orbit.home / "snapshots")) == 1  # nothing moved: the queued run needs it
     assert orbit("cancel", blocker).code == 0
+
+
+def test_a_run_whose_snapshot_is_gone_fails_with_the_reason(
+    orbit: Orbit, busybox: str, tmp_path: Path
+) -> None:
+    """A run that cannot start ends: a missing tar fails it (before, its shepherd died on the
+    missing file and every tick started another, leaving the run `starting` forever)."""
+    project = git_repo(tmp_path / "proj", {"train.py": "print('x')\n"})
+    orbit.configure(total_cpus=1)
+    blocker = orbit.submit("--image", busybox, "--no-project", *ONE, "--", "sleep", "60")
+    queued = orbit.submit("--image", busybox, *ONE, "--project", str(project), "--", "true")
+    snap = read_yaml(orbit.run_dir(queued) / "run.yaml")["project"]["snapshot"]
+    (orbit.home / "snapshots" / f"{snap}.tar").unlink()
+    assert orbit("cancel", blocker).code == 0
+    assert final_state(orbit.home, queued) == "failed"
+    status = read_yaml(orbit.run_dir(queued) / "status.yaml")
+    assert f"the code snapshot {snap} is gone" in status["reason"]
+    res = orbit("wait", queued)
+    assert res.code == ExitCode.RUN_FAILED
+    # Refused before its container was created (the blocker's may still be being removed).
+    assert not [n for n in container_names(orbit) if n.endswith(f"-{queued}")]

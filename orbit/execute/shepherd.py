@@ -15,9 +15,10 @@ import resource
 import threading
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orbit.errors import DISK_FULL, DockerError, OrbitError
+from orbit.errors import DISK_FULL, CorruptError, DockerError, OrbitError, from_os_error
 from orbit.execute import docker_ops
 from orbit.execute.logfollow import LogCopier
 from orbit.execute.logvalve import Valve
@@ -153,6 +154,7 @@ class Shepherd:
         import docker.errors
 
         config = docker_ops.container_config(self.home, run, self._secrets(run))
+        tar = self._snapshot_tar(run)
         try:
             container = client.containers.create(**config)
         except docker.errors.ImageNotFound:
@@ -164,12 +166,37 @@ class Shepherd:
                     raise DockerError(f"container name conflict: {config['name']}") from None
                 return found
             raise DockerError(f"cannot create the container: {exc.explanation or exc}") from None
-        snapshot = run.project.get("snapshot")
-        if run.project.get("mode") == "copy" and snapshot:
-            tar = self.home.snapshot_path(snapshot)
+        if tar is not None:
+            try:
+                self._copy_code(container, tar)
+            except OrbitError:
+                self._remove(container)
+                raise
+        return container
+
+    @staticmethod
+    def _copy_code(container: Container, tar: Path) -> None:
+        import docker.errors
+
+        try:
             with open(tar, "rb") as fh:
                 container.put_archive("/", fh)
-        return container
+        except OSError as exc:
+            problem = from_os_error(exc, str(tar))
+            raise problem or DockerError(f"cannot read {tar}: {exc.strerror}") from None
+        except docker.errors.APIError as exc:
+            raise DockerError(f"cannot copy the code in: {exc.explanation or exc}") from None
+
+    def _snapshot_tar(self, run: Run) -> Path | None:
+        """The code snapshot to copy into the container; a missing one fails the run (a run
+        that cannot start must end, or every tick would give it a new shepherd)."""
+        snapshot = run.project.get("snapshot")
+        if run.project.get("mode") != "copy" or not snapshot:
+            return None
+        tar = self.home.snapshot_path(snapshot)
+        if not tar.is_file():
+            raise CorruptError(f"the code snapshot {snapshot} is gone ({tar})")
+        return tar
 
     def _secrets(self, run: Run) -> dict[str, str]:
         try:
