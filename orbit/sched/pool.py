@@ -45,7 +45,7 @@ def gpu_slots(
     holders: dict[str, str] = {}
     ours: set[str] = set()
     for run in leased:
-        cid = run.status.get("container_id")
+        cid = run.container_id
         if cid:
             ours.add(str(cid))
         for g in leased_gpus(run):
@@ -97,7 +97,7 @@ def build(home: Home, leased: list[Run], *, with_gpus: bool = True) -> Reading:
     groups: dict[str, int] = {}
     for run in leased:
         used = used + lease_of(run)
-        group = run.spec.get("group")
+        group = run.group
         if group:
             groups[str(group)] = groups.get(str(group), 0) + 1
     problems: list[str] = []

@@ -86,7 +86,7 @@ def report(home: Home) -> dict[str, Any]:
             for r in leased
         ],
         "queue": [
-            {"id": r.id, "name": r.name or None, "reason": r.status.get("reason")} for r in queued
+            {"id": r.id, "name": r.name or None, "reason": r.reason} for r in queued
         ],
         "problems": reading.problems + problems,
     }

@@ -78,7 +78,7 @@ def demand_of(run: Run) -> Demand:
         gpus=res.gpus,
         gpu_mem_gb=res.gpu_mem_gb,
         gpu_ids=res.gpu_ids,
-        group=run.spec.get("group"),
+        group=run.group,
         group_cap=run.spec.get("group_cap"),
         submitted_at=parse_iso(run.status.get("submitted_at")),
         label=run.label,
@@ -199,7 +199,7 @@ def _tick_once(
         if isinstance(decision, Admit):
             _admit(home, store, decision, actor, spawn, report, now)
         elif isinstance(decision, Wait):
-            if by_id[decision.run_id].status.get("reason") != decision.reason:
+            if by_id[decision.run_id].reason != decision.reason:
                 _set_reason(store, decision, actor)  # only when it changed: ticks stay cheap
             report.waiting[decision.run_id] = decision.reason
 
@@ -405,7 +405,7 @@ def _admit(
 
 def _set_reason(store: RunStore, d: Wait, actor: str) -> None:
     def change(run: Run) -> dict[str, object] | None:
-        if run.state is not RunState.QUEUED or run.status.get("reason") == d.reason:
+        if run.state is not RunState.QUEUED or run.reason == d.reason:
             return None
         return {"reason": d.reason}
 
