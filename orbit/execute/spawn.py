@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 
+from orbit.detach import close_inherited, detach_stdio, double_fork
 from orbit.store.childenv import child_environ
 from orbit.store.home import Home
 
@@ -33,32 +34,6 @@ def set_process_name() -> None:
             comm.write(PROCESS_NAME)
     except OSError:
         pass
-
-
-def _detach_stdio(log_path: str) -> None:
-    """stdin from /dev/null, stdout and stderr to `log_path`, or to /dev/null when it cannot be
-    opened: nothing a shepherd writes may reach the caller's terminal."""
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    try:
-        out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
-    except OSError:
-        out = null
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-
-
-def _close_inherited() -> None:
-    try:
-        fds = [int(n) for n in os.listdir("/proc/self/fd")]
-    except OSError:
-        fds = list(range(3, 1024))
-    for fd in fds:
-        if fd > 2:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
 
 
 def _replace_environ(env: dict[str, str]) -> None:
@@ -93,18 +68,13 @@ def _replace_environ(env: dict[str, str]) -> None:
 def _spawn(home: Home, run_id: str, *, in_place: bool) -> None:
     log_path = str(home.runs_dir / run_id / "shepherd.log")
     env = child_environ(home)
-    pid = os.fork()
-    if pid:
-        os.waitpid(pid, 0)  # the middle child exits at once; no zombie is left
+    if not double_fork():
         return
     code = 1
     detached = False
     try:
-        os.setsid()
-        if os.fork():
-            os._exit(0)
-        _close_inherited()
-        _detach_stdio(log_path)
+        close_inherited()
+        detach_stdio(log_path, 0o666)  # the home's umask decides
         detached = True
         if not in_place:
             os.execve(sys.executable, [sys.executable, "-m", "orbit", "_shepherd", run_id], env)

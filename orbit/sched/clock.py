@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from orbit.detach import close_inherited, detach_stdio, double_fork
 from orbit.store.childenv import child_environ
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
@@ -124,46 +125,18 @@ def _start(home: Home, handle: IO[str]) -> None:
     env = child_environ(home, home.environ)
     log_path = str(home.runtime_dir / TICKER_LOG)
     lock_fd = handle.fileno()
-    pid = os.fork()
-    if pid:
-        os.waitpid(pid, 0)
+    if not double_fork():
         return
     try:
-        os.setsid()
-        if os.fork():
-            os._exit(0)
-        _child_descriptors(log_path, lock_fd)
+        detach_stdio(log_path)
+        # The lock at LOCK_FD and nothing else of the caller's survives the exec.
+        if lock_fd == LOCK_FD:
+            os.set_inheritable(LOCK_FD, True)
+        else:
+            os.dup2(lock_fd, LOCK_FD)  # a dup2 copy is inheritable
+        close_inherited(keep=LOCK_FD)
         os.chdir(home.root)
         os.execve(sys.executable, argv, env)
     except BaseException:
         pass
     os._exit(1)
-
-
-def _child_descriptors(log_path: str, lock_fd: int) -> None:
-    """stdin /dev/null, stdout and stderr the log, the lock at LOCK_FD, nothing else."""
-    null = os.open(os.devnull, os.O_RDWR)
-    try:
-        out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    except OSError:
-        out = null
-    os.dup2(null, 0)
-    os.dup2(out, 1)
-    os.dup2(out, 2)
-    if lock_fd == LOCK_FD:
-        os.set_inheritable(LOCK_FD, True)  # it survives the exec
-    else:
-        os.dup2(lock_fd, LOCK_FD)  # a dup2 copy is inheritable
-    for fd in _open_fds():
-        if fd > LOCK_FD:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-def _open_fds() -> list[int]:
-    try:
-        return [int(n) for n in os.listdir("/proc/self/fd")]
-    except OSError:
-        return list(range(3, 1024))

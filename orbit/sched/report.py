@@ -85,8 +85,6 @@ def report(home: Home) -> dict[str, Any]:
             }
             for r in leased
         ],
-        "queue": [
-            {"id": r.id, "name": r.name or None, "reason": r.reason} for r in queued
-        ],
+        "queue": [{"id": r.id, "name": r.name or None, "reason": r.reason} for r in queued],
         "problems": reading.problems + problems,
     }

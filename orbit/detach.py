@@ -1,0 +1,58 @@
+"""Detaching a process from the command that starts it (no Orbit imports).
+
+The shepherd and the ticker outlive the command that starts them: each is the grandchild of a
+double fork, in a new session (no terminal can hang it up, no zombie is left), with stdin on
+/dev/null, stdout and stderr on its own log, and none of the caller's descriptors, which could
+hold the caller's locks.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def double_fork() -> bool:
+    """Fork twice: True in the detached grandchild, False in the caller once the short-lived
+    middle child has exited. The grandchild must end with `os._exit`."""
+    pid = os.fork()
+    if pid:
+        os.waitpid(pid, 0)
+        return False
+    try:
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+    except BaseException:
+        os._exit(1)
+    return True
+
+
+def detach_stdio(log_path: str, mode: int = 0o600) -> None:
+    """stdin from /dev/null, stdout and stderr appended to `log_path`, or to /dev/null when it
+    cannot be opened: nothing a detached process writes may reach the caller's terminal."""
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        out = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, mode)
+    except OSError:
+        out = null
+    os.dup2(null, 0)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    if out > 2:
+        os.close(out)
+    if null > 2 and null != out:
+        os.close(null)
+
+
+def close_inherited(keep: int = 2) -> None:
+    """Close every descriptor above `keep`."""
+    try:
+        fds = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(keep + 1, 1024))
+    for fd in fds:
+        if fd > keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
