@@ -19,10 +19,10 @@ from typing import Any
 
 from orbit.errors import ConflictError
 from orbit.sched.clock import foreground_lock, keep_moving
-from orbit.service.units import Data
+from orbit.service.units import Data, holder_info
 from orbit.store.files import atomic_write, unlink_quiet
 from orbit.store.home import Home
-from orbit.store.locks import is_locked, release, try_lock
+from orbit.store.locks import release, try_lock
 from orbit.store.model import now_iso
 
 
@@ -41,12 +41,9 @@ class ForegroundStatus(Data):
 
 def foreground_status(home: Home) -> ForegroundStatus:
     """A foreground loop holds its lock for as long as it lives: the lock is the liveness."""
-    if not is_locked(foreground_lock(home)):
+    info = holder_info(foreground_lock(home), _run_info(home))
+    if info is None:
         return ForegroundStatus("not running", False, None, None, None)
-    try:
-        info = json.loads(_run_info(home).read_text())
-    except (OSError, ValueError):
-        info = {}
     interval = info.get("interval_s")
     state = f"running (pid {info.get('pid', '?')}, every {interval:g} s)" if interval else "running"
     return ForegroundStatus(state, True, info.get("pid"), interval, info.get("started_at"))

@@ -27,10 +27,10 @@ from orbit.sched.clock import (
     queued,
     ticker_lock,
 )
-from orbit.service.units import Data
+from orbit.service.units import Data, holder_info
 from orbit.store.files import atomic_write, unlink_quiet
 from orbit.store.home import Home
-from orbit.store.locks import is_locked, release, try_lock
+from orbit.store.locks import release, try_lock
 from orbit.store.model import now_iso
 
 log = logging.getLogger(__name__)
@@ -55,12 +55,9 @@ class TickerStatus(Data):
 
 def ticker_status(home: Home) -> TickerStatus:
     """The ticker holds its lock for as long as it lives: the lock is the liveness."""
-    if not is_locked(ticker_lock(home)):
+    info = holder_info(ticker_lock(home), info_path(home))
+    if info is None:
         return TickerStatus("not running", False, None, None, None)
-    try:
-        info = json.loads(info_path(home).read_text())
-    except (OSError, ValueError):
-        info = {}
     pid, since, interval = info.get("pid"), info.get("started_at"), info.get("interval_s")
     if pid is None:
         return TickerStatus("starting", True, None, None, None)

@@ -8,6 +8,7 @@ they said.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -21,6 +22,7 @@ from orbit.errors import ConflictError, OrbitError, UsageError
 from orbit.store.childenv import PACKAGE_PARENT
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
+from orbit.store.locks import is_locked
 
 TEMPLATE_DIR = PACKAGE_PARENT / "systemd"
 HOME_LINE = "# orbit-home: "
@@ -32,6 +34,18 @@ class Data:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)  # type: ignore[call-overload]
+
+
+def holder_info(lock: Path, info: Path) -> dict[str, Any] | None:
+    """What a process that holds `lock` for its whole life wrote about itself in `info` (its
+    pid, start, interval); None when no process holds the lock (the lock is the liveness)."""
+    if not is_locked(lock):
+        return None
+    try:
+        data = json.loads(info.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 # --- running programs ---------------------------------------------------------------------
