@@ -54,10 +54,11 @@ NOTE = "e2e note: lr=0.1 diverges less than lr=0.01"
 TIMEOUT_MS = 10_000
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-pytestmark = pytest.mark.skipif(
+NEEDS_CHROMIUM = pytest.mark.skipif(
     not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)),
     reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)",
 )
+pytestmark = NEEDS_CHROMIUM
 
 
 @dataclass

@@ -10,16 +10,14 @@ page, see why a run failed, read a run on a phone, drive the run and compare pag
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import Orbit
-from test_web_e2e import CHROMIUM, CHROMIUM_ARGS
+from test_web_e2e import CHROMIUM, CHROMIUM_ARGS, NEEDS_CHROMIUM
 
 from orbit.store.home import Home
 from orbit.store.model import RunState
@@ -30,10 +28,7 @@ PHONE = {"width": 390, "height": 844}
 LONG_NAME = "a-very-long-artifact-name-" * 9 + ".txt"  # 238 characters, no break
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-pytestmark = pytest.mark.skipif(
-    not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)),
-    reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)",
-)
+pytestmark = NEEDS_CHROMIUM
 
 
 @dataclass
