@@ -40,6 +40,7 @@ RUN = {  # run --json, show --json
     "metrics",
     "dir",
     "notes",
+    "group_notes",
 }
 ROW = {  # each of ps --json's runs
     "id",

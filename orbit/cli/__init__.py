@@ -30,6 +30,8 @@ COMMANDS = {
     "folders": "folders",
     "export": "export",
     "note": "note",
+    "best": "best",
+    "lessons": "lessons",
     "doctor": "doctor",
     "config": "config",
     "web": "web",

@@ -140,4 +140,7 @@ def _code(d: dict[str, Any]) -> list[str]:
     out.append(_field("directory", d["dir"]))
     for note in d.get("notes") or []:
         out.append(_field("note", f"[{note.get('time', '')[:19]}] {note.get('text', '')}"))
+    for note in d.get("group_notes") or []:
+        stamp = f"[{note.get('time', '')[:19]}] "
+        out.append(_field("group note", f"{stamp}{note.get('text', '')} ({note.get('author')})"))
     return out

@@ -8,6 +8,7 @@ from typing import Any
 
 from orbit.store.folders import of_run
 from orbit.store.model import Run, parse_iso
+from orbit.store.notes import group_notes
 from orbit.store.runs import RunStore
 
 METRICS_TAIL_BYTES = 64 * 1024
@@ -82,4 +83,5 @@ def describe(store: RunStore, run: Run, *, notes: bool = True) -> dict[str, Any]
     }
     if notes:
         out["notes"] = store.notes(run.id)
+        out["group_notes"] = group_notes(store.home, run.group)  # stored once for the group
     return out

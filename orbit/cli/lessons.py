@@ -1,0 +1,69 @@
+"""orbit lessons [PROJECT-DIR | -g GROUP]: the digest of what was tried, what worked, what
+failed and why, and the notes (orbit/review/lessons.py); read it before starting."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from orbit.cli.common import add_json, group_option, print_json
+from orbit.env import Env
+from orbit.errors import ExitCode, UsageError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "lessons",
+        help="a one-page digest of a project's or group's runs",
+        description="What was tried (params, states), the best settings by the main metric "
+        "(its final values, averaged over seeds), failure signatures with their causes, and "
+        "the notes. Default: the runs of the current directory's Git repository.",
+    )
+    p.add_argument("project", nargs="?", metavar="PROJECT-DIR", help="a repository (its root)")
+    group_option(p, "the digest of one group instead")
+    p.add_argument("--metric", help="the metric (default: the first one the runs logged)")
+    way = p.add_mutually_exclusive_group()
+    way.add_argument(
+        "--max", dest="maximize", action="store_const", const=True, help="larger is better"
+    )
+    way.add_argument(
+        "--min",
+        dest="maximize",
+        action="store_const",
+        const=False,
+        help="smaller is better (default unless the name says acc, score, …)",
+    )
+    add_json(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, env: Env) -> int:
+    from orbit.review.lessons import Scope, digest, render
+    from orbit.store.runs import RunStore
+
+    if args.group and args.project:
+        raise UsageError("give a project directory or -g GROUP, not both")
+    if args.group:
+        scope = Scope(group=args.group)
+    else:
+        scope = Scope(project=str(_project_root(env, args.project)))
+    d = digest(RunStore(env.home), scope, metric=args.metric, maximize=args.maximize)
+    if args.json:
+        print_json(env, d)
+    else:
+        env.stdout.write(render(d))
+    return ExitCode.OK
+
+
+def _project_root(env: Env, given: str | None) -> Path:
+    from orbit.execute.snapshot import repo_root
+
+    path = (env.cwd / given).resolve() if given else env.cwd
+    try:
+        return repo_root(path)
+    except UsageError:
+        if given:  # a directory outside Git: runs made with `--no-snapshot` from it
+            return path
+        raise UsageError(
+            f"{path} is not inside a Git repository: give PROJECT-DIR or -g GROUP"
+        ) from None

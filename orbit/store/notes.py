@@ -1,0 +1,78 @@
+"""Group notes (a conclusion stored once for a whole group) and who a note is by.
+
+A group's notes live in ORBIT_HOME/groups/<safe name>/notes.jsonl, one JSON line per note
+(`time`, `author`, `text`, `group`), appended whole like a run's notes.jsonl. The directory
+name is the group name with anything but letters, digits, `.`, `_` and `-` replaced, plus a
+short hash of the exact name, so two names that differ only in such characters never share
+a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from orbit.store.files import append_jsonl, read_jsonl
+from orbit.store.home import Home
+from orbit.store.model import NOTES, now_iso
+
+GROUPS_DIR = "groups"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+# Variables a coding agent sets in the shells it runs commands in, and the name a note takes
+# when nothing names a person (checked in this order).
+AGENT_MARKERS: tuple[tuple[str, str], ...] = (
+    ("CLAUDECODE", "claude-code"),
+    ("CODEX_THREAD_ID", "codex"),
+    ("CODEX_SANDBOX", "codex"),
+    ("CODEX_SANDBOX_NETWORK_DISABLED", "codex"),
+    ("CODEX_CI", "codex"),
+    ("GEMINI_CLI", "gemini-cli"),
+    ("CURSOR_AGENT", "cursor"),
+    ("OPENCODE", "opencode"),
+    ("CLINE_ACTIVE", "cline"),
+)
+
+
+def author(environ: Mapping[str, str]) -> str:
+    """Who a note is by: ORBIT_AUTHOR, else $USER (or $LOGNAME), else the coding agent whose
+    shell this is, else the login name of this uid; `uid N` only when the uid has no name."""
+    for key in ("ORBIT_AUTHOR", "USER", "LOGNAME"):
+        value = (environ.get(key) or "").strip()
+        if value:
+            return value
+    for key, name in AGENT_MARKERS:
+        if environ.get(key):
+            return name
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (KeyError, ImportError):
+        return f"uid {os.getuid()}"
+
+
+def group_dir(home: Home, group: str) -> Path:
+    safe = _UNSAFE.sub("_", group).strip("._")[:80] or "group"
+    digest = hashlib.sha256(group.encode()).hexdigest()[:8]
+    return home.root / GROUPS_DIR / f"{safe}-{digest}"
+
+
+def add_group_note(home: Home, group: str, text: str, actor: str) -> dict[str, Any]:
+    """Append one note to the group's notes.jsonl (one whole-line write)."""
+    path = group_dir(home, group)
+    path.mkdir(parents=True, exist_ok=True)
+    note = {"time": now_iso(), "author": actor, "text": text, "group": group}
+    append_jsonl(path / NOTES, note)
+    return note
+
+
+def group_notes(home: Home, group: str | None) -> list[dict[str, Any]]:
+    """The group's notes, oldest first; [] for no group or a group without notes."""
+    if not group:
+        return []
+    return [n for n in read_jsonl(group_dir(home, group) / NOTES) if n.get("group", group) == group]
