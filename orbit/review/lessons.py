@@ -262,14 +262,18 @@ def _notes(
     groups = (
         {scope.group} if scope.group is not None else {e.get("group") for e in entries.values()}
     )
-    notes: list[dict[str, Any]] = []
+    newest_first = lambda n: str(n.get("time") or "")  # noqa: E731
+    shared: list[dict[str, Any]] = []
     for g in sorted(x for x in groups if x):
-        for n in group_notes(store.home, g):
-            notes.append({**_short(n), "group": g, "run": None})
+        shared.extend({**_short(n), "group": g, "run": None} for n in group_notes(store.home, g))
+    of_runs: list[dict[str, Any]] = []
     for run_id, e in entries.items():
-        notes.extend({**n, "group": None, "run": run_id} for n in e.get("notes") or [])
-    notes.sort(key=lambda n: str(n.get("time") or ""), reverse=True)
-    return notes[:SHOWN_NOTES]
+        of_runs.extend({**n, "group": None, "run": run_id} for n in e.get("notes") or [])
+    # A group's conclusions first in line for the page, then the runs' notes.
+    shared.sort(key=newest_first, reverse=True)
+    of_runs.sort(key=newest_first, reverse=True)
+    kept = shared[:SHOWN_NOTES] + of_runs[: max(0, SHOWN_NOTES - len(shared))]
+    return sorted(kept, key=newest_first, reverse=True)
 
 
 def _short(note: dict[str, Any]) -> dict[str, Any]:

@@ -30,7 +30,7 @@
 <div class="run-grid">
 <table class="kv">
   <tr><th>name</th><td>{{info['name'] or ''}}</td></tr>
-  <tr><th>group</th><td>{{info['group'] or ''}}</td></tr>
+  <tr><th>group</th><td>{{info['group'] or ''}}{{!(' <a href="/lessons?group=' + q(info['group'], safe='') + '">lessons</a>') if info['group'] else ''}}</td></tr>
   <tr><th>folder</th><td>{{info['folder'] or ''}}</td></tr>
   <tr><th>state</th><td><span class="state state-{{info['state']}}">{{info['state']}}</span></td></tr>
   <tr><th>reason</th><td>{{info['reason'] or ''}}</td></tr>
@@ -158,8 +158,14 @@
 % for n in info.get('notes') or []:
 <div class="note"><div class="note-meta">{{n.get('time', '')}} · {{n.get('author', '')}}</div><div class="note-text">{{n.get('text', '')}}</div></div>
 % end
-% if not info.get('notes'):
+% if not info.get('notes') and not info.get('group_notes'):
 <p class="muted">No notes yet.</p>
+% end
+% if info.get('group_notes'):
+<h3 id="group-notes">Notes on group {{info['group']}} <small>(<a href="/lessons?group={{q(info['group'], safe='')}}">lessons</a>)</small></h3>
+% for n in info['group_notes']:
+<div class="note group-note"><div class="note-meta">{{n.get('time', '')}} · {{n.get('author', '')}}</div><div class="note-text">{{n.get('text', '')}}</div></div>
+% end
 % end
 <form method="post" action="/runs/{{run.id}}/notes" class="note-form">
   <input type="hidden" name="token" value="{{csrf}}">

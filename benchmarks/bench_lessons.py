@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Latency of `orbit lessons -g GROUP` over a 10,000-run group, first call and warm call,
+against a bare interpreter start and a plain read of index.jsonl.
+
+It fills a temporary ORBIT_HOME the way bench_ps.py does (its `fill`: RunStore.create with
+the final status, events, exit.json and leftover files of a finished run), with every run in
+one group `bench` and params `lr` × `seed` (a sweep of 10,000 runs: the worst case for one
+digest). Each run then gets a metrics.jsonl of 50 lines (`step`, `loss`), each failed run an
+`error_excerpt` (a traceback whose last line names one of three causes; RunStore.update, as
+settling writes it), every 100th run a note, and the group one note. Then it times
+
+    python orbit.py lessons -g bench   first call: no cache file (it is deleted before each)
+    python orbit.py lessons -g bench   warm: the cache is current, nothing changed
+    python -c pass                     the floor: interpreter start and exit
+    read index.jsonl                   python -c: json.loads of every line of the index
+
+alternated (the first call every `--first-every` rounds, it takes seconds), one warm-up of
+each, and prints the medians, p90s and last `ratio: X.XX (target ≤ 5)`: warm over `-c pass`.
+The issue's target is absolute, a warm call under a second; the line before the ratio says
+whether it was met.
+
+Standalone: `python benchmarks/bench_lessons.py [--runs N] [--repeats N] [--home DIR]`; no
+Docker needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # common.py, bench_ps.py
+
+import bench_ps
+from common import (
+    REPO,
+    add_orbit_options,
+    child_environ,
+    machine,
+    ms_header,
+    ms_row,
+    ratio_line,
+    setup_lines,
+    timed,
+)
+
+TARGET = 5.0
+ABSOLUTE_S = 1.0
+GROUP = "bench"
+sys.path.insert(0, str(REPO))
+
+from orbit.review.lessons import Scope, cache_path  # noqa: E402
+from orbit.store.files import append_jsonl  # noqa: E402
+from orbit.store.home import Home  # noqa: E402
+from orbit.store.notes import add_group_note  # noqa: E402
+from orbit.store.runs import RunStore  # noqa: E402
+
+LRS = ("1e-4", "3e-4", "1e-3", "3e-3", "1e-2")
+CAUSES = (
+    "FloatingPointError: loss diverged to 4.3e+07 at step 4",
+    "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    "FileNotFoundError: [Errno 2] No such file or directory: '/data/shard-17.npy'",
+)
+_sweep_spec = bench_ps.spec_for
+
+
+def spec_for(i: int, rng: random.Random) -> dict[str, Any]:
+    """bench_ps's request, in one group with the params of an lr × seed sweep."""
+    spec = _sweep_spec(i, rng)
+    lr, seed = LRS[i % len(LRS)], str(i // len(LRS) % 20)
+    spec.update(group=GROUP, params={"lr": lr, "seed": seed}, name=f"lr{lr}-s{seed}-{i}")
+    return spec
+
+
+def fill(home: Home, n_runs: int) -> str:
+    bench_ps.spec_for = spec_for  # fill() writes every run from this request
+    account = bench_ps.fill(home, n_runs)
+    store = RunStore(home)
+    rng = random.Random(2)
+    failed = 0
+    for row in store.list_rows():
+        assert isinstance(row, dict)
+        run_id, state = row["id"], row["state"]
+        run_dir = store.run_dir(run_id)
+        floor = 0.1 + int(run_id) % len(LRS) * 0.05  # run i has lr LRS[i % 5] (bar run 1)
+        lines = "".join(
+            json.dumps({"step": s, "loss": floor + 2.0 / s + rng.random() * 0.01}) + "\n"
+            for s in range(1, 51)
+        )
+        (run_dir / "metrics.jsonl").write_text(lines)
+        if state == "failed":
+            failed += 1
+            cause = CAUSES[int(run_id) % len(CAUSES)]
+            excerpt = f'Traceback (most recent call last):\n  File "train.py", line 12\n{cause}'
+            store.update(run_id, lambda _r, e=excerpt: {"error_excerpt": e}, actor="bench")
+        if int(run_id) % 100 == 0:
+            append_jsonl(run_dir / "notes.jsonl", {"time": row["finished_at"], "author": "bench",
+                                                   "text": f"looked at run {run_id}"})  # fmt: skip
+    add_group_note(home, GROUP, "lr=1e-4 is the best so far; 1e-2 diverges", "bench")
+    return f"{account}; metrics for each, {failed} error excerpts, notes on every 100th"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description="Time `orbit lessons -g` over one group of many finished runs (first and "
+        "warm call) against `python -c pass` and a plain read of index.jsonl.",
+    )
+    parser.add_argument("--runs", type=int, default=10_000, help="runs in the group (10,000)")
+    parser.add_argument("--repeats", type=int, default=15, help="timed warm calls (15)")
+    parser.add_argument("--first", type=int, default=3, help="timed first calls (3)")
+    parser.add_argument("--home", type=Path, help="use this ORBIT_HOME (filled when empty; kept)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary ORBIT_HOME")
+    add_orbit_options(parser)
+    args = parser.parse_args()
+    if args.runs < 1 or args.repeats < 1 or args.first < 1:
+        parser.error("--runs, --repeats and --first must be at least 1")
+
+    print("bench_lessons: wall time of `orbit lessons -g bench`, first and warm call, vs "
+          "`python -c pass` and reading index.jsonl")  # fmt: skip
+    print(machine())
+    scratch = Path(tempfile.mkdtemp(prefix="orbit-bench-lessons-"))
+    root = args.home.resolve() if args.home else scratch / "home"
+    home = Home.from_environ({"ORBIT_HOME": str(root)})
+    pycache = None if args.env_as_is else scratch / "pycache"
+    env = child_environ(root, pycache)
+    orbit_py = args.orbit.resolve()
+    print(setup_lines(orbit_py, root, pycache))
+    lessons = [sys.executable, str(orbit_py), "lessons", "-g", GROUP]
+    read_index = [sys.executable, "-c", "import json,sys\nfor line in open(sys.argv[1],'rb'): "
+                  "json.loads(line)", str(home.index_path)]  # fmt: skip
+    cache = cache_path(RunStore(home), Scope(group=GROUP))
+    try:
+        if home.runs_dir.is_dir() and any(home.runs_dir.iterdir()):
+            print("history: reusing the existing runs")
+        else:
+            print(f"history: {fill(home, args.runs)}")
+        commands = {
+            "warm": lessons,
+            "-c pass": [sys.executable, "-c", "pass"],
+            "index": read_index,
+        }
+        first: list[float] = []
+        for _ in range(args.first):
+            cache.unlink(missing_ok=True)
+            first.append(timed(lessons, env, "bench_lessons"))
+        print(f"cache file: {cache.stat().st_size / 1e6:.1f} MB")
+        for cmd in commands.values():
+            timed(cmd, env, "bench_lessons")  # warm-up
+        times: dict[str, list[float]] = {k: [] for k in commands}
+        print(f"repeats: {args.repeats} (+1 warm-up each), alternated warm, -c pass, index, …")
+        for _ in range(args.repeats):
+            for key, cmd in commands.items():
+                times[key].append(timed(cmd, env, "bench_lessons"))
+    finally:
+        if args.home or args.keep:
+            print(f"kept ORBIT_HOME: {root}")
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    times = {"first": first, **times}
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print()
+    print(f"{ms_header(10)}{'vs -c pass':>12}")
+    for key, values in times.items():
+        print(f"{ms_row(key, values, 10)}{med[key] / med['-c pass']:11.2f}x")
+    print()
+    met = "met" if med["warm"] < ABSOLUTE_S else "MISSED"
+    print(f"warm call: {med['warm'] * 1000:.0f} ms (target < {ABSOLUTE_S * 1000:.0f} ms: {met})")
+    print(ratio_line(med["warm"] / med["-c pass"], TARGET))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
