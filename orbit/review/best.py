@@ -176,11 +176,15 @@ def by_params(
 ) -> list[Setting]:
     """Every setting, ranked: those with scored runs by their mean (best first, marked
     `best`), then those without any (all failed, say), most failures first."""
-    settings: dict[str, Setting] = {}
+    settings: dict[Any, Setting] = {}
     sign = -1.0 if maximize else 1.0
     for run, value in sorted(_scored(runs, metric, values), key=lambda rv: id_key(rv[0].id)):
         params = setting_of(run.spec.get("params") or {}, seed_keys)
-        key = json.dumps(params, sort_keys=True, default=str)
+        try:
+            key: Any = tuple(sorted(params.items()))
+            hash(key)
+        except TypeError:  # a list or mapping as a value
+            key = json.dumps(params, sort_keys=True, default=str)
         s = settings.setdefault(key, Setting(params))
         s.run_ids.append(run.id)
         if value is not None:
