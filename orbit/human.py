@@ -10,6 +10,13 @@ def fmt_num(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".") if value % 1 else str(int(value))
 
 
+def fmt_metric(value: float) -> str:
+    """A metric value: 3.0 → "3", 0.000123456 → "0.0001235", 12345.678 → "1.235e+04"."""
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.4g}"
+
+
 def fmt_cpus(n: float) -> str:
     return f"{fmt_num(n)} CPU" + ("" if n == 1 else "s")
 

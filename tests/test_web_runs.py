@@ -14,13 +14,13 @@ from urllib.parse import urlencode
 
 import pytest
 
+from orbit.review.series import downsample, read_metrics
 from orbit.store.files import read_jsonl
 from orbit.store.home import Home
 from orbit.store.model import Run, RunState
 from orbit.store.runs import RunStore
 from orbit.web.app import make_app
 from orbit.web.auth import new_login_code
-from orbit.web.series import downsample, read_metrics
 
 TOKEN = "test-token-123"
 PNG = bytes.fromhex(

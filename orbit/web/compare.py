@@ -10,12 +10,12 @@ from typing import Any
 import bottle
 
 from orbit.human import human_seconds
+from orbit.review.series import read_metrics
 from orbit.store.describe import describe, latest_metrics
 from orbit.store.model import METRICS, Run
 from orbit.web.charts import COLORS, Line, fmt, fmt_size, svg_chart
 from orbit.web.context import Route, WebContext, current, load_run
 from orbit.web.run_page import PAGE_CHARTS
-from orbit.web.series import read_metrics
 
 COMPARE_MAX = 10  # also in static/orbit.js
 
