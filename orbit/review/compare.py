@@ -65,6 +65,13 @@ class Comparison:
     results: list[ResultKey]
     x_label: str = "step"
     metrics_left_out: list[str] = field(default_factory=list)
+    # Per row, the recorded text of a parameter given as a number in `rows` ("1e-4" for 0.0001)
+    texts: list[dict[str, str]] = field(default_factory=list)
+
+    def text(self, i: int, col: Column) -> str:
+        """Row i's value in `col` as the table and the web page show it ("" for missing)."""
+        own = self.texts[i].get(col.key) if i < len(self.texts) else None
+        return own if own is not None else cell(col, self.rows[i].get(col.key))
 
     @property
     def same(self) -> dict[str, Any]:
@@ -189,8 +196,13 @@ def compare(
     rows = [_row(run, summ, chosen, results) for run, summ in zip(runs, summaries, strict=True)]
     columns = _columns(runs, rows, chosen, results)
     keys = [c.key for c in columns]
+    texts = [
+        {k: v for k, v in (run.spec.get("params") or {}).items() if isinstance(v, str)}
+        for run in runs
+    ]
+    texts = [{f"params.{k}": v for k, v in t.items()} for t in texts]
     rows = [{k: row.get(k) for k in keys} for row in rows]
-    return Comparison(columns, rows, chosen, list(results), x_label, left_out)
+    return Comparison(columns, rows, chosen, list(results), x_label, left_out, texts)
 
 
 def _row(
@@ -271,7 +283,7 @@ def _columns(
     for m in metrics:
         best = f"{m.name} @{m.goal}"
         cols += [
-            Column(f"{m.name}.last", f"{m.name} last", "metric", 4),
+            Column(f"{m.name}.last", m.name, "metric", 4),
             Column(f"{m.name}.min", f"{m.name} min", "metric", 3 if m.maximize else 2),
             Column(f"{m.name}.max", f"{m.name} max", "metric", 2 if m.maximize else 3),
             Column(f"{m.name}.best_step", best, "step", 5),
@@ -307,7 +319,7 @@ def render(cmp: Comparison, width: int) -> list[str]:
     same = cmp.same
     lines: list[str] = []
     shown_same = [
-        f"{c.title}={_cut(cell(c, same[c.key]), CELL_MAX)}"
+        f"{c.title}={_cut(cmp.text(0, c), CELL_MAX)}"
         for c in cmp.columns
         if c.key in same and same[c.key] is not None
     ]
@@ -316,7 +328,7 @@ def render(cmp: Comparison, width: int) -> list[str]:
             ["same for all:", *(f"{t}," for t in shown_same[:-1]), shown_same[-1]], width
         )
     cols = [c for c in cmp.columns if c.key not in same]
-    cells = {c.key: [_cut(cell(c, r.get(c.key)), CELL_MAX) for r in cmp.rows] for c in cols}
+    cells = {c.key: [_cut(cmp.text(i, c), CELL_MAX) for i in range(len(cmp.rows))] for c in cols}
     widths = {c.key: max([len(c.title), *map(len, cells[c.key])]) for c in cols}
     dropped: list[Column] = []
     by_rank = sorted((c for c in cols if c.key != "id"), key=lambda c: (-c.rank, -cols.index(c)))
