@@ -210,7 +210,6 @@ def _row(
 ) -> dict[str, Any]:
     res = run.resources
     peaks = run.status.get("peaks") or {}
-    gpu_mem = [g.get("mem_bytes") for g in peaks.get("gpus") or [] if isinstance(g, dict)]
     row: dict[str, Any] = {
         "id": run.id,
         "name": run.name or None,
@@ -226,7 +225,7 @@ def _row(
         "duration_s": duration_s(run.status),
         "peak_mem_bytes": peaks.get("mem_bytes"),
         "peak_cpu_cores": peaks.get("cpu_cores"),
-        "peak_gpu_mem_bytes": sum(m for m in gpu_mem if isinstance(m, int | float)) or None,
+        "peak_gpu_mem_bytes": peaks.get("gpu_mem_bytes"),  # the sum over its GPUs
     }
     for k, v in (run.spec.get("tags") or {}).items():
         row[f"tags.{k}"] = v
@@ -257,9 +256,9 @@ _BASE = [  # rank: the higher, the earlier left out of a narrow table
 ]
 _OUTCOME = [
     Column("state", "state", "text", 1),
-    Column("reason", "reason", "text", 9),
+    Column("reason", "reason", "text", 6),
     Column("exit_code", "exit", "number", 10),
-    Column("duration_s", "time", "seconds", 6),
+    Column("duration_s", "time", "seconds", 7),
     Column("peak_mem_bytes", "peak mem", "bytes", 7),
     Column("peak_cpu_cores", "peak CPU", "number", 9),
     Column("peak_gpu_mem_bytes", "peak GPU mem", "bytes", 7),
