@@ -11,9 +11,12 @@ def fmt_num(value: float) -> str:
 
 
 def fmt_metric(value: float | None) -> str:
-    """A metric's value to 4 significant digits: 0.012345 → "0.01235", 3.0 → "3"."""
+    """A metric's value to 4 significant digits: 0.012345 → "0.01235", 3.0 → "3"; a whole
+    number as it is (161051, not "1.611e+05": steps and counts); None → "-"."""
     if value is None:
         return "-"
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
     return f"{value:.4g}"
 
 

@@ -61,6 +61,9 @@ ROW = {  # each of ps --json's runs
     "finished_at",
 }
 UNREADABLE_ROW = {"id", "state", "error"}
+METRICS = {"latest", "lines", "x", "summary"}  # run --json, show --json: `metrics`
+SUMMARY = {"latest", "min", "max", "count", "min_step", "max_step"}  # each of metrics.summary
+COMPARE = {"columns", "same", "metrics", "metrics_left_out", "results", "x", "runs"}
 NOTE = {"time", "author", "text"}
 CONFIG = {
     "home",
@@ -121,7 +124,7 @@ def test_json_of_a_finished_run(orbit: Orbit, busybox: str) -> None:
     assert ran["state"] == "succeeded" and ran["id"] == "1"
     assert keys(ran["resources"]) == {"cpus", "mem_gb", "gpus", "gpu_mem_gb", "gpu_ids"}
     assert keys(ran["lease"]) == {"cpus", "mem_gb", "gpus"}
-    assert keys(ran["metrics"]) == {"latest", "lines"}
+    assert keys(ran["metrics"]) == METRICS
     assert keys(ran["peaks"]) == {"mem_bytes", "cpu_cores", "cpu_seconds"}
     assert keys(ran["project"]) == {"mode"}
 
@@ -148,6 +151,24 @@ def test_json_of_a_finished_run(orbit: Orbit, busybox: str) -> None:
 
     removed = ok_json(orbit, "rm", "--yes", "1")
     assert removed == {"removed": ["1"]}
+
+
+def test_json_of_metric_summaries_and_compare(orbit: Orbit, busybox: str) -> None:
+    line = 'echo "{\\"step\\": $s, \\"loss\\": $((4 - s))}"'
+    script = f"for s in 1 2 3; do {line}; done >> $ORBIT_METRICS"
+    for name in ("m1", "m2"):
+        ran = ok_json(orbit, "run", *SMALL, "--image", busybox, "-n", name, "-g", "m", "-w", "--",
+                      "sh", "-c", script)  # fmt: skip
+        assert ran["state"] == "succeeded", ran
+    shown = ok_json(orbit, "show", "m1")
+    assert keys(shown["metrics"]) == METRICS and shown["metrics"]["x"] == "step"
+    assert {k: keys(v) for k, v in shown["metrics"]["summary"].items()} == {"loss": SUMMARY}
+    assert shown["metrics"]["summary"]["loss"]["min_step"] == 3
+    compared = ok_json(orbit, "compare", "-g", "m")
+    assert keys(compared) == COMPARE
+    assert [r["id"] for r in compared["runs"]] == ["1", "2"]
+    assert [keys(c) for c in compared["columns"]] == [{"key", "title"}] * len(compared["columns"])
+    assert compared["metrics"] == [{"name": "loss", "goal": "min"}]
 
 
 def test_json_of_an_active_run_and_cancel(orbit: Orbit, busybox: str) -> None:

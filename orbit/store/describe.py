@@ -52,7 +52,15 @@ def duration_s(status: dict[str, Any]) -> float | None:
     return round((end - start).total_seconds(), 3)
 
 
-def describe(store: RunStore, run: Run, *, notes: bool = True) -> dict[str, Any]:
+def describe(
+    store: RunStore,
+    run: Run,
+    *,
+    notes: bool = True,
+    metrics: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`metrics`: more keys for the `metrics` entry (the summaries of orbit/review/metrics.py,
+    which this layer cannot import: `orbit show --json` and `orbit run --json` pass them)."""
     spec, status = run.spec, run.status
     latest, count = latest_metrics(run)
     out: dict[str, Any] = {
@@ -78,7 +86,7 @@ def describe(store: RunStore, run: Run, *, notes: bool = True) -> dict[str, Any]
         "finished_at": status.get("finished_at"),
         "duration_s": duration_s(status),
         "container": status.get("container"),
-        "metrics": {"latest": latest, "lines": count},
+        "metrics": {"latest": latest, "lines": count, **(metrics or {})},
         "dir": str(run.dir),
     }
     if notes:
