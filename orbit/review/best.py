@@ -18,15 +18,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orbit.review.series import X_KEYS
 from orbit.store.describe import latest_metrics
 from orbit.store.model import Run, RunState
 from orbit.store.runs import id_key
 
 SEED_KEYS: tuple[str, ...] = ("seed", "seeds", "rep", "repeat", "trial", "run")
-X_KEYS = frozenset({"step", "epoch", "time", "timestamp"})  # an axis, never the metric
+AXES = frozenset({*X_KEYS, "epoch"})  # an axis, never the main metric
 FAILED = frozenset({RunState.FAILED.value, RunState.LOST.value})
-# Names whose larger values are better; any other metric is minimised (a loss, an error).
-MAXIMISED = ("acc", "auc", "f1", "score", "reward", "precision", "recall", "return", "map")
 
 
 def number(value: Any) -> float | None:
@@ -35,12 +34,6 @@ def number(value: Any) -> float | None:
         return None
     out = float(value)
     return out if math.isfinite(out) else None
-
-
-def guess_maximize(metric: str) -> bool:
-    """Whether a larger `metric` is better, by its name (see MAXIMISED)."""
-    name = metric.lower()
-    return any(word in name for word in MAXIMISED)
 
 
 def metric_values(runs: Iterable[Run], metric: str) -> dict[str, float | None]:
@@ -52,7 +45,7 @@ def main_metric(latest: Iterable[Mapping[str, Any]]) -> str | None:
     """The first numeric key, not an axis, of the first metrics that have one."""
     for values in latest:
         for key, value in values.items():
-            if key not in X_KEYS and number(value) is not None:
+            if key not in AXES and number(value) is not None:
                 return key
     return None
 

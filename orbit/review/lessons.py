@@ -26,11 +26,11 @@ from orbit.review.best import (
     SEED_KEYS,
     best_run,
     by_params,
-    guess_maximize,
     main_metric,
     number,
     params_text,
 )
+from orbit.review.compare import default_maximize
 from orbit.store.describe import latest_metrics
 from orbit.store.files import atomic_write, read_jsonl
 from orbit.store.model import ACTIVE, NOTES, Run
@@ -226,7 +226,7 @@ def _digest(
         ordered = [entries[r.id] for r in runs if r.status.get("state") == "succeeded"]
         metric = main_metric(e["metrics"] for e in ordered)
     if maximize is None:
-        maximize = guess_maximize(metric) if metric else False
+        maximize = default_maximize(metric) if metric else False
     out: dict[str, Any] = {
         "scope": {"group": scope.group, "project": scope.project},
         "runs": len(runs),
