@@ -31,6 +31,8 @@ def test_digest_of_a_sweep(orbit: Orbit, swept: Swept, repo: Path) -> None:
     orbit.environ["ORBIT_AUTHOR"] = "ada"
     assert orbit("note", "-g", "lrs", "lr=1 wins on average; lr=0.1 s2 was luck").code == 0
     assert orbit("note", swept[("50", "1")], "diverged at step 4").code == 0
+    ids = [swept[("1", seed)] for seed in "123"]
+    assert orbit("note", *ids, "lr=1 converges in every seed").code == 0
 
     res = orbit("lessons", "-g", "lrs")
     assert res.code == 0, res.err
@@ -50,8 +52,10 @@ def test_digest_of_a_sweep(orbit: Orbit, swept: Swept, repo: Path) -> None:
     assert "3×" in failures and "FloatingPointError" in failures and "all lr=50" in failures
     # The notes, newest first: the run note after the group note.
     notes = text.split("## Notes (newest first)\n")[1].splitlines()
-    assert "run " + swept[("50", "1")] in notes[0] and "diverged at step 4" in notes[0]
-    assert "group lrs, ada] lr=1 wins on average" in notes[1]
+    assert f"runs {', '.join(ids)}, ada] lr=1 converges in every seed" in notes[0]  # once
+    assert "run " + swept[("50", "1")] in notes[1] and "diverged at step 4" in notes[1]
+    assert "group lrs, ada] lr=1 wins on average" in notes[2]
+    assert len(notes) == 3
 
     data = orbit("lessons", "-g", "lrs", "--json").json()
     assert data["metric"] == "loss" and data["maximize"] is False
@@ -127,11 +131,12 @@ def test_size_bound_with_many_values_and_notes(orbit: Orbit, busybox: str) -> No
     for row in store.list_rows():
         assert isinstance(row, dict)
         run_id = row["id"]
-        orbit("note", run_id, "--text", "x" * 2000)
+        orbit("note", run_id, "--text", f"note {run_id}: " + "a long observation " * 100)
     res = orbit("lessons", "-g", "wide")
     assert res.code == 0, res.err
-    assert len(res.out) < 4000 and max(len(line) for line in res.out.splitlines()) <= 100
-    assert res.out.count("\n- [") <= 8
+    assert len(res.out) <= 5000 and max(len(line) for line in res.out.splitlines()) <= 100
+    assert 1 <= res.out.count("\n- [") <= 8
+    assert "a long observation a long" in res.out  # wrapped, not cut at the line's end
     assert "- x: 30 values, 0 … 29" in res.out
 
 

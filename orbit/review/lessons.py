@@ -15,6 +15,7 @@ import gc
 import hashlib
 import json
 import os
+import textwrap
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from orbit.review.best import (
 from orbit.review.compare import default_maximize
 from orbit.store.describe import latest_metrics
 from orbit.store.files import atomic_write, read_jsonl
-from orbit.store.model import ACTIVE, NOTES, Run
+from orbit.store.model import ACTIVE, NOTES, Run, parse_iso
 from orbit.store.notes import group_notes
 from orbit.store.runs import Broken, RunStore, id_key
 
@@ -42,6 +43,7 @@ REVIEW_DIR = "review"
 MAX_METRICS = 32  # final values kept per run
 MAX_RUN_NOTES = 3  # newest notes kept per run
 NOTE_CHARS = 240
+MAX_CHARS = 5000  # the page: notes beyond it are left to --json
 SHOWN_SETTINGS = 5
 SHOWN_FAILURES = 5
 SHOWN_NOTES = 8
@@ -286,15 +288,29 @@ def _notes(
     )
     shared: list[dict[str, Any]] = []
     for g in sorted(x for x in groups if x):
-        shared.extend({**_short(n), "group": g, "run": None} for n in group_notes(store.home, g))
-    of_runs: list[dict[str, Any]] = []
-    for run_id, e in entries.items():
-        of_runs.extend({**n, "group": None, "run": run_id} for n in e.get("notes") or [])
+        shared.extend({**_short(n), "group": g, "runs": []} for n in group_notes(store.home, g))
+    # One note written on several runs at once (`orbit note 4 5 6 TEXT`) is listed once.
+    same: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for run_id in sorted(entries, key=id_key):
+        for n in entries[run_id].get("notes") or []:
+            key = (n.get("text"), n.get("author"))
+            seen = same.get(key)
+            if seen is not None and abs(_epoch(seen["time"]) - _epoch(n.get("time"))) < 60:
+                seen["runs"].append(run_id)
+                seen["time"] = max(seen["time"], str(n.get("time") or ""))
+            else:
+                same[key] = {**n, "time": str(n.get("time") or ""), "group": None, "runs": [run_id]}
+    of_runs = list(same.values())
     # A group's conclusions first in line for the page, then the runs' notes.
     shared.sort(key=newest_first, reverse=True)
     of_runs.sort(key=newest_first, reverse=True)
     kept = shared[:SHOWN_NOTES] + of_runs[: max(0, SHOWN_NOTES - len(shared))]
     return sorted(kept, key=newest_first, reverse=True)
+
+
+def _epoch(stamp: Any) -> float:
+    when = parse_iso(stamp if isinstance(stamp, str) else None)
+    return when.timestamp() if when else 0.0
 
 
 def newest_first(note: dict[str, Any]) -> str:
@@ -376,18 +392,33 @@ def render(d: dict[str, Any]) -> str:
         shared = params_text(f.get("shared_params") or {}) if f.get("shared_params") else ""
         where = f"all {shared}; " if shared else ""
         examples = ", ".join(str(i) for i in (f.get("examples") or f.get("example_ids") or [])[:3])
-        lines.append(_cut(f"- {f.get('count')}× {f.get('signature')}"))
+        lines.append(_cut(f"- {f.get('count')}× {str(f.get('signature')).splitlines()[0]}"))
         lines.append(_cut(f"  ({where}runs {examples})"))
     if not d["failures"]:
         lines.append("- none")
-    lines += ["", "## Notes (newest first)"]
-    for n in d["notes"]:
-        where = f"group {n['group']}" if n.get("group") else f"run {n.get('run')}"
-        stamp = str(n.get("time") or "")[:16].replace("T", " ")
-        lines.append(_cut(f"- [{stamp}, {where}, {n.get('author')}] {n.get('text')}"))
+    head = "\n".join(lines) + "\n\n## Notes (newest first)\n"
+    notes = [_note_lines(n) for n in d["notes"]]
+    while notes and len(head) + sum(len(n) for n in notes) > MAX_CHARS:
+        notes.pop()  # the oldest go first: the page stays a page
     if not d["notes"]:
-        lines.append("- none yet (orbit note -g GROUP TEXT records a conclusion once)")
-    return "\n".join(lines) + "\n"
+        notes = ["- none yet (orbit note -g GROUP TEXT records a conclusion once)\n"]
+    elif len(notes) < len(d["notes"]):
+        notes.append(f"- … {len(d['notes']) - len(notes)} older (orbit lessons --json)\n")
+    return head + "".join(notes)
+
+
+def _note_lines(n: dict[str, Any]) -> str:
+    runs = n.get("runs") or []
+    where = f"group {n['group']}" if n.get("group") else "run" + ("s " if len(runs) > 1 else " ")
+    where += ", ".join(runs[:6]) + (" …" if len(runs) > 6 else "")
+    stamp = str(n.get("time") or "")[:16].replace("T", " ")
+    return _wrapped(f"- [{stamp}, {where}, {n.get('author')}] {n.get('text')}")
+
+
+def _wrapped(text: str) -> str:
+    """`text` in lines of at most WIDTH columns, continued with an indent."""
+    out = textwrap.wrap(" ".join(text.split()), WIDTH, subsequent_indent="  ")
+    return "".join(line + "\n" for line in out)
 
 
 def _values_text(values: dict[str, int]) -> str:

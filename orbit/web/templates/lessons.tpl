@@ -71,7 +71,10 @@
 % if n.get("group"):
 group {{n["group"]}}
 % else:
-<a href="/runs/{{q(str(n.get('run')), safe='')}}#notes">run {{n.get("run")}}</a>
+runs
+% for r in n.get("runs") or []:
+<a href="/runs/{{q(str(r), safe='')}}#notes">{{r}}</a>
+% end
 % end
 </div><div class="note-text">{{n.get("text") or ""}}</div></div>
 % end
