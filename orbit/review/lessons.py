@@ -349,7 +349,7 @@ def _failures_by_reason(runs: list[Run]) -> list[dict[str, Any]]:
                 "signature": sig,
                 "count": len(members),
                 "shared_params": _shared(members),
-                "examples": [r.id for r in members[:3]],
+                "run_ids": [r.id for r in members[:3]],
                 "excerpt": members[0].status.get("error_excerpt")
                 or members[0].status.get("reason"),
             }
@@ -391,7 +391,8 @@ def render(d: dict[str, Any]) -> str:
     for f in d["failures"]:
         shared = params_text(f.get("shared_params") or {}) if f.get("shared_params") else ""
         where = f"all {shared}; " if shared else ""
-        examples = ", ".join(str(i) for i in (f.get("examples") or f.get("example_ids") or [])[:3])
+        shown = [str(i) for i in (f.get("run_ids") or [])[:3]]
+        examples = ", ".join(shown) + (", …" if (f.get("count") or 0) > len(shown) else "")
         lines.append(_cut(f"- {f.get('count')}× {str(f.get('signature')).splitlines()[0]}"))
         lines.append(_cut(f"  ({where}runs {examples})"))
     if not d["failures"]:

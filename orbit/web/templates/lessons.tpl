@@ -51,7 +51,7 @@
 <div id="lessons-failures">
 % for f in d["failures"]:
 % shared = f.get("shared_params") or {}
-% examples = f.get("examples") or f.get("example_ids") or []
+% examples = f.get("run_ids") or []
 <div class="note"><div class="note-meta">{{f.get("count")}}×{{(" · all " + params_text(shared)) if shared else ""}} · runs
 % for i in examples[:3]:
 <a href="/runs/{{q(str(i), safe='')}}">{{i}}</a>
