@@ -11,6 +11,9 @@ from review_sweep import lr_sweep, project
 
 from orbit.errors import ExitCode
 
+SETTING = {"params", "mean", "std", "n", "runs", "failed", "unscored", "min", "max", "run_ids",
+           "best_run", "best"}  # fmt: skip
+
 
 @pytest.fixture
 def swept(orbit: Orbit, python_image: str, tmp_path: Path) -> dict[tuple[str, str], str]:
@@ -20,7 +23,9 @@ def swept(orbit: Orbit, python_image: str, tmp_path: Path) -> dict[tuple[str, st
 def test_best_run_and_best_setting_differ(orbit: Orbit, swept: dict[tuple[str, str], str]) -> None:
     best = orbit("best", "-g", "lrs", "--metric", "loss", "--json")
     assert best.code == 0, best.err
+    assert set(best.json()) == {"group", "metric", "maximize", "best"}
     data = best.json()["best"]
+    assert set(data) == {"id", "name", "params", "value", "scored", "runs"}
     assert data["id"] == swept[("0.1", "2")]
     assert data["params"] == {"lr": "0.1", "seed": "2"}
     assert data["value"] == pytest.approx(0.98**120 - 0.04, abs=1e-9)
@@ -33,7 +38,9 @@ def test_best_run_and_best_setting_differ(orbit: Orbit, swept: dict[tuple[str, s
 
     ranked = orbit("best", "-g", "lrs", "--metric", "loss", "--by-params", "--json")
     assert ranked.code == 0, ranked.err
+    assert set(ranked.json()) == {"group", "metric", "maximize", "seed_keys", "settings"}
     settings = ranked.json()["settings"]
+    assert {frozenset(s) for s in settings} == {frozenset(SETTING)}
     assert [s["params"] for s in settings] == [{"lr": "1"}, {"lr": "0.1"}, {"lr": "50"}]
     top, slow, diverged = settings
     assert top["best"] and not slow["best"] and not diverged["best"]

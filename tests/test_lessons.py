@@ -58,6 +58,24 @@ def test_digest_of_a_sweep(orbit: Orbit, swept: Swept, repo: Path) -> None:
     assert len(notes) == 3
 
     data = orbit("lessons", "-g", "lrs", "--json").json()
+    assert set(data) == {
+        "scope",
+        "runs",
+        "unreadable",
+        "states",
+        "params",
+        "metric",
+        "maximize",
+        "best_run",
+        "settings",
+        "settings_total",
+        "failures",
+        "notes",
+        "cache",
+    }
+    assert {frozenset(n) for n in data["notes"]} == {
+        frozenset({"time", "author", "text", "group", "runs"})
+    }
     assert data["metric"] == "loss" and data["maximize"] is False
     assert data["states"] == {"succeeded": 6, "failed": 3}
     best = data["settings"][0]
