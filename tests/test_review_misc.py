@@ -127,9 +127,9 @@ def test_ps_sort_by_a_metric_and_by_fields(orbit: Orbit, busybox: str, python_im
         "lr0.05-s1",
         "lr0.05-s2",
     ]
-    assert [r["id"] for r in ps_json(orbit, "-a", "--sort=-id")] == sorted(
-        [*ids, quiet], key=int, reverse=True
-    )
+    newest_first = sorted([*ids, quiet], key=int, reverse=True)
+    assert [r["id"] for r in ps_json(orbit, "-a", "--sort=-id")] == newest_first
+    assert [r["id"] for r in ps_json(orbit, "-a", "--desc")] == newest_first
     by_lr = [r["params"].get("lr") for r in ps_json(orbit, "-a", "--sort", "param:lr")]
     assert by_lr == ["0.05", "0.05", "0.2", "0.2", "1.5", "1.5", None]
     durations = [r["duration_s"] for r in ps_json(orbit, "-a", "--sort", "duration")]

@@ -193,7 +193,7 @@ def select(found: list[dict[str, Any]], states: set[str], name: str | None) -> l
 def parse_sort(key: str | None, desc: bool) -> tuple[str, str, bool] | None:
     """(kind, key, descending): kind is `field`, `param` or `metric`."""
     if key is None:
-        return None
+        return ("field", "id", True) if desc else None
     if key.startswith("-"):
         key, desc = key[1:], True
     kind, sep, rest = key.partition(":")
