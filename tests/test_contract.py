@@ -38,6 +38,7 @@ RUN = {  # run --json, show --json
     "duration_s",
     "container",
     "metrics",
+    "output",
     "dir",
     "notes",
     "group_notes",
@@ -48,6 +49,7 @@ ROW = {  # each of ps --json's runs
     "group",
     "folder",
     "tags",
+    "params",
     "image",
     "command",
     "cpus",
@@ -59,6 +61,7 @@ ROW = {  # each of ps --json's runs
     "submitted_at",
     "started_at",
     "finished_at",
+    "duration_s",
 }
 UNREADABLE_ROW = {"id", "state", "error"}
 METRICS = {"latest", "lines", "x", "summary"}  # run --json, show --json: `metrics`
@@ -85,7 +88,7 @@ CONFIG = {
     "scheduler_interval_s",
     "pids_limit",
 }
-RESOURCES = {"gpu_source", "gpus", "cpus", "memory", "leases", "queue", "problems"}
+RESOURCES = {"gpu_source", "gpus", "gpus_free", "cpus", "memory", "leases", "queue", "problems"}
 GPU = {
     "index",
     "uuid",
@@ -95,6 +98,7 @@ GPU = {
     "utilization",
     "allowed",
     "holder",
+    "free",
     "processes",
 }
 SMALL = ("--no-project", "--cpus", "0.5", "--mem", "0.25")
@@ -125,6 +129,7 @@ def test_json_of_a_finished_run(orbit: Orbit, busybox: str) -> None:
     assert keys(ran["resources"]) == {"cpus", "mem_gb", "gpus", "gpu_mem_gb", "gpu_ids"}
     assert keys(ran["lease"]) == {"cpus", "mem_gb", "gpus"}
     assert keys(ran["metrics"]) == METRICS
+    assert ran["output"] == {"files": [], "count": 0}
     assert keys(ran["peaks"]) == {"mem_bytes", "cpu_cores", "cpu_seconds"}
     assert keys(ran["project"]) == {"mode"}
 
@@ -243,8 +248,11 @@ def test_json_of_resources(orbit: Orbit, busybox: str, tmp_path: Path) -> None:
     assert keys(data) == RESOURCES
     assert [keys(g) for g in data["gpus"]] == [GPU]
     assert data["gpus"][0]["holder"] == f"leased to run {run_id}"
-    assert keys(data["cpus"]) == {"total", "leased", "outside", "outside_counted", "load"}
-    assert keys(data["memory"]) == {"total_gb", "leased_gb", "outside_gb", "outside_counted_gb"}
+    cpus = {"total", "leased", "free", "measured", "outside", "outside_counted", "load"}
+    assert keys(data["cpus"]) == cpus
+    memory = {"total_gb", "leased_gb", "free_gb", "measured", "outside_gb", "outside_counted_gb"}
+    assert keys(data["memory"]) == memory
+    assert data["gpus_free"] == 0 and data["gpus"][0]["free"] is False
     assert [keys(lease) for lease in data["leases"]] == [
         {"id", "name", "state", "cpus", "mem_gb", "gpus"}
     ]

@@ -6,12 +6,14 @@ import json
 import os
 from typing import Any
 
+from orbit.store.dirlist import scan_dir
 from orbit.store.folders import of_run
 from orbit.store.model import Run, parse_iso
 from orbit.store.notes import group_notes
 from orbit.store.runs import RunStore
 
 METRICS_TAIL_BYTES = 64 * 1024
+OUTPUT_LISTED = 100  # entries of output/ in `orbit show --json`
 
 
 def latest_metrics(run: Run) -> tuple[dict[str, Any], int | None]:
@@ -52,6 +54,20 @@ def duration_s(status: dict[str, Any]) -> float | None:
     return round((end - start).total_seconds(), 3)
 
 
+def output_files(run: Run) -> dict[str, Any]:
+    """The top level of the run's output/: up to OUTPUT_LISTED entries (folders first, by
+    name; links not followed) and how many there are (counted up to dirlist.SCAN_MAX)."""
+    try:
+        entries, count = scan_dir(run.path("output"), OUTPUT_LISTED)
+    except OSError:  # no output/ (yet), or not readable
+        return {"files": [], "count": 0}
+    files = [
+        {"name": e.name, "type": e.kind, "size": e.size if e.kind == "file" else None}
+        for e in entries
+    ]
+    return {"files": files, "count": count}
+
+
 def describe(
     store: RunStore,
     run: Run,
@@ -87,6 +103,7 @@ def describe(
         "duration_s": duration_s(status),
         "container": status.get("container"),
         "metrics": {"latest": latest, "lines": count, **(metrics or {})},
+        "output": output_files(run),
         "dir": str(run.dir),
     }
     if notes:
