@@ -24,6 +24,7 @@ RUN = {  # run --json, show --json
     "state",
     "reason",
     "exit_code",
+    "error_excerpt",
     "oom_killed",
     "image",
     "command",
@@ -55,6 +56,7 @@ ROW = {  # each of ps --json's runs
     "state",
     "reason",
     "exit_code",
+    "error_line",
     "submitted_at",
     "started_at",
     "finished_at",
@@ -139,7 +141,9 @@ def test_json_of_a_finished_run(orbit: Orbit, busybox: str) -> None:
 
     waited = ok_json(orbit, "wait", "-g", "g")
     assert keys(waited) == {"ok", "runs"}
-    assert [keys(r) for r in waited["runs"]] == [{"id", "name", "state", "reason", "exit_code"}]
+    assert [keys(r) for r in waited["runs"]] == [
+        {"id", "name", "state", "reason", "exit_code", "error_excerpt"}
+    ]
 
     noted = ok_json(orbit, "note", "1", "lr too high")
     assert keys(noted) == {"id"} | NOTE

@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "orbit"
 LAYERS: list[tuple[str, ...]] = [
     ("orbit", "orbit.errors", "orbit.human", "orbit.detach"),
     ("orbit.store",),
+    ("orbit.review",),
     ("orbit.sched",),
     ("orbit.execute",),
     ("orbit.service",),

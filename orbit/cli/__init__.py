@@ -24,6 +24,7 @@ COMMANDS = {
     "show": "show",
     "logs": "logs",
     "wait": "wait",
+    "failures": "failures",
     "cancel": "cancel",
     "rm": "rm",
     "mv": "mv",

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 from datetime import UTC, datetime
+from textwrap import shorten
 from typing import Any
 
 from orbit.cli.common import add_json, ago, group_option, print_json, side_tick, table
 from orbit.env import Env
 from orbit.errors import ExitCode
+from orbit.store.excerpt import from_command
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     if stuck:  # queued runs do not move meanwhile: say why
         print(f"orbit: warning: {stuck}", file=env.stderr)
     if args.json:
-        print_json(env, {"runs": [{k: v for k, v in r.items() if k != "st"} for r in found]})
+        print_json(env, {"runs": [_json_row(r) for r in found]})
         return ExitCode.OK
     if not found:
         if args.all:
@@ -88,6 +90,8 @@ def run(args: argparse.Namespace, env: Env) -> int:
         note = r.get("reason") or ""
         if state == "succeeded":
             note = ""
+        elif r.get("error_line") and from_command(r.get("reason")):
+            note = f"{note} — {shorten(r['error_line'], 80)}"
         res = f"{_num(r.get('cpus'))}c/{_num(r.get('mem_gb'))}G"
         body.append(
             [
@@ -102,6 +106,15 @@ def run(args: argparse.Namespace, env: Env) -> int:
         )
     table(env.stdout, ["ID", "NAME", "STATE", "GROUP", "SUBMITTED", "RES", "REASON"], body)
     return ExitCode.OK
+
+
+def _json_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as --json shows it: without the cache's stamp; `error_line` also in rows cached
+    before Orbit recorded it (an unreadable run's row has `error` instead)."""
+    out = {k: v for k, v in row.items() if k != "st"}
+    if "error" not in out:
+        out.setdefault("error_line", None)
+    return out
 
 
 def _num(value: Any) -> str:

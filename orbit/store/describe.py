@@ -6,6 +6,7 @@ import json
 import os
 from typing import Any
 
+from orbit.store.excerpt import run_excerpt
 from orbit.store.folders import of_run
 from orbit.store.model import Run, parse_iso
 from orbit.store.runs import RunStore
@@ -64,6 +65,7 @@ def describe(store: RunStore, run: Run, *, notes: bool = True) -> dict[str, Any]
         "state": status.get("state"),
         "reason": status.get("reason"),
         "exit_code": status.get("exit_code"),
+        "error_excerpt": run_excerpt(run),
         "oom_killed": bool(status.get("oom_killed")),
         "image": spec.get("image"),
         "command": spec.get("command") or [],

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from orbit.store.excerpt import key_line
 from orbit.store.files import append_jsonl, atomic_write
 from orbit.store.model import Run, folder_of
 
@@ -36,6 +37,7 @@ def row_for(run: Run, stamp: list[int] | None) -> dict[str, Any]:
         "state": status.get("state"),
         "reason": status.get("reason"),
         "exit_code": status.get("exit_code"),
+        "error_line": key_line(status.get("error_excerpt")),
         "submitted_at": status.get("submitted_at"),
         "started_at": status.get("started_at"),
         "finished_at": status.get("finished_at"),

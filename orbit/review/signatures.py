@@ -1,0 +1,163 @@
+"""Failure signatures: failed runs grouped by the cause their logs name.
+
+A signature is the key line of a run's error excerpt (a traceback's exception, an
+out-of-memory or shell error line) with what differs between runs of the same cause made
+equal: numbers, hex addresses, uuids, times, paths (their base name stays), long quoted
+values. The innermost frame's file and function stay, so the same exception raised in two
+places is two causes; a short quoted name stays too (`KeyError: 'lr'` and `KeyError: 'seed'`
+are two causes). A run that Orbit itself ended (timed out, killed for memory, lost) is grouped
+by its reason, since its log's last lines are whatever it happened to be printing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from orbit.store.excerpt import from_command, key_line, run_excerpt
+from orbit.store.model import Run, RunState
+from orbit.store.runs import id_key
+
+EXAMPLES = 20  # run ids listed per signature (the count says how many there are)
+MAX_SIGNATURE = 300
+FAILED = (RunState.FAILED, RunState.LOST)
+
+UUID = re.compile(r"\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
+TIME = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?"
+)
+HEX_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]+\b")
+HEX_ID = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{12,}\b")
+PATH = re.compile(r"(?<![\w:])(?:[\w.~-]*/)+([\w.-]*)")
+QUOTED = re.compile(r"'([^'\n]*)'|\"([^\"\n]*)\"")
+NAME = re.compile(r"[A-Za-z_][\w.-]{0,39}")
+NUMBER = re.compile(r"(?<![A-Za-z\d.])\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+FRAME_PARTS = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
+
+
+def normalise(text: str) -> str:
+    text = UUID.sub("<uuid>", text)
+    text = TIME.sub("<time>", text)
+    text = HEX_ADDRESS.sub("<addr>", text)
+    text = HEX_ID.sub("<hex>", text)
+    text = PATH.sub(lambda m: m.group(1) or "<path>", text)
+    text = QUOTED.sub(_quoted, text)
+    text = NUMBER.sub("N", text)
+    return " ".join(text.split())[:MAX_SIGNATURE]
+
+
+def _quoted(m: re.Match[str]) -> str:
+    quote = "'" if m.group(1) is not None else '"'
+    value = m.group(1) if m.group(1) is not None else m.group(2)
+    return f"{quote}{value if NAME.fullmatch(value) else '…'}{quote}"
+
+
+def signature(excerpt: str) -> str:
+    """The normalised key line of an error excerpt, with the innermost frame's file and
+    function when it is a traceback: `OverflowError: math range error (train.py, in sigmoid)`."""
+    key = normalise(key_line(excerpt) or "")
+    frames = [m for line in excerpt.split("\n") if (m := FRAME_PARTS.match(line))]
+    if frames:
+        path, func = frames[-1].group(1), frames[-1].group(2)
+        key += f" ({path.rsplit('/', 1)[-1]}, in {func})"
+    return key
+
+
+def run_signature(reason: str | None, excerpt: str | None) -> str:
+    """A failed run's signature: from its excerpt when the run's own command failed
+    (`exit code N`), from its reason when Orbit ended it (or there is no output at all)."""
+    if excerpt and from_command(reason):
+        return signature(excerpt)
+    return normalise(reason or "failed without a reason") + ("" if excerpt else " (no output)")
+
+
+@dataclass
+class Failure:
+    signature: str
+    count: int
+    shared_params: dict[str, Any]
+    first_seen: str | None
+    last_seen: str | None
+    run_ids: list[str]
+    example_id: str
+    reason: str | None
+    excerpt: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "signature": self.signature,
+            "count": self.count,
+            "shared_params": self.shared_params,
+            "first_seen": self.first_seen,
+            "last_seen": self.last_seen,
+            "run_ids": self.run_ids,
+            "example_id": self.example_id,
+            "reason": self.reason,
+            "excerpt": self.excerpt,
+        }
+
+
+def _seen(run: Run) -> str:
+    return str(run.status.get("finished_at") or run.status.get("submitted_at") or "")
+
+
+def _params(run: Run) -> dict[str, Any]:
+    params = run.spec.get("params")
+    return params if isinstance(params, dict) else {}
+
+
+def varying_keys(runs: Sequence[Run]) -> set[str]:
+    """The params whose value is not the same in every run (missing counts as a value)."""
+    keys = {k for r in runs for k in _params(r)}
+    missing = object()
+    return {k for k in keys if len({repr(_params(r).get(k, missing)) for r in runs}) > 1}
+
+
+def shared_params(runs: Sequence[Run], varying: set[str]) -> dict[str, Any]:
+    """The params of `varying` that every one of `runs` has with the same value."""
+    first = _params(runs[0])
+    return {
+        k: v
+        for k, v in first.items()
+        if k in varying and all(k in _params(r) and _params(r)[k] == v for r in runs[1:])
+    }
+
+
+def failures(runs: Iterable[Run]) -> list[Failure]:
+    """The failed and lost runs among `runs`, grouped by signature, most frequent first.
+
+    `runs` are all the runs considered (any state): a param is reported as shared only when
+    it varies among them, so `lr=50` is named when the lr=50 runs of a sweep failed and the
+    others did not.
+    """
+    considered = list(runs)
+    varying = varying_keys(considered)
+    groups: dict[str, list[tuple[Run, str | None]]] = {}
+    for run in considered:
+        if run.state not in FAILED:
+            continue
+        excerpt = run_excerpt(run)
+        groups.setdefault(run_signature(run.reason, excerpt), []).append((run, excerpt))
+    out = []
+    for sig, members in groups.items():
+        members.sort(key=lambda m: id_key(m[0].id))
+        member_runs = [m[0] for m in members]
+        seen = sorted(_seen(r) for r in member_runs)
+        latest, excerpt = max(members, key=lambda m: (_seen(m[0]), id_key(m[0].id)))
+        out.append(
+            Failure(
+                signature=sig,
+                count=len(members),
+                shared_params=shared_params(member_runs, varying),
+                first_seen=seen[0] or None,
+                last_seen=seen[-1] or None,
+                run_ids=[r.id for r in member_runs[:EXAMPLES]],
+                example_id=latest.id,
+                reason=latest.reason,
+                excerpt=excerpt,
+            )
+        )
+    # Most frequent first; of equal counts, the one seen last first.
+    return sorted(out, key=lambda f: (f.count, f.last_seen or ""), reverse=True)
