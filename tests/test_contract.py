@@ -63,6 +63,17 @@ ROW = {  # each of ps --json's runs
 }
 UNREADABLE_ROW = {"id", "state", "error"}
 NOTE = {"time", "author", "text"}
+FAILURE = {  # each of failures --json's failures
+    "signature",
+    "count",
+    "shared_params",
+    "first_seen",
+    "last_seen",
+    "run_ids",
+    "example_id",
+    "reason",
+    "excerpt",
+}
 CONFIG = {
     "home",
     "data_dir",
@@ -151,6 +162,19 @@ def test_json_of_a_finished_run(orbit: Orbit, busybox: str) -> None:
 
     removed = ok_json(orbit, "rm", "--yes", "1")
     assert removed == {"removed": ["1"]}
+
+
+def test_json_of_a_failed_run_and_failures(orbit: Orbit, busybox: str) -> None:
+    res = orbit(
+        "run", *SMALL, "--image", busybox, "-w", "--json", "--", "sh", "-c", "echo no >&2; exit 3"
+    )
+    failed = res.json()
+    assert keys(failed) == RUN and failed["error_excerpt"] == "no"
+    assert [keys(r) for r in ok_json(orbit, "ps", "-a")["runs"]] == [ROW]
+    found = ok_json(orbit, "failures")
+    assert keys(found) == {"failures"}
+    assert [keys(f) for f in found["failures"]] == [FAILURE]
+    assert found["failures"][0]["run_ids"] == [failed["id"]]
 
 
 def test_json_of_an_active_run_and_cancel(orbit: Orbit, busybox: str) -> None:

@@ -335,3 +335,50 @@ def test_failures_of_runs_settled_before_excerpts(orbit: Orbit) -> None:
     data = json.loads(orbit("failures", "--json").out)
     assert [f["run_ids"] for f in data["failures"]] == [[olds[0].id, olds[1].id]]
     assert run_signature("timed out after 3 min", None) == "timed out after N min (no output)"
+
+
+def test_failures_page_in_chromium(failed_home: Any) -> None:
+    """The web's failures page (and its API) on the real failures, in headless Chromium,
+    with no console error or failed request; the runs page links to it."""
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    from playwright.sync_api import sync_playwright
+    from test_web_e2e import CHROMIUM, CHROMIUM_ARGS, NEEDS_CHROMIUM
+    from test_web_usability import _free_port, _watch
+
+    if NEEDS_CHROMIUM.args[0]:
+        pytest.skip(NEEDS_CHROMIUM.kwargs["reason"])
+    orbit, sweep_ids, _, _ = failed_home
+    res = orbit("web", "--port", str(_free_port()), "--json")
+    assert res.code == 0, res.err
+    url = str(res.json()["url"])
+    base = url.split("/login", 1)[0]
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_context().new_page()
+            page.set_default_timeout(10_000)
+            seen = _watch(page)
+            page.goto(url)
+            page.click("header nav a[href='/failures']")
+            page.wait_for_url("**/failures")
+            page.goto(f"{base}/failures?group=fx")
+            page.wait_for_load_state("networkidle")
+            sections = page.locator("section.failure")
+            assert sections.count() == 6
+            first = sections.first
+            assert first.locator("code.signature").inner_text() == OVERFLOW_SIG
+            assert "3 runs" in first.inner_text() and "all lr=50" in first.inner_text()
+            assert first.locator("pre").inner_text().splitlines()[-1] == OVERFLOW
+            first.locator(f"a[href='/runs/{sweep_ids[-1]}']").first.click()
+            page.wait_for_url(f"**/runs/{sweep_ids[-1]}")
+            box = page.locator("#run-error pre").inner_text().splitlines()
+            assert box[-1] == OVERFLOW and len(box) == 3
+            api = page.request.get(f"{base}/api/failures?group=fx").json()
+            assert [f["count"] for f in api["failures"]] == [3, 1, 1, 1, 1, 1]
+            assert page.request.get(f"{base}/api/failures?group=nope").status == 404
+            page.goto(f"{base}/failures?group=fx&folder=nowhere")
+            assert page.locator("#no-failures").is_visible()
+            assert not seen, seen
+            browser.close()
+    finally:
+        assert orbit("web", "--stop").code == 0

@@ -6,19 +6,16 @@ from __future__ import annotations
 import argparse
 import re
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from orbit.cli.common import add_json, ago, group_option, print_json
 from orbit.env import Env
-from orbit.errors import ExitCode, NotFoundError
+from orbit.errors import ExitCode
 from orbit.store.model import parse_iso
 
 if TYPE_CHECKING:
     from orbit.review.signatures import Failure
-    from orbit.store.model import Run
-    from orbit.store.runs import RunStore
 
-FAILED_STATES = ("failed", "lost")
 SPAN = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -52,40 +49,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _in_scope(row: dict[str, Any], args: argparse.Namespace) -> bool:
-    if args.group and row.get("group") != args.group:
-        return False
-    folder = (args.folder or "").strip("/")
-    if folder:
-        mine = str(row.get("folder") or "")
-        if mine != folder and not mine.startswith(folder + "/"):
-            return False
-    if args.since is not None:
-        when = parse_iso(row.get("finished_at") or row.get("submitted_at"))
-        if when is None or when < args.since:
-            return False
-    return True
-
-
-def considered_runs(store: RunStore, args: argparse.Namespace) -> list[Run]:
-    """The failed runs in scope, and the other runs of their groups in scope (to tell which
-    params vary); only these run directories are read, the rest comes from the index."""
-    from orbit.store.model import Run
-
-    rows = [r for r in store.list_rows() if isinstance(r, dict) and _in_scope(r, args)]
-    if args.group and not rows and args.since is None and not args.folder:
-        raise NotFoundError(f"no runs in group {args.group!r}")
-    failed = [r for r in rows if r.get("state") in FAILED_STATES]
-    groups = {r.get("group") for r in failed if r.get("group")}
-    ids = [r["id"] for r in rows if r in failed or r.get("group") in groups]
-    return [r for r in store.load_many(ids) if isinstance(r, Run)]
-
-
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.review.signatures import failures
+    from orbit.review.signatures import considered_runs, failures
     from orbit.store.runs import RunStore
 
-    found = failures(considered_runs(RunStore(env.home), args))
+    store = RunStore(env.home)
+    found = failures(considered_runs(store, args.group, args.folder, args.since))
     if args.json:
         print_json(env, {"failures": [f.to_json() for f in found]})
         return ExitCode.OK

@@ -14,11 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from orbit.errors import NotFoundError
 from orbit.store.excerpt import from_command, key_line, run_excerpt
-from orbit.store.model import Run, RunState
-from orbit.store.runs import id_key
+from orbit.store.model import Run, RunState, parse_iso
+from orbit.store.runs import RunStore, id_key
 
 EXAMPLES = 20  # run ids listed per signature (the count says how many there are)
 MAX_SIGNATURE = 300
@@ -161,3 +163,39 @@ def failures(runs: Iterable[Run]) -> list[Failure]:
         )
     # Most frequent first; of equal counts, the one seen last first.
     return sorted(out, key=lambda f: (f.count, f.last_seen or ""), reverse=True)
+
+
+def _in_scope(row: dict[str, Any], folder: str | None, since: datetime | None) -> bool:
+    folder = (folder or "").strip("/")
+    if folder:
+        mine = str(row.get("folder") or "")
+        if mine != folder and not mine.startswith(folder + "/"):
+            return False
+    if since is not None:
+        when = parse_iso(row.get("finished_at") or row.get("submitted_at"))
+        if when is None or when < since:
+            return False
+    return True
+
+
+def considered_runs(
+    store: RunStore,
+    group: str | None = None,
+    folder: str | None = None,
+    since: datetime | None = None,
+) -> list[Run]:
+    """What `failures` needs for a scope (a group, a folder and below, ended since a time):
+    the failed and lost runs, and the other runs of their groups (to tell which params vary).
+    Rows come from the listing index; only these runs' directories are read. NotFoundError
+    for a group no run names."""
+    rows = [r for r in store.list_rows() if isinstance(r, dict)]
+    if group is not None:
+        rows = [r for r in rows if r.get("group") == group]
+        if not rows:
+            raise NotFoundError(f"no runs in group {group!r}")
+    rows = [r for r in rows if _in_scope(r, folder, since)]
+    failed_states = {s.value for s in FAILED}
+    failed = {r["id"] for r in rows if r.get("state") in failed_states}
+    groups = {r.get("group") for r in rows if r["id"] in failed and r.get("group")}
+    ids = [r["id"] for r in rows if r["id"] in failed or r.get("group") in groups]
+    return [r for r in store.load_many(ids) if isinstance(r, Run)]

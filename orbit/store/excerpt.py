@@ -95,6 +95,7 @@ def _traceback(lines: list[str]) -> tuple[int, list[str]] | None:
         i += 1
     if i >= len(lines):
         return None  # cut short: no exception line yet
+    i = _exception_at(lines, i)
     out: list[str] = []
     if frames:
         own = [f for f in frames if not any(mark in f[1] for mark in LIBRARY)]
@@ -111,6 +112,21 @@ def _traceback(lines: list[str]) -> tuple[int, list[str]] | None:
         out.append(lines[j])
         end = j
     return end, out
+
+
+def _exception_at(lines: list[str], i: int) -> int:
+    """The exception's line: the first of the next few unindented lines that reads like
+    `SomeError: message` (another stream's output may land between); else line i."""
+    seen = 0
+    for j in range(i, len(lines)):
+        if lines[j].startswith((" ", "\t")) or not lines[j].strip():
+            continue
+        if EXCEPTION.match(lines[j]) and _exception_name(lines[j]):
+            return j
+        seen += 1
+        if seen >= 5:
+            break
+    return i
 
 
 def _frame(lines: list[str], at: int) -> list[str]:

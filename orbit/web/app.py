@@ -11,7 +11,7 @@ from urllib.parse import quote
 import bottle
 
 from orbit.store.home import Home
-from orbit.web import browse, compare, listing, run_page
+from orbit.web import browse, compare, failures, listing, run_page
 from orbit.web.auth import SESSION_MAX_AGE_S, Auth, load_or_create_token, write_token
 from orbit.web.context import (
     CONFIG_KEY,
@@ -186,6 +186,7 @@ PAGES: list[Route] = [
     *run_page.ROUTES,
     *browse.ROUTES,
     *compare.ROUTES,
+    *failures.ROUTES,
 ]
 
 
