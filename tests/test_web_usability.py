@@ -273,6 +273,7 @@ def test_no_page_logs_an_error_or_asks_for_a_missing_file(
         f"/compare?ids={site.finished},{site.failed}",
         "/resources",
         "/settings",
+        "/failures?group=usability",
     ):
         page.goto(site.base + path)
         page.wait_for_load_state("networkidle")

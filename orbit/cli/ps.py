@@ -91,7 +91,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
         if state == "succeeded":
             note = ""
         elif r.get("error_line") and from_command(r.get("reason")):
-            note = f"{note} — {shorten(r['error_line'], 80)}"
+            note = f"{note} — {shorten(r['error_line'], 80, placeholder=' …')}"
         res = f"{_num(r.get('cpus'))}c/{_num(r.get('mem_gb'))}G"
         body.append(
             [
