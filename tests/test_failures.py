@@ -382,3 +382,27 @@ def test_failures_page_in_chromium(failed_home: Any) -> None:
             browser.close()
     finally:
         assert orbit("web", "--stop").code == 0
+
+
+def test_a_lost_run_records_its_excerpt(orbit: Orbit, busybox: str) -> None:
+    import subprocess
+    import time
+
+    from conftest import kill_shepherd
+
+    run_id = orbit.submit(*SMALL, "--image", busybox, "--", "sh", "-c", "echo working; sleep 60")
+    status = orbit.wait_for(run_id, lambda s: s["state"] == "running")
+    log = orbit.run_dir(run_id) / "log.txt"
+    deadline = time.monotonic() + 30
+    while "working" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, "the log never got its line"
+        time.sleep(0.1)
+    kill_shepherd(orbit, run_id)
+    subprocess.run(["docker", "rm", "-f", status["container"]], check=True, capture_output=True)
+    orbit("scheduler", "tick")
+    status = orbit.wait_for(run_id, lambda s: s["state"] != "running")
+    assert status["state"] == "lost" and status["error_excerpt"] == "working"
+    found = orbit("failures", "--json").json()["failures"]
+    assert [(f["signature"], f["excerpt"]) for f in found] == [
+        ("its container vanished with no exit record", "working")
+    ]
