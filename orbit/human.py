@@ -10,6 +10,16 @@ def fmt_num(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".") if value % 1 else str(int(value))
 
 
+def fmt_metric(value: float | None) -> str:
+    """A metric's value to 4 significant digits: 0.012345 → "0.01235", 3.0 → "3"; a whole
+    number as it is (161051, not "1.611e+05": steps and counts); None → "-"."""
+    if value is None:
+        return "-"
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.4g}"
+
+
 def fmt_cpus(n: float) -> str:
     return f"{fmt_num(n)} CPU" + ("" if n == 1 else "s")
 

@@ -39,6 +39,7 @@ RUN = {  # run --json, show --json
     "duration_s",
     "container",
     "metrics",
+    "output",
     "dir",
     "notes",
 }
@@ -48,6 +49,7 @@ ROW = {  # each of ps --json's runs
     "group",
     "folder",
     "tags",
+    "params",
     "image",
     "command",
     "cpus",
@@ -60,8 +62,12 @@ ROW = {  # each of ps --json's runs
     "submitted_at",
     "started_at",
     "finished_at",
+    "duration_s",
 }
 UNREADABLE_ROW = {"id", "state", "error"}
+METRICS = {"latest", "lines", "x", "summary"}  # run --json, show --json: `metrics`
+SUMMARY = {"latest", "min", "max", "count", "min_step", "max_step"}  # each of metrics.summary
+COMPARE = {"columns", "same", "metrics", "metrics_left_out", "results", "x", "runs"}
 NOTE = {"time", "author", "text"}
 FAILURE = {  # each of failures --json's failures
     "signature",
@@ -94,7 +100,7 @@ CONFIG = {
     "scheduler_interval_s",
     "pids_limit",
 }
-RESOURCES = {"gpu_source", "gpus", "cpus", "memory", "leases", "queue", "problems"}
+RESOURCES = {"gpu_source", "gpus", "gpus_free", "cpus", "memory", "leases", "queue", "problems"}
 GPU = {
     "index",
     "uuid",
@@ -104,6 +110,7 @@ GPU = {
     "utilization",
     "allowed",
     "holder",
+    "free",
     "processes",
 }
 SMALL = ("--no-project", "--cpus", "0.5", "--mem", "0.25")
@@ -133,7 +140,8 @@ def test_json_of_a_finished_run(orbit: Orbit, busybox: str) -> None:
     assert ran["state"] == "succeeded" and ran["id"] == "1"
     assert keys(ran["resources"]) == {"cpus", "mem_gb", "gpus", "gpu_mem_gb", "gpu_ids"}
     assert keys(ran["lease"]) == {"cpus", "mem_gb", "gpus"}
-    assert keys(ran["metrics"]) == {"latest", "lines"}
+    assert keys(ran["metrics"]) == METRICS
+    assert ran["output"] == {"files": [], "count": 0}
     assert keys(ran["peaks"]) == {"mem_bytes", "cpu_cores", "cpu_seconds"}
     assert keys(ran["project"]) == {"mode"}
 
@@ -175,6 +183,24 @@ def test_json_of_a_failed_run_and_failures(orbit: Orbit, busybox: str) -> None:
     assert keys(found) == {"failures"}
     assert [keys(f) for f in found["failures"]] == [FAILURE]
     assert found["failures"][0]["run_ids"] == [failed["id"]]
+
+
+def test_json_of_metric_summaries_and_compare(orbit: Orbit, busybox: str) -> None:
+    line = 'echo "{\\"step\\": $s, \\"loss\\": $((4 - s))}"'
+    script = f"for s in 1 2 3; do {line}; done >> $ORBIT_METRICS"
+    for name in ("m1", "m2"):
+        ran = ok_json(orbit, "run", *SMALL, "--image", busybox, "-n", name, "-g", "m", "-w", "--",
+                      "sh", "-c", script)  # fmt: skip
+        assert ran["state"] == "succeeded", ran
+    shown = ok_json(orbit, "show", "m1")
+    assert keys(shown["metrics"]) == METRICS and shown["metrics"]["x"] == "step"
+    assert {k: keys(v) for k, v in shown["metrics"]["summary"].items()} == {"loss": SUMMARY}
+    assert shown["metrics"]["summary"]["loss"]["min_step"] == 3
+    compared = ok_json(orbit, "compare", "-g", "m")
+    assert keys(compared) == COMPARE
+    assert [r["id"] for r in compared["runs"]] == ["1", "2"]
+    assert [keys(c) for c in compared["columns"]] == [{"key", "title"}] * len(compared["columns"])
+    assert compared["metrics"] == [{"name": "loss", "goal": "min"}]
 
 
 def test_json_of_an_active_run_and_cancel(orbit: Orbit, busybox: str) -> None:
@@ -249,8 +275,11 @@ def test_json_of_resources(orbit: Orbit, busybox: str, tmp_path: Path) -> None:
     assert keys(data) == RESOURCES
     assert [keys(g) for g in data["gpus"]] == [GPU]
     assert data["gpus"][0]["holder"] == f"leased to run {run_id}"
-    assert keys(data["cpus"]) == {"total", "leased", "outside", "outside_counted", "load"}
-    assert keys(data["memory"]) == {"total_gb", "leased_gb", "outside_gb", "outside_counted_gb"}
+    cpus = {"total", "leased", "free", "measured", "outside", "outside_counted", "load"}
+    assert keys(data["cpus"]) == cpus
+    memory = {"total_gb", "leased_gb", "free_gb", "measured", "outside_gb", "outside_counted_gb"}
+    assert keys(data["memory"]) == memory
+    assert data["gpus_free"] == 0 and data["gpus"][0]["free"] is False
     assert [keys(lease) for lease in data["leases"]] == [
         {"id", "name", "state", "cpus", "mem_gb", "gpus"}
     ]

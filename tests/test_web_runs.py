@@ -14,13 +14,13 @@ from urllib.parse import urlencode
 
 import pytest
 
+from orbit.review.series import downsample, read_metrics
 from orbit.store.files import read_jsonl
 from orbit.store.home import Home
 from orbit.store.model import Run, RunState
 from orbit.store.runs import RunStore
 from orbit.web.app import make_app
 from orbit.web.auth import new_login_code
-from orbit.web.series import downsample, read_metrics
 
 TOKEN = "test-token-123"
 PNG = bytes.fromhex(
@@ -360,6 +360,25 @@ def test_compare_highlights_differences(client: Client, store: RunStore) -> None
     assert f"{a.id} (a)" in page and f"{b.id} (b)" in page
     assert client.get("/compare", "ids=").status == 400
     assert client.get("/compare", f"ids={a.id},999").status == 404
+    # The page's table is `orbit compare`'s: the metric's min, max and the step of the best.
+    assert "<th>loss min</th>" in page and "<th>acc @max</th>" in page
+
+
+def test_compare_api_is_orbit_compare_json(client: Client, store: RunStore) -> None:
+    a = make_run(store, "a", lr="1e-4", seed="1")
+    b = make_run(store, "b", lr="3e-4", seed="1")
+    query = f"ids={a.id},{b.id}&metric=acc&result=result.json:score&result=output/none.json:x"
+    data = client.get("/api/compare", query).json()
+    assert [r["id"] for r in data["runs"]] == [a.id, b.id]
+    assert [r["params.lr"] for r in data["runs"]] == [0.0001, 0.0003]
+    assert data["same"]["params.seed"] == 1 and data["same"]["acc.best_step"] == 50
+    assert data["metrics"] == [{"name": "acc", "goal": "max"}]
+    assert [r["output/result.json:score"] for r in data["runs"]] == [0.91, 0.91]
+    assert [r["output/none.json:x"] for r in data["runs"]] == [None, None]
+    loss = client.get("/api/compare", f"ids={a.id}").json()["runs"][0]
+    assert (loss["loss.min"], loss["loss.best_step"], loss["loss.max"]) == (0.02, 50, 1.0)
+    assert client.get("/api/compare", f"ids={a.id}&result=../x:k").status == 400
+    assert client.get("/api/compare", f"ids={a.id},999").status == 404
 
 
 def test_posting_a_note(client: Client, store: RunStore) -> None:

@@ -22,6 +22,7 @@ COMMANDS = {
     "ps": "ps",
     "resources": "resources",
     "show": "show",
+    "compare": "compare",
     "logs": "logs",
     "wait": "wait",
     "failures": "failures",

@@ -43,8 +43,17 @@ def show(args: argparse.Namespace, env: Env) -> int:
         print_json(env, settings)
     else:
         for key, value in settings.items():
-            print(f"{key}: {value}", file=env.stdout)
+            print(f"{key}: {yaml_text(value)}", file=env.stdout)
     return ExitCode.OK
+
+
+def yaml_text(value: Any) -> str:
+    """`value` as YAML writes it (`null`, `false`, `[0, 1]`, a string quoted when YAML would
+    read it as something else): what `orbit config set` and config.yaml take back."""
+    import yaml
+
+    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 30, allow_unicode=True)
+    return text.removesuffix("\n").removesuffix("\n...")
 
 
 def set_value(args: argparse.Namespace, env: Env) -> int:
@@ -60,7 +69,7 @@ def set_value(args: argparse.Namespace, env: Env) -> int:
     if getattr(args, "json", False):  # `orbit config --json set K V`
         print_json(env, {"key": args.key, "value": env.home.config[args.key]})
     else:
-        print(f"{args.key}: {value}", file=env.stdout)
+        print(f"{args.key}: {yaml_text(env.home.config[args.key])}", file=env.stdout)
     return ExitCode.OK
 
 

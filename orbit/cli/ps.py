@@ -1,22 +1,52 @@
-"""orbit ps: active runs (queued ones say why they wait); -a for all; -g for a group."""
+"""orbit ps: active runs (queued ones say why they wait); -a for all; -g for a group;
+--state, --name and --sort to pick and order the rows."""
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import math
+from collections.abc import Callable
 from datetime import UTC, datetime
 from textwrap import shorten
 from typing import Any
 
 from orbit.cli.common import add_json, ago, group_option, print_json, side_tick, table
 from orbit.env import Env
-from orbit.errors import ExitCode
+from orbit.errors import ExitCode, UsageError
 from orbit.store.excerpt import from_command
+
+STATES = ("queued", "starting", "running", "succeeded", "failed", "cancelled", "lost")
+STATE_ALIASES = {
+    "active": ("queued", "starting", "running"),
+    "finished": ("succeeded", "failed", "cancelled", "lost"),
+    "unreadable": ("unreadable",),
+}
+# --sort KEY: a field of the row, `param:KEY`, `metric:NAME`, or any other word is a metric.
+TEXT_FIELDS = ("name", "state", "group", "folder", "image")
+NUMBER_FIELDS = ("exit_code", "cpus", "mem_gb", "gpus")
+TIME_FIELDS = {"submitted": "submitted_at", "started": "started_at", "finished": "finished_at"}
+SORT_FIELDS = ("id", *TEXT_FIELDS, *NUMBER_FIELDS, *TIME_FIELDS, "duration")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ps", help="list runs", description="List active runs (-a: all runs).")
     p.add_argument("-a", "--all", action="store_true", help="all runs, not only active ones")
     group_option(p, "only runs of this group")
+    p.add_argument(
+        "--state",
+        action="append",
+        metavar="STATE",
+        help="only runs in these states (repeat or comma list; active, finished); implies -a",
+    )
+    p.add_argument("--name", metavar="PATTERN", help="only runs whose name contains it (or a glob)")
+    p.add_argument(
+        "--sort",
+        metavar="KEY",
+        help="order by a field (id, name, state, submitted, duration, …), param:KEY or a metric's "
+        "latest value (metric:NAME or NAME); --sort=-KEY descending",
+    )
+    p.add_argument("--desc", action="store_true", help="sort in descending order")
     add_json(p)
     p.set_defaults(func=run)
 
@@ -64,15 +94,20 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
 def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.store.locks import stuck_scheduler
 
-    found = rows(env, args.all, args.group)
+    states = parse_states(args.state)
+    sort = parse_sort(args.sort, args.desc)
+    found = select(rows(env, args.all or bool(states), args.group), states, args.name)
+    metric = sort_rows(env, found, sort)
     stuck = stuck_scheduler(env.home.locks_dir)
     if stuck:  # queued runs do not move meanwhile: say why
         print(f"orbit: warning: {stuck}", file=env.stderr)
     if args.json:
-        print_json(env, {"runs": [_json_row(r) for r in found]})
+        print_json(env, {"runs": [json_row(r, metric) for r in found]})
         return ExitCode.OK
     if not found:
-        if args.all:
+        if states or args.name:
+            print("no runs match", file=env.stdout)
+        elif args.all:
             text = f"no runs in group {args.group}" if args.group else "no runs"
         elif args.group:
             text = f"no active runs in group {args.group} (orbit ps -a -g {args.group} lists all)"
@@ -104,17 +139,10 @@ def run(args: argparse.Namespace, env: Env) -> int:
                 str(note),
             ]
         )
-    table(env.stdout, ["ID", "NAME", "STATE", "GROUP", "SUBMITTED", "RES", "REASON"], body)
+    headers = ["ID", "NAME", "STATE", "GROUP", "SUBMITTED", "RES", "REASON"]
+    add_columns(headers, body, found, metric)
+    table(env.stdout, headers, body)
     return ExitCode.OK
-
-
-def _json_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A row as --json shows it: without the cache's stamp; `error_line` also in rows cached
-    before Orbit recorded it (an unreadable run's row has `error` instead)."""
-    out = {k: v for k, v in row.items() if k != "st"}
-    if "error" not in out:
-        out.setdefault("error_line", None)
-    return out
 
 
 def _num(value: Any) -> str:
@@ -122,3 +150,167 @@ def _num(value: Any) -> str:
         return "?"
     f = float(value)
     return str(int(f)) if f == int(f) else f"{f:g}"
+
+
+# --- --state, --name, --sort and the params/metric columns --------------------------------
+def parse_states(values: list[str] | None) -> set[str]:
+    """The states --state names (repeated or comma lists; `active`, `finished` expand)."""
+    wanted: set[str] = set()
+    for value in values or []:
+        for word in (w.strip().lower() for w in value.split(",")):
+            if word in STATES:
+                wanted.add(word)
+            elif word in STATE_ALIASES:
+                wanted.update(STATE_ALIASES[word])
+            else:
+                known = ", ".join((*STATES, *STATE_ALIASES))
+                raise UsageError(f"--state: unknown state {word!r} (one of {known})")
+    return wanted
+
+
+def unreadable(row: dict[str, Any]) -> bool:
+    return row.get("state") == "unreadable"
+
+
+def name_matches(name: str | None, pattern: str) -> bool:
+    """Case-insensitive: a substring of the name, or a glob of the whole name with * ? [."""
+    if not name:
+        return False
+    if any(c in pattern for c in "*?["):
+        return fnmatch.fnmatchcase(name.lower(), pattern.lower())
+    return pattern.lower() in name.lower()
+
+
+def select(found: list[dict[str, Any]], states: set[str], name: str | None) -> list[dict[str, Any]]:
+    """The rows in `states` (all when empty) whose name matches; an unreadable run only when
+    `unreadable` is asked for (its name, from its run.yaml, is not in its row)."""
+    if not states and name is None:
+        return found
+    return [
+        r
+        for r in found
+        if (not states or r.get("state") in states)
+        and (name is None or (not unreadable(r) and name_matches(r.get("name"), name)))
+    ]
+
+
+def parse_sort(key: str | None, desc: bool) -> tuple[str, str, bool] | None:
+    """(kind, key, descending): kind is `field`, `param` or `metric`."""
+    if key is None:
+        return ("field", "id", True) if desc else None
+    if key.startswith("-"):
+        key, desc = key[1:], True
+    kind, sep, rest = key.partition(":")
+    if sep and kind in ("param", "metric") and rest:
+        return kind, rest, desc
+    if not key or sep:
+        raise UsageError(f"--sort: expected a field, param:KEY or metric:NAME, got {key!r}")
+    return ("field" if key in SORT_FIELDS else "metric"), key, desc
+
+
+def sort_rows(
+    env: Env, found: list[dict[str, Any]], sort: tuple[str, str, bool] | None
+) -> tuple[str, dict[str, float]] | None:
+    """Order `found` in place (rows without a value last, ties by id); for a metric, its
+    name and latest value per run id, read from the tail of each listed run's metrics.jsonl."""
+    if sort is None:
+        return None
+    kind, key, desc = sort
+    values: dict[str, float] = {}
+    value: Callable[[dict[str, Any]], Any]
+    if kind == "metric":
+        values = latest_values(env, found, key)
+        value = lambda r: values.get(str(r["id"]))  # noqa: E731
+    elif kind == "param":
+        value = lambda r: (r.get("params") or {}).get(key)  # noqa: E731
+    else:
+        value = field_value(key)
+    keyed = [(None if unreadable(r) else _orderable(value(r)), r) for r in found]
+    present = [(k, r) for k, r in keyed if k is not None]
+    present.sort(key=lambda kr: kr[0], reverse=desc)  # stable: ties stay in id order
+    found[:] = [r for _, r in present] + [r for k, r in keyed if k is None]
+    return (key, values) if kind == "metric" else None
+
+
+def field_value(key: str) -> Callable[[dict[str, Any]], Any]:
+    from orbit.store.describe import duration_s
+    from orbit.store.runs import id_key
+
+    if key == "id":
+        return lambda r: id_key(str(r["id"]))[0]
+    if key == "duration":
+        return duration_s
+    return lambda r: r.get(TIME_FIELDS.get(key, key))
+
+
+def _orderable(value: Any) -> tuple[int, float, str] | None:
+    """Numbers before text, each in its own order; None (and NaN, lists…) for no value."""
+    if isinstance(value, bool) or value is None:
+        return None if value is None else (0, float(value), "")
+    if isinstance(value, int | float):
+        return None if math.isnan(value) else (0, float(value), "")
+    if isinstance(value, str):
+        return (1, 0.0, value.lower())
+    return None
+
+
+def latest_values(env: Env, found: list[dict[str, Any]], metric: str) -> dict[str, float]:
+    """The latest numeric value of `metric` of each listed run (never the whole home)."""
+    from orbit.store.describe import latest_metrics
+    from orbit.store.model import Run
+
+    runs_dir = env.home.runs_dir
+    out: dict[str, float] = {}
+    for r in found:
+        if unreadable(r):
+            continue
+        rid = str(r["id"])
+        latest, _ = latest_metrics(Run(rid, runs_dir / rid))
+        v = latest.get(metric)
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+            out[rid] = v
+    return out
+
+
+def json_row(row: dict[str, Any], metric: tuple[str, dict[str, float]] | None) -> dict[str, Any]:
+    """A listing row for --json: the index row without its stamp, with `duration_s`, and the
+    sort metric's latest value under `metrics`; an unreadable run keeps its three keys."""
+    if unreadable(row):
+        return row
+    from orbit.store.describe import duration_s
+
+    out = {k: v for k, v in row.items() if k != "st"}
+    out["params"] = row.get("params") or {}
+    out["error_line"] = row.get("error_line")  # also in rows cached before it was recorded
+    out["duration_s"] = duration_s(row)
+    if metric is not None:
+        name, values = metric
+        out["metrics"] = {name: values.get(str(row["id"]))}
+    return out
+
+
+def params_text(params: Any) -> str:
+    if not isinstance(params, dict):
+        return ""
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def add_columns(
+    headers: list[str],
+    body: list[list[str]],
+    found: list[dict[str, Any]],
+    metric: tuple[str, dict[str, float]] | None,
+) -> None:
+    """PARAMS (when a listed run has params) and the sort metric, before the last column."""
+    columns: list[tuple[str, list[str]]] = []
+    if any(r.get("params") for r in found):
+        columns.append(("PARAMS", [params_text(r.get("params")) for r in found]))
+    if metric is not None:
+        name, values = metric
+        got = [values.get(str(r.get("id"))) for r in found]
+        columns.append((name.upper(), ["-" if v is None else f"{v:.6g}" for v in got]))
+    at = len(headers) - 1
+    for title, cells in reversed(columns):
+        headers.insert(at, title)
+        for row, cell in zip(body, cells, strict=True):
+            row.insert(at, cell)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from orbit.cli.common import add_json, print_json
 from orbit.env import Env
@@ -34,12 +35,8 @@ def run(args: argparse.Namespace, env: Env) -> int:
             f"  {g['index']}  {g['name']}  {g['memory_used_gb']:.1f}/{g['memory_total_gb']:.1f}"
             f" GiB used{util}  {state}\n"
         )
-    c, m = data["cpus"], data["memory"]
-    w(f"CPUs:   {c['leased']:g} of {c['total']:g} leased; {c['outside']:.1f} busy outside Orbit\n")
-    w(
-        f"Memory: {m['leased_gb']:g} of {m['total_gb']:g} GiB leased; "
-        f"{m['outside_gb']:.1f} GiB in use outside Orbit\n"
-    )
+    for line in cpu_memory_lines(data):
+        w(line + "\n")
     w("Leases:\n" if data["leases"] else "Leases: none\n")
     for lease in data["leases"]:
         label = f"{lease['id']} ({lease['name']})" if lease["name"] else lease["id"]
@@ -53,3 +50,20 @@ def run(args: argparse.Namespace, env: Env) -> int:
     for problem in data["problems"]:
         w(f"problem: {problem}\n")
     return ExitCode.OK
+
+
+def cpu_memory_lines(data: dict[str, Any]) -> list[str]:
+    """`CPUs: 1 of 2 leased, 1 free; 0.4 busy outside Orbit` and the memory line; "not
+    measured" where the report has no figure (count_outside_use: false, no CPU sample yet)."""
+    c, m = data["cpus"], data["memory"]
+    mem_out = "use outside Orbit not measured (count_outside_use: false)"
+    cpu_out = mem_out if not m["measured"] else "use outside Orbit not measured yet (first sample)"
+    if c["outside"] is not None:
+        cpu_out = f"{c['outside']:.1f} busy outside Orbit (load {c['load']:g})"
+    if m["outside_gb"] is not None:
+        mem_out = f"{m['outside_gb']:.1f} GiB in use outside Orbit"
+    return [
+        f"CPUs:   {c['leased']:g} of {c['total']:g} leased, {c['free']:g} free; {cpu_out}",
+        f"Memory: {m['leased_gb']:g} of {m['total_gb']:g} GiB leased, {m['free_gb']:g} GiB free; "
+        f"{mem_out}",
+    ]

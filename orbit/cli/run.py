@@ -169,6 +169,7 @@ def request_from(args: argparse.Namespace) -> Request:
 
 def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.execute.submit import prepare, submit
+    from orbit.review.metrics import metrics_json
     from orbit.store.describe import describe
     from orbit.store.runs import RunStore
 
@@ -183,7 +184,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
         out = None if args.json else binary_stdout(env)
         run = follow_until_done(env, store, run, out=out, queued=QueueNotes(env.stderr))
     if args.json:
-        print_json(env, describe(store, run))
+        print_json(env, describe(store, run, metrics=metrics_json(run)))
     elif args.wait:
         reason = f": {run.reason}" if run.reason else ""
         print(f"orbit: run {run.label} {run.state.value}{reason}", file=env.stderr)

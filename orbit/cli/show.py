@@ -9,7 +9,9 @@ from typing import Any
 from orbit.cli.common import add_json, print_json, runs_argument, side_tick
 from orbit.env import Env
 from orbit.errors import ExitCode
-from orbit.human import gpu_phrase, human_bytes, human_seconds
+from orbit.human import fmt_metric, gpu_phrase, human_bytes, human_seconds
+
+SHOWN_METRICS = 12  # metric lines in the text; --json has them all
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,6 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.cli.watch import needs_repair
+    from orbit.review.metrics import metrics_json
     from orbit.store.describe import describe
     from orbit.store.runs import RunStore
 
@@ -29,7 +32,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     if needs_repair(run):
         side_tick(env)  # its shepherd died: settle or restart it first
         run = store.load(run.id)
-    d = describe(store, run)
+    d = describe(store, run, metrics=metrics_json(run))
     if args.json:
         print_json(env, d)
         return ExitCode.OK
@@ -140,10 +143,28 @@ def _code(d: dict[str, Any]) -> list[str]:
         )
     elif proj.get("mode") == "mount":
         out.append(_field("code", f"{proj.get('path')} (mounted read-only)"))
-    latest = (d.get("metrics") or {}).get("latest") or {}
-    if latest:
-        out.append(_field("metrics", json.dumps(latest, ensure_ascii=False)[:300]))
+    out.extend(_metrics(d.get("metrics") or {}))
     out.append(_field("directory", d["dir"]))
     for note in d.get("notes") or []:
         out.append(_field("note", f"[{note.get('time', '')[:19]}] {note.get('text', '')}"))
+    return out
+
+
+def _metrics(m: dict[str, Any]) -> list[str]:
+    """`loss 0.25 (min 0.25 @3, max 1.2 @0)` per numeric key (@: the step), then the latest
+    values that are not numbers."""
+    summary = m.get("summary") or {}
+    x = m.get("x") or "step"
+    at = "@" if x == "step" else f"@{x} "
+    parts = [
+        f"{k} {fmt_metric(s['latest'])} (min {fmt_metric(s['min'])} {at}{s['min_step']}, "
+        f"max {fmt_metric(s['max'])} {at}{s['max_step']})"
+        for k, s in summary.items()
+    ]
+    out = [_field("metrics" if i == 0 else "", p) for i, p in enumerate(parts[:SHOWN_METRICS])]
+    if len(parts) > SHOWN_METRICS:
+        out.append(_field("", f"… {len(parts) - SHOWN_METRICS} more keys (orbit show --json)"))
+    rest = {k: v for k, v in (m.get("latest") or {}).items() if k not in summary and k != x}
+    if rest:
+        out.append(_field("" if out else "metrics", json.dumps(rest, ensure_ascii=False)[:300]))
     return out

@@ -190,7 +190,10 @@ def _open(args: argparse.Namespace, env: Env, port: int | None) -> int:
         code = auth.new_login_code(home, token)  # the first one is the browser's
         url = f"{live.url}/login?{urlencode({**query, 'code': code})}"
     if args.json:
-        print_json(env, {"url": url, "port": live.port, "pid": live.pid, "started": started})
+        # The master token too, for scripts (X-Orbit-Token): only on the stdout of `--json`,
+        # which the home's owner asked for; it is never logged or put in a URL.
+        info = {"url": url, "base_url": live.url, "token": token, "port": live.port}
+        print_json(env, {**info, "pid": live.pid, "started": started})
     else:
         note = "started the web server; " if started else ""
         env.stdout.write(f"{note}open {url}\n")

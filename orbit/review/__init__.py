@@ -1,2 +1,3 @@
-"""Review of finished runs: metric summaries, comparisons, the best settings, failure
-signatures. Reads run records only (above store/, below sched/); never talks to Docker."""
+"""Review of finished runs, for people and agents: metric summaries, compare, best, failure
+signatures, the lessons digest. Reads run records only (never Docker); the CLI and the web
+render what it returns."""

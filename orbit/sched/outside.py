@@ -32,9 +32,11 @@ class Outside:
     machine_cpus: float
     machine_mem_gb: float
     load: float  # the machine's busy cores, all users
+    measured: bool = True  # False with count_outside_use: false (every figure is then 0)
+    cpu_measured: bool = True  # False until two CPU samples are far enough apart (cpu, load)
 
 
-NONE = Outside(Amount(0, 0), 0.0, 0.0, 0.0, 0.0, 0.0)
+NONE = Outside(Amount(0, 0), 0.0, 0.0, 0.0, 0.0, 0.0, measured=False, cpu_measured=False)
 
 
 def _read_int(path: Path) -> int | None:
@@ -99,6 +101,7 @@ def measure(home: Home, leased: list[Run], totals: Amount) -> Outside:
     except (OSError, ValueError):
         prev = None
     outside_cpu = load = 0.0
+    cpu_measured = True
     dt = now - float(prev.get("t", 0)) if isinstance(prev, dict) else None
     fresh = dt is not None and MIN_INTERVAL_S <= dt <= MAX_INTERVAL_S
     if fresh and isinstance(prev, dict) and dt:
@@ -118,7 +121,7 @@ def measure(home: Home, leased: list[Run], totals: Amount) -> Outside:
         try:
             outside_cpu, load = json.loads((home.runtime_dir / "cpu_outside.json").read_text())
         except (OSError, ValueError, TypeError):
-            outside_cpu, load = 0.0, 0.0
+            outside_cpu, load, cpu_measured = 0.0, 0.0, False
     if dt is None or dt >= MIN_INTERVAL_S or dt < 0:  # < 0: the clock went back
         sample = {"t": now, "busy": busy, "orbit": orbit_cpu}
         atomic_write(sample_path, json.dumps(sample).encode(), durable=False)
@@ -130,4 +133,6 @@ def measure(home: Home, leased: list[Run], totals: Amount) -> Outside:
     cpu_floor = max(float(cfg["outside_cpu_min"]), machine_cpus - totals.cpus)
     mem_floor = max(float(cfg["outside_mem_min_gb"]), machine_mem - totals.mem_gb)
     counted = Amount(max(0.0, outside_cpu - cpu_floor), max(0.0, outside_mem - mem_floor))
-    return Outside(counted, outside_cpu, outside_mem, machine_cpus, machine_mem, load)
+    return Outside(
+        counted, outside_cpu, outside_mem, machine_cpus, machine_mem, load, True, cpu_measured
+    )

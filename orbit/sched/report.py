@@ -45,6 +45,7 @@ def report(home: Home) -> dict[str, Any]:
                 "utilization": g.utilization,
                 "allowed": slot.allowed if slot else True,
                 "holder": slot.holder if slot else None,
+                "free": bool(slot and slot.allowed and slot.holder is None),
                 "processes": [
                     {
                         "pid": p.pid,
@@ -57,23 +58,11 @@ def report(home: Home) -> dict[str, Any]:
                 ],
             }
         )
-    p, out = reading.pool, reading.outside
     return {
         "gpu_source": reading.gpu_kind,
         "gpus": gpus,
-        "cpus": {
-            "total": p.totals.cpus,
-            "leased": p.leased.cpus,
-            "outside": round(out.cpu_cores, 2),
-            "outside_counted": round(p.outside.cpus, 2),
-            "load": round(out.load, 2),
-        },
-        "memory": {
-            "total_gb": round(p.totals.mem_gb, 2),
-            "leased_gb": p.leased.mem_gb,
-            "outside_gb": round(out.mem_gb, 2),
-            "outside_counted_gb": round(p.outside.mem_gb, 2),
-        },
+        "gpus_free": sum(1 for g in gpus if g["free"]),
+        **_cpus_and_memory(reading),
         "leases": [
             {
                 "id": r.id,
@@ -87,4 +76,31 @@ def report(home: Home) -> dict[str, Any]:
         ],
         "queue": [{"id": r.id, "name": r.name or None, "reason": r.reason} for r in queued],
         "problems": reading.problems + problems,
+    }
+
+
+def _cpus_and_memory(reading: pool.Reading) -> dict[str, Any]:
+    """Totals, leases, what admission would give now (`free`: total − leased − counted
+    outside use), and the use outside Orbit: `measured: false` and nulls where Orbit does not
+    measure (count_outside_use: false; the CPU until a second sample), never a made-up 0."""
+    p, out = reading.pool, reading.outside
+    cpu_known = out.measured and out.cpu_measured
+    return {
+        "cpus": {
+            "total": p.totals.cpus,
+            "leased": p.leased.cpus,
+            "free": round(max(0.0, p.totals.cpus - p.leased.cpus - p.outside.cpus), 2),
+            "measured": cpu_known,
+            "outside": round(out.cpu_cores, 2) if cpu_known else None,
+            "outside_counted": round(p.outside.cpus, 2),
+            "load": round(out.load, 2) if cpu_known else None,
+        },
+        "memory": {
+            "total_gb": round(p.totals.mem_gb, 2),
+            "leased_gb": p.leased.mem_gb,
+            "free_gb": round(max(0.0, p.totals.mem_gb - p.leased.mem_gb - p.outside.mem_gb), 2),
+            "measured": out.measured,
+            "outside_gb": round(out.mem_gb, 2) if out.measured else None,
+            "outside_counted_gb": round(p.outside.mem_gb, 2),
+        },
     }

@@ -6,12 +6,14 @@ import json
 import os
 from typing import Any
 
+from orbit.store.dirlist import scan_dir
 from orbit.store.excerpt import run_excerpt
 from orbit.store.folders import of_run
 from orbit.store.model import Run, parse_iso
 from orbit.store.runs import RunStore
 
 METRICS_TAIL_BYTES = 64 * 1024
+OUTPUT_LISTED = 100  # entries of output/ in `orbit show --json`
 
 
 def latest_metrics(run: Run) -> tuple[dict[str, Any], int | None]:
@@ -52,7 +54,29 @@ def duration_s(status: dict[str, Any]) -> float | None:
     return round((end - start).total_seconds(), 3)
 
 
-def describe(store: RunStore, run: Run, *, notes: bool = True) -> dict[str, Any]:
+def output_files(run: Run) -> dict[str, Any]:
+    """The top level of the run's output/: up to OUTPUT_LISTED entries (folders first, by
+    name; links not followed) and how many there are (counted up to dirlist.SCAN_MAX)."""
+    try:
+        entries, count = scan_dir(run.path("output"), OUTPUT_LISTED)
+    except OSError:  # no output/ (yet), or not readable
+        return {"files": [], "count": 0}
+    files = [
+        {"name": e.name, "type": e.kind, "size": e.size if e.kind == "file" else None}
+        for e in entries
+    ]
+    return {"files": files, "count": count}
+
+
+def describe(
+    store: RunStore,
+    run: Run,
+    *,
+    notes: bool = True,
+    metrics: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`metrics`: more keys for the `metrics` entry (the summaries of orbit/review/metrics.py,
+    which this layer cannot import: `orbit show --json` and `orbit run --json` pass them)."""
     spec, status = run.spec, run.status
     latest, count = latest_metrics(run)
     out: dict[str, Any] = {
@@ -79,7 +103,8 @@ def describe(store: RunStore, run: Run, *, notes: bool = True) -> dict[str, Any]
         "finished_at": status.get("finished_at"),
         "duration_s": duration_s(status),
         "container": status.get("container"),
-        "metrics": {"latest": latest, "lines": count},
+        "metrics": {"latest": latest, "lines": count, **(metrics or {})},
+        "output": output_files(run),
         "dir": str(run.dir),
     }
     if notes:

@@ -5,6 +5,8 @@ Each row remembers the stamp (mtime, size, inode) of the status.yaml it was made
 whose file changed since (a crash between the two writes, a hand edit) is ignored and the run
 read from disk.
 The index is never the truth: deleting it loses nothing.
+A row written by an older Orbit, which lacks a key of today's rows (`ROW_KEYS`), is ignored
+the same way, so a new field reaches every row on the next listing, each run read once.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ from orbit.store.excerpt import key_line
 from orbit.store.files import append_jsonl, atomic_write
 from orbit.store.model import Run, folder_of
 
+# Keys added to the row after its first version: a row without one is from an older Orbit.
+ROW_KEYS = ("params",)
+
 
 def row_for(run: Run, stamp: list[int] | None) -> dict[str, Any]:
     spec, status = run.spec, run.status
@@ -29,6 +34,7 @@ def row_for(run: Run, stamp: list[int] | None) -> dict[str, Any]:
         "group": spec.get("group"),
         "folder": folder_of(spec, status),  # `orbit mv` changes it in status.yaml
         "tags": spec.get("tags") or {},
+        "params": spec.get("params") or {},
         "image": spec.get("image"),
         "command": spec.get("command") or [],
         "cpus": resources.get("cpus"),
@@ -76,8 +82,10 @@ def _apply(raw: bytes, rows: dict[str, dict[str, Any]]) -> int:
             continue
         if row.get("removed"):
             rows.pop(row["id"], None)
-        else:
+        elif all(key in row for key in ROW_KEYS):
             rows[row["id"]] = row
+        else:  # an older Orbit's row: the run is read from disk and a current row appended
+            rows.pop(row["id"], None)
     return len(lines)
 
 

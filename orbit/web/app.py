@@ -4,6 +4,7 @@ files and the compare page in their own modules. Every route but the login is re
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 from urllib.parse import quote
@@ -157,8 +158,15 @@ def settings() -> str:
     )
 
 
+def wants_json() -> bool:
+    """A request under /api/, or one that asks for JSON (a script posting a note or a cancel
+    with `Accept: application/json`): its errors are JSON too, never the HTML page."""
+    return bottle.request.path.startswith("/api/") or "application/json" in (header("Accept") or "")
+
+
 def error_page(err: bottle.HTTPError) -> str:
-    """Every status, 500 included: the security headers, and no traceback or host path."""
+    """Every status, 500 included: the security headers, and no traceback or host path; for
+    the API, `{"error": "...", "status": N}` as application/json."""
     _apply_headers(bottle.response)
     ctx = current()
     if err.status_code >= 500:
@@ -169,6 +177,9 @@ def error_page(err: bottle.HTTPError) -> str:
         message = "the server failed to build this page (see runtime/web.log)"
     else:  # no host paths in an answer: the home is named, not spelled out
         message = str(err.body).replace(str(ctx.home.root), "ORBIT_HOME")
+    if wants_json():
+        bottle.response.content_type = "application/json"
+        return json.dumps({"error": message, "status": err.status_code})
     try:
         return ctx.render("error", title=f"{err.status_code}", status=err.status, message=message)
     except Exception:  # the error page itself must not fail

@@ -1,7 +1,7 @@
 """Server-side SVG line charts: one chart per metric key, one polyline per run.
 
 The charts are plain markup (no script needed to see them), every label is escaped, and the
-points are already down-sampled (orbit.web.series), so a chart is a few tens of kilobytes.
+points are already down-sampled (orbit.review.series), so a chart is a few tens of kilobytes.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from orbit.human import human_bytes
+from orbit.human import fmt_metric, human_bytes
 
 WIDTH, HEIGHT = 560, 200
 LEFT, RIGHT, TOP, BOTTOM = 58, 10, 10, 26
@@ -29,11 +29,7 @@ class Line:
 
 
 def fmt(v: float | None) -> str:
-    if v is None:
-        return ""
-    if v == int(v) and abs(v) < 1e15:
-        return str(int(v))
-    return f"{v:.4g}"
+    return "" if v is None else fmt_metric(v)
 
 
 def _num(v: float) -> str:

@@ -1,6 +1,8 @@
 """The compare page: up to ten runs, metrics overlaid, parameters and results side by side.
+Its tables are orbit/review/compare.py's, the rows of `orbit compare` turned on their side.
 
 GET /compare?ids=1,2,3
+GET /api/compare?ids=1,2,3   `orbit compare --json` of those runs
 """
 
 from __future__ import annotations
@@ -9,13 +11,14 @@ from typing import Any
 
 import bottle
 
-from orbit.human import human_seconds
-from orbit.store.describe import describe, latest_metrics
+from orbit.errors import UsageError
+from orbit.review.compare import Column, Comparison, parse_metric, parse_result
+from orbit.review.compare import compare as review_compare
+from orbit.review.series import read_metrics
 from orbit.store.model import METRICS, Run
-from orbit.web.charts import COLORS, Line, fmt, fmt_size, svg_chart
+from orbit.web.charts import COLORS, Line, svg_chart
 from orbit.web.context import Route, WebContext, current, load_run
 from orbit.web.run_page import PAGE_CHARTS
-from orbit.web.series import read_metrics
 
 COMPARE_MAX = 10  # also in static/orbit.js
 
@@ -24,26 +27,33 @@ Row = tuple[str, list[str], bool]  # name, the value of each run, whether they d
 
 def compare() -> str:
     ctx = current()
+    ids = _ids()
+    runs = [load_run(ctx, i) for i in ids]
+    return ctx.render("compare", title="compare " + ", ".join(ids), **compare_data(ctx, runs))
+
+
+def api_compare() -> dict[str, Any]:
+    """`orbit compare --json` for ?ids=1,2,3 (at most COMPARE_MAX runs), with the CLI's
+    ?metric=NAME[:min|max] and ?result=PATH:KEY (each repeatable or comma-separated)."""
+    ctx = current()
+    runs = [load_run(ctx, i) for i in _ids()]
+    query = bottle.request.query
+    try:
+        metrics = [parse_metric(t) for v in query.getall("metric") for t in v.split(",") if t]
+        results = [parse_result(v) for v in query.getall("result") if v]
+    except UsageError as exc:
+        bottle.abort(400, str(exc))
+    return review_compare(runs, metrics, results).to_json()
+
+
+def _ids() -> list[str]:
     raw = bottle.request.query.getunicode("ids", "") or ""
     ids = list(dict.fromkeys(i.strip() for i in raw.split(",") if i.strip()))
     if not ids:
         bottle.abort(400, "choose runs to compare: /compare?ids=1,2")
     if len(ids) > COMPARE_MAX:
         bottle.abort(400, f"compare at most {COMPARE_MAX} runs at once")
-    runs = [load_run(ctx, i) for i in ids]
-    return ctx.render("compare", title="compare " + ", ".join(ids), **compare_data(ctx, runs))
-
-
-def _row(name: str, values: list[Any]) -> Row:
-    shown = ["" if v is None else fmt(v) if isinstance(v, float) else str(v) for v in values]
-    return name, shown, len(set(shown)) > 1
-
-
-def _union(infos: list[dict[str, Any]], field: str) -> list[str]:
-    names: list[str] = []
-    for info in infos:
-        names.extend(k for k in (info.get(field) or {}) if k not in names)
-    return names
+    return ids
 
 
 def _charts(runs: list[Run]) -> tuple[list[tuple[str, str]], int]:
@@ -66,59 +76,50 @@ def _charts(runs: list[Run]) -> tuple[list[tuple[str, str]], int]:
     return charts, max(0, len(keys) - PAGE_CHARTS)
 
 
-def _results(infos: list[dict[str, Any]]) -> list[Row]:
-    def peak(i: dict[str, Any], key: str) -> Any:
-        return (i["peaks"] or {}).get(key)
+_SECTIONS = (  # title, which columns of the comparison (by key prefix or key)
+    ("Parameters", ("params.",)),
+    ("Tags", ("tags.",)),
+    ("Resources", ("image", "cpus", "mem_gb", "gpus", "group", "folder")),
+    ("Results", ("state", "reason", "exit_code", "duration_s", "peak_")),
+)
 
-    return [
-        _row("state", [i["state"] for i in infos]),
-        _row("reason", [i["reason"] for i in infos]),
-        _row("exit code", [i["exit_code"] for i in infos]),
-        _row("duration", [_duration(i["duration_s"]) for i in infos]),
-        _row("peak memory", [_peak_mem(i) for i in infos]),
-        _row("peak CPU cores", [peak(i, "cpu_cores") for i in infos]),
-        _row("CPU seconds", [peak(i, "cpu_seconds") for i in infos]),
-    ]
+
+def _sections(cmp: Comparison, runs: list[Run]) -> list[tuple[str, list[Row]]]:
+    """The comparison's columns as rows (one value per run), grouped; the rest are the
+    metrics and result keys."""
+    n = len(cmp.rows)
+
+    def row(col: Column) -> Row:
+        values = [cmp.text(i, col) for i in range(n)]
+        title = col.key.partition(".")[2] if col.key.startswith(("tags.", "params.")) else None
+        return title or col.title, values, len(set(values)) > 1
+
+    placed: set[str] = {"id", "name"}
+    out: list[tuple[str, list[Row]]] = []
+    for title, keys in _SECTIONS:
+        cols = [c for c in cmp.columns if c.key not in placed and c.key.startswith(keys)]
+        placed.update(c.key for c in cols)
+        rows = [row(c) for c in cols]
+        if title == "Resources":
+            commands = [" ".join(map(str, r.spec.get("command") or [])) for r in runs]
+            rows.append(("command", commands, len(set(commands)) > 1))
+        out.append((title, rows))
+    rest = [row(c) for c in cmp.columns if c.key not in placed]
+    out.append((f"Metrics (last, min, max, {cmp.x_label} of the best)", rest))
+    return out
 
 
 def compare_data(ctx: WebContext, runs: list[Run]) -> dict[str, Any]:
-    infos = [describe(ctx.store, r, notes=False) for r in runs]
     charts, more_keys = _charts(runs)
-    params = [_row(k, [(i["params"] or {}).get(k) for i in infos]) for k in _union(infos, "params")]
-    tags = [_row(k, [(i["tags"] or {}).get(k) for i in infos]) for k in _union(infos, "tags")]
-    resources = [
-        _row(k, [(i["resources"] or {}).get(k) for i in infos]) for k in _union(infos, "resources")
-    ]
-    resources.append(_row("image", [i["image"] for i in infos]))
-    resources.append(_row("command", [" ".join(map(str, i["command"])) for i in infos]))
-    finals = [latest_metrics(r)[0] for r in runs]
-    final_keys: list[str] = []
-    for f in finals:
-        final_keys.extend(k for k in f if k not in final_keys)
-    final_rows = [_row(k, [f.get(k) for f in finals]) for k in final_keys[:200]]
+    cmp = review_compare(runs)
     return {
         "runs": runs,
         "labels": [r.label for r in runs],
         "colors": [COLORS[i % len(COLORS)] for i in range(len(runs))],
         "charts": charts,
         "more_keys": more_keys,
-        "sections": [
-            ("Parameters", params),
-            ("Tags", tags),
-            ("Resources", resources),
-            ("Results", _results(infos)),
-            ("Final metric values", final_rows),
-        ],
+        "sections": _sections(cmp, runs),
     }
 
 
-def _duration(seconds: float | None) -> str | None:
-    return None if seconds is None else human_seconds(seconds)
-
-
-def _peak_mem(info: dict[str, Any]) -> str | None:
-    b = (info.get("peaks") or {}).get("mem_bytes")
-    return fmt_size(int(b)) if isinstance(b, int | float) else None
-
-
-ROUTES: list[Route] = [("GET", "/compare", compare)]
+ROUTES: list[Route] = [("GET", "/compare", compare), ("GET", "/api/compare", api_compare)]

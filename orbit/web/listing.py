@@ -188,12 +188,28 @@ def runs_api() -> dict[str, Any]:
             rows.append(item if isinstance(item, Broken) else row_for(item, None))
     else:
         rows = ctx.store.list_rows()
-    out: dict[str, Any] = {}
-    for row in rows:
-        rid = row.id if isinstance(row, Broken) else str(row["id"])
-        v = view_row(row)
-        out[rid] = {k: v.get(k) for k in ("state", "reason", "duration", "error")}
-    return {"runs": out}
+    return {"runs": {(r.id if isinstance(r, Broken) else str(r["id"])): api_row(r) for r in rows}}
+
+
+def api_row(row: dict[str, Any] | Broken) -> dict[str, Any]:
+    """One run of /api/runs: typed as in `orbit ps --json` (`reason` null when there is none,
+    `duration_s` in seconds or null before the start), `duration` as the page shows it."""
+    if isinstance(row, Broken):
+        return {
+            "state": "error",
+            "reason": None,
+            "duration": None,
+            "duration_s": None,
+            "error": row.problem,
+        }
+    dur = duration_s(row)
+    return {
+        "state": row.get("state"),
+        "reason": row.get("reason") or None,
+        "duration": human_seconds(dur),
+        "duration_s": dur,
+        "error": None,
+    }
 
 
 def cancel() -> Any:

@@ -18,12 +18,12 @@ import bottle
 
 from orbit.errors import NotFoundError
 from orbit.human import human_seconds
+from orbit.review.series import Metrics, read_metrics
 from orbit.store.describe import describe
 from orbit.store.model import CODE_DIFF, LOG, METRICS, RunState
 from orbit.web import runfiles
 from orbit.web.charts import COLORS, Line, fmt, fmt_size, svg_chart
 from orbit.web.context import Route, current, header, load_run
-from orbit.web.series import Metrics, read_metrics
 
 LOG_TAIL = 64 << 10
 ERROR_TAIL_BYTES = 16 << 10  # read for the last lines of a failed run's log

@@ -25,13 +25,14 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from orbit.errors import NotFoundError, OrbitError
+from orbit.store.dirlist import Entry as Entry
+from orbit.store.dirlist import scan_dir
 
 LOG_LIMIT_MAX = 1 << 20  # one log request returns at most 1 MiB
 PREVIEW_BYTES = 256 << 10
 JSON_PRETTY_MAX = 4 << 20
 CSV_ROWS = 200
 CSV_BYTES = 1 << 20
-SCAN_MAX = 20000  # entries of one folder looked at; a listing says when there are more
 CSV_COLUMNS = 100
 LISTING_MAX = 2000
 DIFF_BYTES = 512 << 10
@@ -263,35 +264,14 @@ def diff_lines(path: Path) -> tuple[list[tuple[str, str]], bool]:
 
 
 # --- folders and previews -----------------------------------------------------------------
-@dataclass
-class Entry:
-    name: str
-    is_dir: bool
-    size: int
-    link: bool
-
-
 def list_dir(path_fd: int) -> tuple[list[Entry], int]:
     """The entries of the folder behind an O_PATH descriptor (folders first, by name), at most
     LISTING_MAX, and how many there are (counted up to SCAN_MAX). Links are not followed."""
-    entries = []
     dir_fd = reopen(path_fd, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        with os.scandir(dir_fd) as it:  # scandir works on a copy: dir_fd stays ours to close
-            for n, e in enumerate(it):
-                if n >= SCAN_MAX:
-                    break
-                try:
-                    link = e.is_symlink()
-                    is_dir = e.is_dir(follow_symlinks=False)
-                    size = 0 if is_dir or link else e.stat(follow_symlinks=False).st_size
-                except OSError:
-                    link, is_dir, size = False, False, 0
-                entries.append(Entry(e.name, is_dir, size, link))
+    try:  # scandir works on a copy: dir_fd stays ours to close
+        return scan_dir(dir_fd, LISTING_MAX)
     finally:
         os.close(dir_fd)
-    entries.sort(key=lambda e: (not e.is_dir, e.name))
-    return entries[:LISTING_MAX], len(entries)
 
 
 @dataclass

@@ -24,8 +24,14 @@
 % c, m = data["cpus"], data["memory"]
 <h2>CPUs and memory</h2>
 <table class="kv">
-<tr><th>CPUs</th><td>{{"%g" % c["leased"]}} of {{"%g" % c["total"]}} leased; {{"%.1f" % c["outside"]}} busy outside Orbit (load {{c["load"]}})</td></tr>
-<tr><th>Memory</th><td>{{"%g" % m["leased_gb"]}} of {{"%g" % m["total_gb"]}} GiB leased; {{"%.1f" % m["outside_gb"]}} GiB in use outside Orbit</td></tr>
+% off = "use outside Orbit not measured (count_outside_use: false)"
+% cpu_out = off if not m["measured"] else "use outside Orbit not measured yet (first sample)"
+% if c["outside"] is not None:
+%   cpu_out = "%.1f busy outside Orbit (load %g)" % (c["outside"], c["load"])
+% end
+% mem_out = off if m["outside_gb"] is None else "%.1f GiB in use outside Orbit" % m["outside_gb"]
+<tr><th>CPUs</th><td>{{"%g" % c["leased"]}} of {{"%g" % c["total"]}} leased, {{"%g" % c["free"]}} free; {{cpu_out}}</td></tr>
+<tr><th>Memory</th><td>{{"%g" % m["leased_gb"]}} of {{"%g" % m["total_gb"]}} GiB leased, {{"%g" % m["free_gb"]}} GiB free; {{mem_out}}</td></tr>
 </table>
 <h2>Leases</h2>
 % if data["leases"]:

@@ -1,4 +1,7 @@
-"""Metric series for the web view: metrics.jsonl read as a stream, each numeric key down-sampled.
+"""Metric series: metrics.jsonl read as a stream, each numeric key summarised and down-sampled.
+
+The one parser of metrics files: the web's charts and the review's summaries (`orbit show`,
+`orbit compare`) both read through `read_metrics`.
 
 A metrics file can hold millions of lines, so nothing here keeps more than one 1 MiB chunk of
 text and one float array per key in memory, and what leaves the server is at most `max_points`
@@ -31,9 +34,11 @@ class Series:
     x: list[float]
     y: list[float]
     count: int  # points before down-sampling
-    min: float
+    min: float  # min, max and their x: of every point parsed, never of the down-sampled ones
     max: float
     last: float
+    min_at: float  # the x of the first point holding the minimum
+    max_at: float
 
 
 @dataclass
@@ -58,6 +63,8 @@ class Metrics:
                     "min": s.min,
                     "max": s.max,
                     "last": s.last,
+                    "min_at": s.min_at,
+                    "max_at": s.max_at,
                 }
                 for k, s in self.series.items()
             },
@@ -209,6 +216,8 @@ class _Parsed:
                 xs[k].extend(compress(xcol, ok))
 
     def metrics(self, max_points: int, *, memo: bool = True) -> Metrics:
+        """Every key's summary and, when `max_points` > 0, its down-sampled points (0: the
+        summary alone, for a caller that shows no chart)."""
         out = Metrics(x_label=self.x_key or "line", lines=self.line_no)
         out.dropped_keys = len(self.dropped)
         out.skipped_bytes = self.skipped_bytes
@@ -217,18 +226,13 @@ class _Parsed:
                 continue  # a key that never held a number
             xa = self.xs[k]
             m = self.memos.setdefault(k, {}) if memo else None
-            px, py = downsample(xa, ya, max_points, m)
-            n = len(ya)
-            seen = m.get(-1) if m is not None else None  # (points, min, max) last time
-            if seen is not None and seen[0] < n:
-                lo, hi = min(seen[1], min(ya[seen[0] :])), max(seen[2], max(ya[seen[0] :]))
-            elif seen is not None and seen[0] == n:
-                lo, hi = seen[1], seen[2]
-            else:
-                lo, hi = min(ya), max(ya)
+            px, py = downsample(xa, ya, max_points, m) if max_points else ([], [])
+            lo, hi, lo_i, hi_i = _extremes(ya, m.get(-1) if m is not None else None)
             if m is not None:
-                m[-1] = (n, lo, hi)
-            out.series[k] = Series(k, px, py, n, lo, hi, ya[-1])
+                m[-1] = (len(ya), lo, hi, lo_i, hi_i)
+            out.series[k] = Series(
+                k, px, py, len(ya), lo, hi, ya[-1], min_at=xa[lo_i], max_at=xa[hi_i]
+            )
         return out
 
     def metrics_with(self, torn: bytes, max_points: int) -> Metrics:
@@ -249,9 +253,31 @@ class _Parsed:
                     del self.ys[k][n:], self.xs[k][n:]
 
 
+def _extremes(
+    ya: array[float], seen: tuple[int, float, float, int, int] | None
+) -> tuple[float, float, int, int]:
+    """(min, max, index of the first min, index of the first max) of `ya`; `seen` is the
+    answer for its first seen[0] values (the array only grows), so only the rest is scanned."""
+    n = len(ya)
+    if seen is None or seen[0] > n:
+        lo, hi = min(ya), max(ya)
+        return lo, hi, ya.index(lo), ya.index(hi)
+    done, lo, hi, lo_i, hi_i = seen
+    if done == n:
+        return lo, hi, lo_i, hi_i
+    part = ya[done:]
+    plo, phi = min(part), max(part)
+    if plo < lo:  # strictly: a tie keeps the earlier point
+        lo, lo_i = plo, done + part.index(plo)
+    if phi > hi:
+        hi, hi_i = phi, done + part.index(phi)
+    return lo, hi, lo_i, hi_i
+
+
 def read_metrics(path: Path, *, max_points: int = 1000) -> Metrics:
-    """Every numeric key of a metrics.jsonl against `step` (or `time`, or the line number),
-    down-sampled to at most `max_points` points each. The parse is kept per file identity, so
+    """Every numeric key of a metrics.jsonl against `step` (or `time`, or the line number):
+    its count, last, min and max (with their x) over every point, and its points
+    down-sampled to at most `max_points` (0: no points). The parse is kept per file identity, so
     a page reloaded while nothing was appended costs nothing and one reloaded after an append
     parses only the new lines (then down-samples again)."""
     try:
