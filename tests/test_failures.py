@@ -332,8 +332,13 @@ def test_failures_of_runs_settled_before_excerpts(orbit: Orbit) -> None:
         (2, {"lr": "9"}, "2026-01-01", "2026-01-02")
     ]
     assert got[0].example_id == olds[1].id
+    # The CLI takes the other runs' params from the listing index: it reads only the failed
+    # runs' directories (a run.yaml broken after listing goes unnoticed, its row is fresh).
+    assert orbit("ps", "-a").code == 0
+    ok.path("run.yaml").write_text("{broken")
     data = json.loads(orbit("failures", "--json").out)
     assert [f["run_ids"] for f in data["failures"]] == [[olds[0].id, olds[1].id]]
+    assert data["failures"][0]["shared_params"] == {"lr": "9"}
     assert run_signature("timed out after 3 min", None) == "timed out after N min (no output)"
 
 

@@ -50,11 +50,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.review.signatures import considered_runs, failures
+    from orbit.review.signatures import failed_in_scope, failures
     from orbit.store.runs import RunStore
 
-    store = RunStore(env.home)
-    found = failures(considered_runs(store, args.group, args.folder, args.since))
+    runs, considered = failed_in_scope(RunStore(env.home), args.group, args.folder, args.since)
+    found = failures(runs, considered)
     if args.json:
         print_json(env, {"failures": [f.to_json() for f in found]})
         return ExitCode.OK

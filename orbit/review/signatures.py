@@ -12,7 +12,7 @@ by its reason, since its log's last lines are whatever it happened to be printin
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -110,11 +110,11 @@ def _params(run: Run) -> dict[str, Any]:
     return params if isinstance(params, dict) else {}
 
 
-def varying_keys(runs: Sequence[Run]) -> set[str]:
+def varying_keys(params: Sequence[Mapping[str, Any]]) -> set[str]:
     """The params whose value is not the same in every run (missing counts as a value)."""
-    keys = {k for r in runs for k in _params(r)}
+    keys = {k for p in params for k in p}
     missing = object()
-    return {k for k in keys if len({repr(_params(r).get(k, missing)) for r in runs}) > 1}
+    return {k for k in keys if len({repr(p.get(k, missing)) for p in params}) > 1}
 
 
 def shared_params(runs: Sequence[Run], varying: set[str]) -> dict[str, Any]:
@@ -127,17 +127,19 @@ def shared_params(runs: Sequence[Run], varying: set[str]) -> dict[str, Any]:
     }
 
 
-def failures(runs: Iterable[Run]) -> list[Failure]:
+def failures(
+    runs: Iterable[Run], considered: Sequence[Mapping[str, Any]] | None = None
+) -> list[Failure]:
     """The failed and lost runs among `runs`, grouped by signature, most frequent first.
 
-    `runs` are all the runs considered (any state): a param is reported as shared only when
-    it varies among them, so `lr=50` is named when the lr=50 runs of a sweep failed and the
-    others did not.
+    A param is reported as shared only when it varies among the runs considered: the params
+    of each of them in `considered` (index rows carry them), else those of `runs` (any state).
+    So `lr=50` is named when the lr=50 runs of a sweep failed and the others did not.
     """
-    considered = list(runs)
-    varying = varying_keys(considered)
+    runs = list(runs)
+    varying = varying_keys(considered if considered is not None else [_params(r) for r in runs])
     groups: dict[str, list[tuple[Run, str | None]]] = {}
-    for run in considered:
+    for run in runs:
         if run.state not in FAILED:
             continue
         excerpt = run_excerpt(run)
@@ -178,16 +180,17 @@ def _in_scope(row: dict[str, Any], folder: str | None, since: datetime | None) -
     return True
 
 
-def considered_runs(
+def failed_in_scope(
     store: RunStore,
     group: str | None = None,
     folder: str | None = None,
     since: datetime | None = None,
-) -> list[Run]:
-    """What `failures` needs for a scope (a group, a folder and below, ended since a time):
-    the failed and lost runs, and the other runs of their groups (to tell which params vary).
-    Rows come from the listing index; only these runs' directories are read. NotFoundError
-    for a group no run names."""
+) -> tuple[list[Run], list[dict[str, Any]]]:
+    """For `failures` over a scope (a group, a folder and below, ended since a time): the
+    failed and lost runs, and the params of the runs considered (those runs and the other runs
+    of their groups in scope, to tell which params vary). Everything but the failed runs comes
+    from the listing index: only their directories are read. NotFoundError for a group no run
+    names."""
     rows = [r for r in store.list_rows() if isinstance(r, dict)]
     if group is not None:
         rows = [r for r in rows if r.get("group") == group]
@@ -195,7 +198,9 @@ def considered_runs(
             raise NotFoundError(f"no runs in group {group!r}")
     rows = [r for r in rows if _in_scope(r, folder, since)]
     failed_states = {s.value for s in FAILED}
-    failed = {r["id"] for r in rows if r.get("state") in failed_states}
-    groups = {r.get("group") for r in rows if r["id"] in failed and r.get("group")}
-    ids = [r["id"] for r in rows if r["id"] in failed or r.get("group") in groups]
-    return [r for r in store.load_many(ids) if isinstance(r, Run)]
+    failed = [r for r in rows if r.get("state") in failed_states]
+    ids = {r["id"] for r in failed}
+    groups = {r.get("group") for r in failed if r.get("group")}
+    considered = [r.get("params") or {} for r in rows if r["id"] in ids or r.get("group") in groups]
+    loaded = store.load_many(r["id"] for r in failed)
+    return [r for r in loaded if isinstance(r, Run)], considered

@@ -22,7 +22,7 @@ from orbit.store.files import append_jsonl, atomic_write
 from orbit.store.model import Run, folder_of
 
 # Keys added to the row after its first version: a row without one is from an older Orbit.
-ROW_KEYS = ("params",)
+ROW_KEYS = ("params", "error_line")
 
 
 def row_for(run: Run, stamp: list[int] | None) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 import bottle
 
 from orbit.errors import NotFoundError
-from orbit.review.signatures import Failure, considered_runs, failures
+from orbit.review.signatures import Failure, failed_in_scope, failures
 from orbit.web.context import Route, current
 
 
@@ -20,10 +20,10 @@ def _found() -> tuple[list[Failure], str | None, str | None]:
     group = (q.getunicode("group", "") or "").strip() or None
     folder = (q.getunicode("folder", "") or "").strip() or None
     try:
-        runs = considered_runs(current().store, group, folder)
+        runs, considered = failed_in_scope(current().store, group, folder)
     except NotFoundError as exc:
         bottle.abort(404, str(exc))
-    return failures(runs), group, folder
+    return failures(runs, considered), group, folder
 
 
 def failures_page() -> str:
