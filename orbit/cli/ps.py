@@ -281,7 +281,6 @@ def json_row(row: dict[str, Any], metric: tuple[str, dict[str, float]] | None) -
 
     out = {k: v for k, v in row.items() if k != "st"}
     out["params"] = row.get("params") or {}
-    out["error_line"] = row.get("error_line")  # also in rows cached before it was recorded
     out["duration_s"] = duration_s(row)
     if metric is not None:
         name, values = metric
