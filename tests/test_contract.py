@@ -24,6 +24,7 @@ RUN = {  # run --json, show --json
     "state",
     "reason",
     "exit_code",
+    "error_excerpt",
     "oom_killed",
     "image",
     "command",
@@ -58,6 +59,7 @@ ROW = {  # each of ps --json's runs
     "state",
     "reason",
     "exit_code",
+    "error_line",
     "submitted_at",
     "started_at",
     "finished_at",
@@ -68,6 +70,17 @@ METRICS = {"latest", "lines", "x", "summary"}  # run --json, show --json: `metri
 SUMMARY = {"latest", "min", "max", "count", "min_step", "max_step"}  # each of metrics.summary
 COMPARE = {"columns", "same", "metrics", "metrics_left_out", "results", "x", "runs"}
 NOTE = {"time", "author", "text"}
+FAILURE = {  # each of failures --json's failures
+    "signature",
+    "count",
+    "shared_params",
+    "first_seen",
+    "last_seen",
+    "run_ids",
+    "example_id",
+    "reason",
+    "excerpt",
+}
 CONFIG = {
     "home",
     "data_dir",
@@ -148,7 +161,9 @@ def test_json_of_a_finished_run(orbit: Orbit, busybox: str) -> None:
 
     waited = ok_json(orbit, "wait", "-g", "g")
     assert keys(waited) == {"ok", "runs"}
-    assert [keys(r) for r in waited["runs"]] == [{"id", "name", "state", "reason", "exit_code"}]
+    assert [keys(r) for r in waited["runs"]] == [
+        {"id", "name", "state", "reason", "exit_code", "error_excerpt"}
+    ]
 
     noted = ok_json(orbit, "note", "1", "lr too high")
     assert keys(noted) == {"id"} | NOTE
@@ -156,6 +171,19 @@ def test_json_of_a_finished_run(orbit: Orbit, busybox: str) -> None:
 
     removed = ok_json(orbit, "rm", "--yes", "1")
     assert removed == {"removed": ["1"]}
+
+
+def test_json_of_a_failed_run_and_failures(orbit: Orbit, busybox: str) -> None:
+    res = orbit(
+        "run", *SMALL, "--image", busybox, "-w", "--json", "--", "sh", "-c", "echo no >&2; exit 3"
+    )
+    failed = res.json()
+    assert keys(failed) == RUN and failed["error_excerpt"] == "no"
+    assert [keys(r) for r in ok_json(orbit, "ps", "-a")["runs"]] == [ROW]
+    found = ok_json(orbit, "failures")
+    assert keys(found) == {"failures"}
+    assert [keys(f) for f in found["failures"]] == [FAILURE]
+    assert found["failures"][0]["run_ids"] == [failed["id"]]
 
 
 def test_json_of_metric_summaries_and_compare(orbit: Orbit, busybox: str) -> None:

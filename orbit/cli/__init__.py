@@ -25,6 +25,7 @@ COMMANDS = {
     "compare": "compare",
     "logs": "logs",
     "wait": "wait",
+    "failures": "failures",
     "cancel": "cancel",
     "rm": "rm",
     "mv": "mv",

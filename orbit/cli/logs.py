@@ -1,4 +1,4 @@
-"""orbit logs ID [-f] [--tail BYTES]: the run's combined output (log.txt)."""
+"""orbit logs ID [-f] [--lines N | --tail BYTES]: the run's combined output (log.txt)."""
 
 from __future__ import annotations
 
@@ -6,18 +6,26 @@ import argparse
 import os
 from pathlib import Path
 
-from orbit.cli.common import add_json, print_json, runs_argument
+from orbit.cli.common import add_json, non_negative_int, print_json, runs_argument
 from orbit.cli.run import binary_stdout
 from orbit.cli.watch import copy_new, follow_until_done
 from orbit.env import Env
 from orbit.errors import CorruptError, ExitCode, UsageError
+
+LINE_BLOCK = 64 * 1024
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("logs", help="show a run's output")
     runs_argument(p, nargs=None)  # type: ignore[arg-type]
     p.add_argument("-f", "--follow", action="store_true", help="follow until the run ends")
-    p.add_argument("--tail", type=int, metavar="BYTES", help="start this many bytes from the end")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "-n", "--lines", type=non_negative_int, metavar="N", help="start N lines from the end"
+    )
+    where.add_argument(
+        "--tail", type=int, metavar="BYTES", help="start this many bytes from the end"
+    )
     add_json(p)
     p.set_defaults(func=run)
 
@@ -42,9 +50,10 @@ def run(args: argparse.Namespace, env: Env) -> int:
         except FileNotFoundError:
             pass
         print(f"orbit: warning: {exc}; showing its log.txt as it is", file=env.stderr)
-        return show(env, args.json, run_id, "unreadable", path, start(path, args.tail))
+        offset = start(path, args.tail, args.lines)
+        return show(env, args.json, run_id, "unreadable", path, offset)
     path = run.path("log.txt")
-    offset = start(path, args.tail)
+    offset = start(path, args.tail, args.lines)
     if args.follow:
         if not args.json:
             follow_until_done(env, store, run, offset=offset, out=binary_stdout(env))
@@ -53,15 +62,44 @@ def run(args: argparse.Namespace, env: Env) -> int:
     return show(env, args.json, run.id, run.state.value, path, offset)
 
 
-def start(path: Path, tail: int | None) -> int:
-    """The offset to start from: 0, or `tail` bytes before the end."""
-    if tail is None:
-        return ExitCode.OK
+def start(path: Path, tail: int | None, lines: int | None = None) -> int:
+    """The offset to start from: 0, `tail` bytes before the end, or the start of the last
+    `lines` lines (a last line without its newline counts as one)."""
+    if tail is None and lines is None:
+        return 0
     try:
         size = os.path.getsize(path)
     except OSError:
-        size = 0
-    return max(0, size - tail)
+        return 0
+    if lines is None:
+        return max(0, size - (tail or 0))
+    return _line_start(path, size, lines)
+
+
+def _line_start(path: Path, size: int, lines: int) -> int:
+    """The offset of the last `lines` lines, read backwards a block at a time."""
+    if lines == 0 or size == 0:
+        return size
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(size - 1)
+            # The newline ending the last line starts no line; a last line without one counts.
+            seen = 0 if fh.read(1) != b"\n" else -1
+            pos = size
+            while pos > 0:
+                block = min(LINE_BLOCK, pos)
+                fh.seek(pos - block)
+                data = fh.read(block)
+                end = len(data)
+                while (cut := data.rfind(b"\n", 0, end)) >= 0:
+                    seen += 1
+                    if seen == lines:
+                        return pos - block + cut + 1
+                    end = cut
+                pos -= block
+    except OSError:
+        return 0  # the read that follows says what is wrong
+    return 0
 
 
 def show(env: Env, as_json: bool, run_id: str, state: str, path: Path, offset: int) -> int:

@@ -8,11 +8,13 @@ import fnmatch
 import math
 from collections.abc import Callable
 from datetime import UTC, datetime
+from textwrap import shorten
 from typing import Any
 
 from orbit.cli.common import add_json, ago, group_option, print_json, side_tick, table
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
+from orbit.store.excerpt import from_command
 
 STATES = ("queued", "starting", "running", "succeeded", "failed", "cancelled", "lost")
 STATE_ALIASES = {
@@ -123,6 +125,8 @@ def run(args: argparse.Namespace, env: Env) -> int:
         note = r.get("reason") or ""
         if state == "succeeded":
             note = ""
+        elif r.get("error_line") and from_command(r.get("reason")):
+            note = f"{note} — {shorten(r['error_line'], 80, placeholder=' …')}"
         res = f"{_num(r.get('cpus'))}c/{_num(r.get('mem_gb'))}G"
         body.append(
             [

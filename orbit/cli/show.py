@@ -54,7 +54,7 @@ def _field(label: str, text: str) -> str:
 def _request(d: dict[str, Any]) -> list[str]:
     """State, where the run is filed, and what it asked for."""
     state = d["state"] + (f": {d['reason']}" if d.get("reason") else "")
-    out = [_field("state", state)]
+    out = [_field("state", state), *_excerpt(d)]
     for key in ("group", "folder"):
         if d.get(key):
             out.append(_field(key, d[key]))
@@ -71,6 +71,12 @@ def _request(d: dict[str, Any]) -> list[str]:
         text += f", timeout {d['timeout_min']} min"
     out.append(_field("resources", text))
     return out
+
+
+def _excerpt(d: dict[str, Any]) -> list[str]:
+    """The end of a failed run's log that says why (error_excerpt), under its reason."""
+    lines = (d.get("error_excerpt") or "").split("\n")
+    return [_field("log ends" if i == 0 else "", line) for i, line in enumerate(lines) if line]
 
 
 def _outcome(d: dict[str, Any], gaps: Any) -> list[str]:

@@ -17,6 +17,7 @@ from orbit.cli.common import (
 from orbit.cli.watch import POLL_SECONDS, QueueNotes, SideTicks, StatusWatch
 from orbit.env import Env
 from orbit.errors import CorruptError, ExitCode, NotFoundError
+from orbit.store.excerpt import from_command, key_line, run_excerpt
 from orbit.store.runs import Broken, RunStore
 
 if TYPE_CHECKING:
@@ -136,6 +137,7 @@ def result(run: Run | Broken) -> dict[str, Any]:
             "state": UNREADABLE,
             "reason": run.problem,
             "exit_code": None,
+            "error_excerpt": None,
         }
     return {
         "id": run.id,
@@ -143,6 +145,7 @@ def result(run: Run | Broken) -> dict[str, Any]:
         "state": run.state.value,
         "reason": run.reason,
         "exit_code": run.exit_code,
+        "error_excerpt": run_excerpt(run),
     }
 
 
@@ -151,6 +154,9 @@ def print_results(env: Env, results: list[dict[str, Any]]) -> None:
         reason = f": {r['reason']}" if r.get("reason") else ""
         label = f"{r['id']} ({r['name']})" if r.get("name") else r["id"]
         print(f"run {label} {r['state']}{reason}", file=env.stdout)
+        line = key_line(r.get("error_excerpt"))
+        if line and from_command(r.get("reason")):
+            print(f"  {line}", file=env.stdout)
 
 
 def counts(label: str, runs: list[Run | Broken]) -> str:

@@ -34,6 +34,7 @@ from orbit.execute.watching import (
 )
 from orbit.sched.cgroup import OomEvents, Sampler, locate
 from orbit.sched.gpus import GpuPeaks, open_gpus
+from orbit.store.excerpt import log_excerpt
 from orbit.store.exitrecord import EXIT_HINTS, finalize_from_exit, read_exit, write_exit
 from orbit.store.files import atomic_write, read_jsonl, unlink_quiet
 from orbit.store.home import Home
@@ -427,6 +428,7 @@ class Shepherd:
             actor=self.actor,
             reason="its container vanished with no exit record",
             finished_at=now_iso(),
+            error_excerpt=log_excerpt(run.path(LOG)),
         )
         unlink_quiet(self.home.active_dir / run.id)
         unlink_quiet(self.home.secrets_path(run.id))

@@ -32,7 +32,9 @@ from orbit.review.best import (
     params_text,
 )
 from orbit.review.compare import default_maximize
+from orbit.review.signatures import failures
 from orbit.store.describe import latest_metrics
+from orbit.store.excerpt import run_excerpt
 from orbit.store.files import atomic_write, read_jsonl
 from orbit.store.model import ACTIVE, NOTES, Run, parse_iso
 from orbit.store.notes import group_notes
@@ -105,7 +107,7 @@ def _entry(run: Run) -> dict[str, Any]:
         "state": status.get("state"),
         "reason": status.get("reason"),
         "exit_code": status.get("exit_code"),
-        "error_excerpt": status.get("error_excerpt"),
+        "error_excerpt": run_excerpt(run),  # a run settled before excerpts: from its log, once
         "submitted_at": status.get("submitted_at"),
         "finished_at": status.get("finished_at"),
         "metrics": dict(list(metrics.items())[:MAX_METRICS]),
@@ -324,45 +326,7 @@ def _short(note: dict[str, Any]) -> dict[str, Any]:
 
 def failure_summary(runs: list[Run]) -> list[dict[str, Any]]:
     """The failure signatures of `runs` (orbit/review/signatures.py), most frequent first."""
-    try:
-        from orbit.review.signatures import failures
-    except ImportError:
-        return _failures_by_reason(runs)
-    out = []
-    for f in failures(runs)[:SHOWN_FAILURES]:
-        data = f.to_json() if hasattr(f, "to_json") else dict(f.__dict__)
-        out.append(data)
-    return out
-
-
-def _failures_by_reason(runs: list[Run]) -> list[dict[str, Any]]:
-    groups: dict[str, list[Run]] = {}
-    for r in runs:
-        if r.status.get("state") in ("failed", "lost"):
-            excerpt = str(r.status.get("error_excerpt") or r.status.get("reason") or "")
-            last = excerpt.strip().splitlines()[-1] if excerpt.strip() else "no excerpt"
-            groups.setdefault(last, []).append(r)
-    out = []
-    for sig, members in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:SHOWN_FAILURES]:
-        out.append(
-            {
-                "signature": sig,
-                "count": len(members),
-                "shared_params": _shared(members),
-                "run_ids": [r.id for r in members[:3]],
-                "excerpt": members[0].status.get("error_excerpt")
-                or members[0].status.get("reason"),
-            }
-        )
-    return out
-
-
-def _shared(runs: list[Run]) -> dict[str, Any]:
-    first = dict(runs[0].spec.get("params") or {})
-    for r in runs[1:]:
-        params = r.spec.get("params") or {}
-        first = {k: v for k, v in first.items() if k in params and params[k] == v}
-    return first
+    return [f.to_json() for f in failures(runs)[:SHOWN_FAILURES]]
 
 
 # --- the page ------------------------------------------------------------------------------------

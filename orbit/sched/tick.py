@@ -24,6 +24,7 @@ from orbit.sched import clock, pool
 from orbit.sched.plan import Admit, Demand, Wait, plan
 from orbit.sched.resources import Amount, machine_totals
 from orbit.store import index
+from orbit.store.excerpt import log_excerpt
 from orbit.store.exitrecord import finalize_from_exit, read_exit, rebuild_status
 from orbit.store.files import atomic_write, touch_exclusive, unlink_quiet
 from orbit.store.home import Home, current_boot_id
@@ -34,7 +35,7 @@ from orbit.store.locks import (
     stuck_scheduler,
     try_lock,
 )
-from orbit.store.model import LEASED, Run, RunState, now_iso, parse_iso
+from orbit.store.model import LEASED, LOG, Run, RunState, now_iso, parse_iso
 from orbit.store.runs import Broken, RunStore, id_key, shepherd_alive
 
 log = logging.getLogger(__name__)
@@ -440,6 +441,7 @@ def _check_boot(
                     event="lost",
                     reason="the machine restarted while the run was active",
                     finished_at=now_iso(),
+                    error_excerpt=log_excerpt(item.path(LOG)),
                 )
             spawn(home, item.id)  # removes what is left of the container, then the marker
             report.repaired.append(item.id)

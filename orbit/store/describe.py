@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from orbit.store.dirlist import scan_dir
+from orbit.store.excerpt import run_excerpt
 from orbit.store.folders import of_run
 from orbit.store.model import Run, parse_iso
 from orbit.store.notes import group_notes
@@ -89,6 +90,7 @@ def describe(
         "state": status.get("state"),
         "reason": status.get("reason"),
         "exit_code": status.get("exit_code"),
+        "error_excerpt": run_excerpt(run),
         "oom_killed": bool(status.get("oom_killed")),
         "image": spec.get("image"),
         "command": spec.get("command") or [],

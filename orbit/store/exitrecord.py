@@ -15,9 +15,10 @@ from typing import Any
 from orbit.errors import DISK_FULL, ConflictError, CorruptError, OrbitError
 from orbit.human import fmt_num
 from orbit.store import index
+from orbit.store.excerpt import log_excerpt
 from orbit.store.files import atomic_write, read_yaml, write_yaml
 from orbit.store.locks import locked
-from orbit.store.model import FORMAT, LEASED, Run, RunState, now_iso
+from orbit.store.model import FORMAT, LEASED, LOG, Run, RunState, now_iso
 from orbit.store.runs import RunStore
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,8 @@ def settled_fields(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def finalize_from_exit(store: RunStore, run_id: str, *, actor: str) -> bool:
-    """Settle a run from its exit.json; a run already settled is left as it is.
+    """Settle a run from its exit.json; a run already settled is left as it is. A failed run
+    gets its `error_excerpt` (store/excerpt.py) in the same write.
 
     False when the run's files cannot be read or written (hand-damaged, disk full): the result
     stays in exit.json and the run is left for the tick to repair (`rebuild_status`).
@@ -95,6 +97,8 @@ def finalize_from_exit(store: RunStore, run_id: str, *, actor: str) -> bool:
         return False
     fields = settled_fields(record)
     state = RunState(fields.pop("state"))
+    if state is RunState.FAILED:
+        fields["error_excerpt"] = log_excerpt(run_dir / LOG)
     try:
         started_at = store.load(run_id).status.get("started_at")
     except OrbitError:

@@ -17,11 +17,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from orbit.store.excerpt import key_line
 from orbit.store.files import append_jsonl, atomic_write
 from orbit.store.model import Run, folder_of
 
 # Keys added to the row after its first version: a row without one is from an older Orbit.
-ROW_KEYS = ("params",)
+ROW_KEYS = ("params", "error_line")
 
 
 def row_for(run: Run, stamp: list[int] | None) -> dict[str, Any]:
@@ -42,6 +43,7 @@ def row_for(run: Run, stamp: list[int] | None) -> dict[str, Any]:
         "state": status.get("state"),
         "reason": status.get("reason"),
         "exit_code": status.get("exit_code"),
+        "error_line": key_line(status.get("error_excerpt")),
         "submitted_at": status.get("submitted_at"),
         "started_at": status.get("started_at"),
         "finished_at": status.get("finished_at"),

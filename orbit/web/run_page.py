@@ -82,16 +82,21 @@ def run_page(run_id: str) -> str:
     output, n_output = _listing(run.dir, "output")
     session, n_session = _listing(run.dir, "session")
     failed = run.state in (RunState.FAILED, RunState.LOST)
+    info = describe(ctx.store, run)
+    error_lines: list[str] = []
+    if failed:  # the error excerpt when the log has one, else its last lines
+        excerpt = info["error_excerpt"]
+        error_lines = excerpt.split("\n") if excerpt else error_tail(run.path(LOG))
     return ctx.render(
         "run",
         title=f"run {run.label}",
         run=run,
-        info=describe(ctx.store, run),
+        info=info,
         spec=run.spec,
         status=run.status,
         events=ctx.store.events(run.id),
         log=runfiles.read_log(run.path(LOG), -1, LOG_TAIL),
-        error_lines=error_tail(run.path(LOG)) if failed else [],
+        error_lines=error_lines,
         charts=charts_html(metrics),
         metrics=_summary(metrics),
         page_charts=PAGE_CHARTS,

@@ -16,6 +16,7 @@
   <a class="brand" href="/">Orbit</a>
   <nav>
     <a href="/">Runs</a>
+    <a href="/failures">Failures</a>
     <a href="/resources">Resources</a>
     <a href="/settings">Settings</a>
 % if authed:

@@ -7,7 +7,7 @@
 <p class="reason" id="run-reason">{{info['reason']}}</p>
 % end
 % if error_lines:
-<div class="error-tail" id="run-error"><div class="muted">The log ends with:</div>
+<div class="error-tail" id="run-error"><div class="muted">From the end of its log:</div>
 <pre class="log">{{'\n'.join(error_lines)}}</pre></div>
 % end
 % if not run.state.finished:
