@@ -45,7 +45,7 @@ def test_digest_of_a_sweep(orbit: Orbit, swept: Swept, repo: Path) -> None:
     # The best setting with its mean, the diverging one with its failures, the lucky run.
     assert "## Best by final loss (lowest is better)" in text
     assert "- best setting: lr=1: mean 0.12 ± 0.01 (n=3 of 3;" in text
-    assert "- lr=50: no succeeded run (3 of 3 failed)" in text
+    assert "- lr=50: no succeeded run with loss (3 of 3 failed)" in text
     assert f"- best single run: {swept[('0.1', '2')]} (lr=0.1, seed=2), loss 0.04854" in text
     # The failure: its cause from the traceback, shared by exactly the lr=50 runs.
     failures = text.split("## Failures\n")[1].split("\n\n")[0]
@@ -84,6 +84,13 @@ def test_digest_of_a_sweep(orbit: Orbit, swept: Swept, repo: Path) -> None:
     assert data["best_run"]["id"] == swept[("0.1", "2")]
     [failure] = data["failures"]
     assert failure["count"] == 3
+
+    # Another metric that no run logged: no setting is best, and the page says why.
+    other = orbit("lessons", "-g", "lrs", "--metric", "accuracy", "--max")
+    assert other.code == 0, other.err
+    assert "## Best by final accuracy (highest is better)" in other.out
+    assert "- lr=1: no succeeded run with accuracy (0 of 3 failed)" in other.out
+    assert "best setting" not in other.out and "best single run" not in other.out
 
     # By project: the runs whose code came from this repository (the cwd's, or named).
     by_dir = orbit("lessons", cwd=repo)

@@ -405,7 +405,7 @@ def _best_lines(d: dict[str, Any]) -> list[str]:
         if s["mean"] is None:
             out.append(
                 _cut(
-                    f"- {params_text(s['params'])}: no succeeded run "
+                    f"- {params_text(s['params'])}: no succeeded run with {metric} "
                     f"({s['failed']} of {s['runs']} failed)"
                 )
             )
