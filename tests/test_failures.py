@@ -288,6 +288,21 @@ def test_excerpt_of_crafted_logs(tmp_path: Path) -> None:
     assert key_line(excerpt("ok\nSegmentation fault (core dumped)\nexit\n")) == (
         "Segmentation fault (core dumped)"
     )
+    # stdout and stderr reach the log through two pipes: a line printed before the error
+    # can land amid the traceback's frames; the innermost frame is still the one shown.
+    interleaved = (
+        "Traceback (most recent call last):\n"
+        '  File "<string>", line 13, in <module>\n'
+        "step 3 p 0.25\n"
+        '  File "/tmp/model-2/model.py", line 9, in sigmoid\n'
+        "    return 1 / (1 + math.exp(-z))\n"
+        "OverflowError: math range error\n"
+    )
+    assert excerpt(interleaved) == (
+        '  File "/tmp/model-2/model.py", line 9, in sigmoid\n'
+        "    return 1 / (1 + math.exp(-z))\n"
+        "OverflowError: math range error"
+    )
     # A traceback long ago, then much more output: the end of the log says more.
     stale = _tb("/c", 5, "f", "ValueError: caught") + "".join(f"step {i}\n" for i in range(40))
     assert excerpt(stale) == "\n".join(f"step {i}" for i in range(35, 40))

@@ -20,6 +20,8 @@ MAX_CHARS = 2000
 LAST_LINES = 5  # when nothing in the log is recognised
 # A match followed by more lines than this is old news (a caught error, then more output).
 STALE_AFTER = 25
+# Lines of the other stream looked past amid a traceback's frames before giving up on them.
+STRAY_LINES = 5
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
@@ -84,18 +86,10 @@ def _traceback(lines: list[str]) -> tuple[int, list[str]] | None:
     start = next((i for i in range(len(lines) - 1, -1, -1) if TRACEBACK.match(lines[i])), None)
     if start is None:
         return None
-    frames: list[tuple[int, str]] = []  # (line index, file)
-    i = start + 1
-    while i < len(lines):
-        m = FRAME.match(lines[i])
-        if m:
-            frames.append((i, m.group(1)))
-        elif not lines[i].startswith(" ") and lines[i].strip():
-            break  # the first line of the exception
-        i += 1
-    if i >= len(lines):
+    frames, first = _frames(lines, start + 1)
+    if first is None:
         return None  # cut short: no exception line yet
-    i = _exception_at(lines, i)
+    i = _exception_at(lines, first)
     out: list[str] = []
     if frames:
         own = [f for f in frames if not any(mark in f[1] for mark in LIBRARY)]
@@ -112,6 +106,28 @@ def _traceback(lines: list[str]) -> tuple[int, list[str]] | None:
         out.append(lines[j])
         end = j
     return end, out
+
+
+def _frames(lines: list[str], start: int) -> tuple[list[tuple[int, str]], int | None]:
+    """The frames (line index, file) of a traceback whose frames begin at `start`, and the
+    index of its first unindented line (the exception's, or the first of the output of the
+    run's other stream that landed amid the frames: stdout and stderr reach the log through
+    two pipes, so a line printed before the error can arrive in the middle of its traceback).
+    Frames after such a line still count; one that reads like an exception ends the frames."""
+    frames: list[tuple[int, str]] = []
+    first = None
+    for i in range(start, len(lines)):
+        m = FRAME.match(lines[i])
+        if m:
+            frames.append((i, m.group(1)))
+        elif not lines[i].startswith(" ") and lines[i].strip():
+            if first is None:
+                first = i
+            if EXCEPTION.match(lines[i]) and _exception_name(lines[i]):
+                return frames, first
+            if i - first >= STRAY_LINES:
+                break
+    return frames, first
 
 
 def _exception_at(lines: list[str], i: int) -> int:
