@@ -42,6 +42,7 @@ import bench_ps
 from common import (
     REPO,
     add_orbit_options,
+    alternate,
     child_environ,
     machine,
     ms_header,
@@ -152,13 +153,7 @@ def main() -> int:
             cache.unlink(missing_ok=True)
             first.append(timed(lessons, env, "bench_lessons"))
         print(f"cache file: {cache.stat().st_size / 1e6:.1f} MB")
-        for cmd in commands.values():
-            timed(cmd, env, "bench_lessons")  # warm-up
-        times: dict[str, list[float]] = {k: [] for k in commands}
-        print(f"repeats: {args.repeats} (+1 warm-up each), alternated: {', '.join(commands)}")
-        for _ in range(args.repeats):
-            for key, cmd in commands.items():
-                times[key].append(timed(cmd, env, "bench_lessons"))
+        times = alternate(commands, env, "bench_lessons", args.repeats)
     finally:
         if args.home or args.keep:
             print(f"kept ORBIT_HOME: {root}")

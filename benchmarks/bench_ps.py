@@ -43,6 +43,7 @@ from common import (
     REPO,
     add_orbit_options,
     admit,
+    alternate,
     child_environ,
     index_lines,
     machine,
@@ -306,13 +307,7 @@ def main() -> int:
             "-c pass": [sys.executable, "-c", "pass"],
             "ps": [sys.executable, str(orbit_py), "ps"],
         }
-        for cmd in commands.values():
-            timed(cmd, env, "bench_ps")  # warm-up
-        times: dict[str, list[float]] = {k: [] for k in commands}
-        print(f"repeats: {args.repeats} (+1 warm-up each), alternated ps -a, -c pass, ps, …")
-        for _ in range(args.repeats):
-            for key, cmd in commands.items():
-                times[key].append(timed(cmd, env, "bench_ps"))
+        times = alternate(commands, env, "bench_ps", args.repeats)
     finally:
         if args.home or args.keep:
             print(f"kept ORBIT_HOME: {root}")

@@ -160,6 +160,21 @@ def timed(cmd: list[str], env: dict[str, str], prog: str) -> float:
     return elapsed
 
 
+def alternate(
+    commands: dict[str, list[str]], env: dict[str, str], prog: str, repeats: int
+) -> dict[str, list[float]]:
+    """Each command once to warm up, then `repeats` rounds running them in turn (so a change
+    of the machine's load hits all alike); the seconds of each run, by name."""
+    for cmd in commands.values():
+        timed(cmd, env, prog)
+    times: dict[str, list[float]] = {k: [] for k in commands}
+    print(f"repeats: {repeats} (+1 warm-up each), alternated: {', '.join(commands)}")
+    for _ in range(repeats):
+        for key, cmd in commands.items():
+            times[key].append(timed(cmd, env, prog))
+    return times
+
+
 def index_lines(index: Path) -> int:
     """Lines in a home's index.jsonl (0 when there is none)."""
     try:
