@@ -37,9 +37,12 @@ def gpu_phrase(
 
 
 def human_seconds(seconds: float | None) -> str:
+    """12.34 → "12s", 1.23 → "1.2s", 0.04 → "<0.1s" (never "0.0s" for a time that passed)."""
     if seconds is None:
         return "-"
     seconds = max(0.0, seconds)
+    if seconds < 0.05:
+        return "<0.1s"
     if seconds < 60:
         return f"{seconds:.1f}s" if seconds < 10 else f"{seconds:.0f}s"
     if seconds < 3600:

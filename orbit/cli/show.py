@@ -87,13 +87,7 @@ def _outcome(d: dict[str, Any], gaps: Any) -> list[str]:
         out.append(_field("gpus", ", ".join(f"GPU {g['index']} ({g['uuid']})" for g in lease_gpus)))
     peaks = d.get("peaks") or {}
     if peaks:
-        out.append(
-            _field(
-                "peaks",
-                f"memory {human_bytes(peaks.get('mem_bytes'))}, "
-                f"CPU {peaks.get('cpu_cores', 0)} cores, {peaks.get('cpu_seconds', 0)} CPU-s",
-            )
-        )
+        out.append(_field("peaks", peaks_text(peaks, d.get("duration_s"))))
     if peaks.get("gpus"):
         out.append(_field("gpu peaks", "; ".join(_gpu_peak(g) for g in peaks["gpus"])))
     if d.get("exit_code") is not None:
@@ -109,6 +103,20 @@ def _outcome(d: dict[str, Any], gaps: Any) -> list[str]:
             )
         )
     return out
+
+
+def peaks_text(peaks: dict[str, Any], ran_s: float | None) -> str:
+    """`memory 5.4 MiB, CPU 0.99 cores, 0.55 CPU-s`. The shepherd reads the container's
+    counters every SAMPLE_SECONDS and a CPU rate needs two readings: a run that ended sooner
+    has no CPU peak ("not sampled"), and one no reading saw (no memory) no peaks at all."""
+    from orbit.execute.watching import SAMPLE_SECONDS
+
+    mem, cores, cpu_s = (peaks.get(k, 0) for k in ("mem_bytes", "cpu_cores", "cpu_seconds"))
+    if not mem and not cores and not cpu_s:
+        return "not sampled (the run ended before the first sample)"
+    brief = ran_s is not None and ran_s < SAMPLE_SECONDS
+    cpu = "CPU not sampled (ran too briefly)" if brief and not cores else f"CPU {cores} cores"
+    return f"memory {human_bytes(mem)}, {cpu}, {cpu_s} CPU-s"
 
 
 def _gpu_peak(g: dict[str, Any]) -> str:

@@ -168,23 +168,39 @@ def counts(label: str, runs: list[Run | Broken]) -> str:
 
 class Progress:
     """The counts on stderr: rewritten in place on a terminal; elsewhere (a log, an agent's
-    pipe) a new line only when they change, so the output stays short."""
+    pipe) a new line only when they change and at most every LINE_SECONDS, so a sweep of short
+    runs stays a few lines. The last counts are always printed by `close`."""
+
+    LINE_SECONDS = 2.0
 
     def __init__(self, out: TextIO, label: str) -> None:
         self.out = out
         self.label = label
         self.tty = out.isatty()
-        self.last: str | None = None
+        self.last: str | None = None  # the line shown last
+        self.pending: str | None = None  # newer counts not shown yet (not a terminal)
+        self.shown_at = float("-inf")
 
     def show(self, runs: list[Run | Broken]) -> None:
         line = counts(self.label, runs)
         if line == self.last:
+            self.pending = None
             return
-        self.last = line
-        self.out.write(f"\r{line}\x1b[K" if self.tty else f"{line}\n")
+        if self.tty:
+            self._write(f"\r{line}\x1b[K", line)
+        elif time.monotonic() - self.shown_at >= self.LINE_SECONDS:
+            self._write(f"{line}\n", line)
+        else:
+            self.pending = line
+
+    def _write(self, text: str, line: str) -> None:
+        self.out.write(text)
         self.out.flush()
+        self.last, self.pending, self.shown_at = line, None, time.monotonic()
 
     def close(self) -> None:
-        if self.tty and self.last is not None:
+        if self.pending is not None:
+            self._write(f"{self.pending}\n", self.pending)  # the final counts, always
+        elif self.tty and self.last is not None:
             self.out.write("\n")  # the summary (or an error) starts on a line of its own
             self.out.flush()

@@ -229,11 +229,13 @@ class RunStore:
         return _present(self.run_dir(run_id) / "status.yaml")
 
     def resolve(self, ref: str) -> Run:
-        """A run by exact id, unique id prefix, or unique name."""
+        """A run by exact id, unique id prefix, unique name, or unique name prefix."""
         return self.load(self.resolve_id(ref))
 
     def resolve_id(self, ref: str) -> str:
-        """The id `ref` names (as `resolve`), without reading the run: it may be broken."""
+        """The id `ref` names (as `resolve`), without reading the run: it may be broken.
+        Order: an exact id, a unique id prefix, a unique exact name, then (when no id starts
+        with `ref` and no run has that name) a unique name prefix."""
         ref = ref.strip()
         if not ref:
             raise NotFoundError("empty run id")
@@ -241,19 +243,18 @@ class RunStore:
         # absolute path would name a directory outside runs/.
         if "/" not in ref and not ref.startswith(".") and self.exists(ref):
             return ref
-        names = self._dir_names()
-        by_prefix = [n for n in names if n.startswith(ref)]
+        by_prefix = [n for n in self._dir_names() if n.startswith(ref)]
         if len(by_prefix) == 1:
             return by_prefix[0]
         # list_rows, not the raw index: it fills in runs the index lacks (deleted, or a crash
         # between a status write and its index line).
-        by_name = sorted(
-            {
-                r.id if isinstance(r, Broken) else r["id"]
-                for r in self.list_rows()
-                if (r.name if isinstance(r, Broken) else r.get("name")) == ref
-            }
-        )
+        names = [
+            (r.id, r.name) if isinstance(r, Broken) else (r["id"], r.get("name"))
+            for r in self.list_rows()
+        ]
+        by_name = sorted({i for i, name in names if name == ref})
+        if not by_prefix and not by_name:
+            by_name = sorted({i for i, name in names if name and str(name).startswith(ref)})
         if len(by_name) == 1:
             return by_name[0]
         if len(by_prefix) > 1 or len(by_name) > 1:

@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import bottle
 
 from orbit.errors import OrbitError
-from orbit.human import human_seconds
-from orbit.store.describe import duration_s
+from orbit.human import fmt_metric, human_seconds
+from orbit.review.best import main_metric, number
+from orbit.store.describe import duration_s, latest_metrics
 from orbit.store.index import row_for
-from orbit.store.runs import Broken, id_key
+from orbit.store.model import NOTES, Run
+from orbit.store.runs import Broken, RunStore, id_key
 from orbit.web.context import Route, current, header, local_path
 
 PER_PAGE = 50
 FILTERS = ("state", "name", "group", "tag", "folder", "q")
 COLUMNS = ("id", "name", "state", "group", "folder", "submitted", "duration")
 IDS_MAX = 500  # /api/runs?ids=: the page asks for the PER_PAGE runs it shows
+NOTES_READ_MAX = 1 << 20  # a larger notes.jsonl is not counted: only its last note is read
+NOTE_WORDS = 40  # characters of the last note the list shows
 STATES = ("queued", "starting", "running", "succeeded", "failed", "cancelled", "lost")
 
 
@@ -105,11 +112,74 @@ def resources_text(row: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
-def view_row(row: dict[str, Any] | Broken) -> dict[str, Any]:
+def params_text(params: Any) -> str:
+    """`lr=0.1 seed=2`: a run's sweep parameters, compact."""
+    if not isinstance(params, dict):
+        return ""
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
+def notes_glance(path: Path) -> tuple[int | None, str]:
+    """How many notes a notes.jsonl holds (None when it is too large to count cheaply) and the
+    text of the last one: one read of a small file, only its last line parsed."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - NOTES_READ_MAX))
+            data = fh.read()
+    except OSError:
+        return 0, ""
+    lines = [line for line in data.splitlines() if line.strip()]
+    count = len(lines) if size <= NOTES_READ_MAX else None
+    for line in reversed(lines):
+        try:
+            note = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(note, dict):
+            return count, str(note.get("text") or "")
+    return count, ""
+
+
+def metric_text(latest: dict[str, Any]) -> str:
+    """`loss 0.0211`: the run's main metric (the first numeric key that is not an axis) and
+    its latest value; "" without one."""
+    key = main_metric([latest])
+    return f"{key} {fmt_metric(number(latest[key]))}" if key else ""
+
+
+def notes_text(count: int | None, last: str) -> str:
+    """`2 · BEST CONFIG, converges fast` (the last note's first words)."""
+    if count == 0:
+        return ""
+    first = " ".join(last.split())
+    if len(first) > NOTE_WORDS:
+        first = first[: NOTE_WORDS - 1].rstrip() + "…"
+    return f"{'many' if count is None else count} · {first}"
+
+
+@dataclass
+class Glance:
+    """What the list reads from a run's own files (its metrics tail and notes.jsonl)."""
+
+    latest: dict[str, Any]
+    notes: int | None
+    last_note: str
+
+    @classmethod
+    def read(cls, store: RunStore, run_id: str) -> Glance:
+        folder = store.run_dir(run_id)
+        latest, _ = latest_metrics(Run(run_id, folder))
+        count, last = notes_glance(folder / NOTES)
+        return cls(latest, count, last)
+
+
+def view_row(row: dict[str, Any] | Broken, glance: Glance | None = None) -> dict[str, Any]:
     """What one table row shows (all plain strings; the template escapes them)."""
     if isinstance(row, Broken):
         return {"id": row.id, "error": row.problem, "state": "error", "group": ""}
     dur = duration_s(row)
+    glance = glance or Glance({}, 0, "")
     return {
         "id": str(row["id"]),
         "error": None,
@@ -124,6 +194,10 @@ def view_row(row: dict[str, Any] | Broken) -> dict[str, Any]:
         "resources": resources_text(row),
         "reason": str(row.get("reason") or ""),
         "tags": ", ".join(f"{k}={v}" for k, v in (row.get("tags") or {}).items()),
+        "params": params_text(row.get("params")),
+        "metric": metric_text(glance.latest),
+        "notes": notes_text(glance.notes, glance.last_note),
+        "last_note": glance.last_note,
     }
 
 
@@ -148,8 +222,11 @@ def _group_of(row: dict[str, Any] | Broken) -> str:
     return "" if isinstance(row, Broken) else str(row.get("group") or "")
 
 
-def select(rows: list[dict[str, Any] | Broken], query: Query) -> dict[str, Any]:
-    """The rows of one page, after filters, sorting, grouping and paging."""
+def select(
+    rows: list[dict[str, Any] | Broken], query: Query, store: RunStore | None = None
+) -> dict[str, Any]:
+    """The rows of one page, after filters, sorting, grouping and paging; with `store`, each
+    shown run's latest main metric and notes are read from its files (PER_PAGE runs at most)."""
     field_filters = {k: v for k, v in query.filters.items() if k != "q"}
     kept: list[dict[str, Any] | Broken] = []
     for row in rows:
@@ -164,19 +241,24 @@ def select(rows: list[dict[str, Any] | Broken], query: Query) -> dict[str, Any]:
         kept.sort(key=_group_of)
     pages = max(1, math.ceil(len(kept) / PER_PAGE))
     page = min(query.page, pages)
-    shown = [view_row(r) for r in kept[(page - 1) * PER_PAGE : page * PER_PAGE]]
+    shown = [view_row(r, _glance(store, r)) for r in kept[(page - 1) * PER_PAGE : page * PER_PAGE]]
     return {"rows": shown, "total": len(kept), "page": page, "pages": pages}
+
+
+def _glance(store: RunStore | None, row: dict[str, Any] | Broken) -> Glance | None:
+    return None if store is None or isinstance(row, Broken) else Glance.read(store, row["id"])
 
 
 def runs_page() -> str:
     ctx = current()
     query = Query.parse(bottle.request.query)
-    data = select(ctx.store.list_rows(), query)
+    data = select(ctx.store.list_rows(), query, ctx.store)
     return ctx.render("listing", title="Runs", query=query, states=STATES, **data)
 
 
 def runs_api() -> dict[str, Any]:
-    """State, reason and duration of the runs named in ?ids=1,2 (or of all runs)."""
+    """State, reason, duration, params, latest metrics and note count of the runs named in
+    ?ids=1,2 (or of all runs: then the files of the IDS_MAX newest runs only are read)."""
     ctx = current()
     wanted = list(dict.fromkeys(i for i in bottle.request.query.get("ids", "").split(",") if i))
     if len(wanted) > IDS_MAX:
@@ -188,18 +270,30 @@ def runs_api() -> dict[str, Any]:
             rows.append(item if isinstance(item, Broken) else row_for(item, None))
     else:
         rows = ctx.store.list_rows()
-    return {"runs": {(r.id if isinstance(r, Broken) else str(r["id"])): api_row(r) for r in rows}}
+    ids = [r.id if isinstance(r, Broken) else str(r["id"]) for r in rows]
+    read = set(sorted(ids, key=id_key)[-IDS_MAX:])  # each run's files: a bounded number
+    return {
+        "runs": {
+            i: api_row(r, _glance(ctx.store, r) if i in read else None)
+            for i, r in zip(ids, rows, strict=True)
+        }
+    }
 
 
-def api_row(row: dict[str, Any] | Broken) -> dict[str, Any]:
+def api_row(row: dict[str, Any] | Broken, glance: Glance | None = None) -> dict[str, Any]:
     """One run of /api/runs: typed as in `orbit ps --json` (`reason` null when there is none,
-    `duration_s` in seconds or null before the start), `duration` as the page shows it."""
+    `duration_s` in seconds or null before the start), `duration` and `metric` as the page
+    shows them; `metrics_latest` and `notes` (a count) are null when not read (`glance`)."""
     if isinstance(row, Broken):
         return {
             "state": "error",
             "reason": None,
             "duration": None,
             "duration_s": None,
+            "params": {},
+            "metric": None,
+            "metrics_latest": None,
+            "notes": None,
             "error": row.problem,
         }
     dur = duration_s(row)
@@ -208,6 +302,10 @@ def api_row(row: dict[str, Any] | Broken) -> dict[str, Any]:
         "reason": row.get("reason") or None,
         "duration": human_seconds(dur),
         "duration_s": dur,
+        "params": row.get("params") or {},
+        "metric": metric_text(glance.latest) if glance else None,
+        "metrics_latest": glance.latest if glance else None,
+        "notes": glance.notes if glance else None,
         "error": None,
     }
 

@@ -49,7 +49,7 @@
         rows().forEach(function (row) {
           var run = data.runs[row.dataset.id];
           if (!run || run.error) return;
-          ["state", "reason", "duration"].forEach(function (f) {
+          ["state", "reason", "duration", "metric"].forEach(function (f) {
             var cell = row.querySelector("[data-field=" + f + "]");
             if (cell && cell.textContent !== (run[f] || "")) {
               cell.textContent = run[f] || "";  // text, never HTML

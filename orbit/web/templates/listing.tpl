@@ -30,24 +30,29 @@
 <table class="runs">
 <thead><tr>
   <th><input type="checkbox" id="select-all" title="select all"></th>
-  % for col in ("id", "name", "state", "group", "folder", "submitted", "duration"):
+  % for col in ("id", "name", "state"):
   %   mark = (" ▼" if query.desc else " ▲") if query.sort == col else ""
   <th><a href="{{query.url(sort=col, desc='0' if query.sort == col and query.desc else '1', page=1)}}">{{col}}{{mark}}</a></th>
   % end
-  <th>resources</th><th>reason</th>
+  <th class="params">params</th><th class="metric" title="the latest value of the run's main metric">metric</th>
+  % for col in ("group", "folder", "submitted", "duration"):
+  %   mark = (" ▼" if query.desc else " ▲") if query.sort == col else ""
+  <th class="col-{{col}}"><a href="{{query.url(sort=col, desc='0' if query.sort == col and query.desc else '1', page=1)}}">{{col}}{{mark}}</a></th>
+  % end
+  <th class="col-resources">resources</th><th class="reason">reason</th><th class="notes">notes</th>
 </tr></thead>
 <tbody>
 % last_group = None
 % for r in rows:
 %   if query.grouped and r.get("group") != last_group:
 %     last_group = r.get("group")
-<tr class="group-row"><th colspan="10">{{last_group or "(no group)"}}</th></tr>
+<tr class="group-row"><th colspan="13">{{last_group or "(no group)"}}</th></tr>
 %   end
 %   if r["error"]:
 <tr class="run broken" data-id="{{r['id']}}">
   <td><input type="checkbox" name="ids" value="{{r['id']}}"></td>
   <td><a href="/runs/{{r['id']}}">{{r['id']}}</a></td>
-  <td colspan="8" class="error">cannot read this run: {{r['error']}}</td>
+  <td colspan="11" class="error">cannot read this run: {{r['error']}}</td>
 </tr>
 %   else:
 <tr class="run" data-id="{{r['id']}}">
@@ -55,17 +60,20 @@
   <td><a href="/runs/{{r['id']}}">{{r['id']}}</a></td>
   <td class="name">{{r['name']}}</td>
   <td><span class="state state-{{r['state']}}" data-field="state">{{r['state']}}</span></td>
-  <td>{{r['group']}}</td>
-  <td>{{r['folder']}}</td>
-  <td class="time">{{r['submitted']}}</td>
-  <td data-field="duration">{{r['duration']}}</td>
-  <td>{{r['resources']}}</td>
+  <td class="params">{{r['params']}}</td>
+  <td class="metric" data-field="metric">{{r['metric']}}</td>
+  <td class="col-group">{{r['group']}}</td>
+  <td class="col-folder">{{r['folder']}}</td>
+  <td class="time col-submitted">{{r['submitted']}}</td>
+  <td class="col-duration" data-field="duration">{{r['duration']}}</td>
+  <td class="col-resources">{{r['resources']}}</td>
   <td class="reason" data-field="reason">{{r['reason']}}</td>
+  <td class="notes" title="{{r['last_note']}}">{{r['notes']}}</td>
 </tr>
 %   end
 % end
 % if not rows:
-<tr><td colspan="10" class="empty">No runs{{' match these filters' if query.filters else ' yet: start one with orbit run'}}.</td></tr>
+<tr><td colspan="13" class="empty">No runs{{' match these filters' if query.filters else ' yet: start one with orbit run'}}.</td></tr>
 % end
 </tbody>
 </table>
