@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from orbit.human import fmt_metric, human_seconds
 from orbit.review.best import main_metric, number
 from orbit.store.describe import duration_s, latest_metrics
 from orbit.store.index import row_for
-from orbit.store.model import NOTES, Run
+from orbit.store.model import METRICS, NOTES, Run
 from orbit.store.runs import Broken, RunStore, id_key
 from orbit.web.context import Route, current, header, local_path
 
@@ -245,8 +246,48 @@ def select(
     return {"rows": shown, "total": len(kept), "page": page, "pages": pages}
 
 
+class GlanceCache:
+    """Glances by run directory, reused while its metrics.jsonl and notes.jsonl are unchanged
+    (size, mtime, inode): the page polls /api/runs every 2.5 s, and a finished run's files
+    never change, so a poll costs two stats per run instead of a parse of its metrics tail."""
+
+    MAX = 4096  # entries kept; the oldest go first
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[Path, tuple[tuple[Any, Any], Glance]] = {}
+
+    def get(self, store: RunStore, run_id: str) -> Glance:
+        folder = store.run_dir(run_id)
+        stamp = (_stamp(folder / METRICS), _stamp(folder / NOTES))
+        with self._lock:
+            hit = self._items.get(folder)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        glance = Glance.read(store, run_id)
+        with self._lock:
+            self._items.pop(folder, None)
+            self._items[folder] = (stamp, glance)
+            while len(self._items) > self.MAX:
+                del self._items[next(iter(self._items))]
+        return glance
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+GLANCES = GlanceCache()
+
+
 def _glance(store: RunStore | None, row: dict[str, Any] | Broken) -> Glance | None:
-    return None if store is None or isinstance(row, Broken) else Glance.read(store, row["id"])
+    if store is None or isinstance(row, Broken):
+        return None
+    return GLANCES.get(store, str(row["id"]))
 
 
 def runs_page() -> str:
