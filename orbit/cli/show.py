@@ -16,7 +16,7 @@ SHOWN_METRICS = 12  # metric lines in the text; --json has them all
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("show", help="details of a run")
-    runs_argument(p, nargs=None, help="run id, unique id prefix or unique name")  # type: ignore[arg-type]
+    runs_argument(p, nargs=None, help="run id, unique id prefix, unique name or name prefix")  # type: ignore[arg-type]
     add_json(p)
     p.set_defaults(func=run)
 
