@@ -100,6 +100,17 @@ def check_front_matter(meta: Any, skill_dir: Path) -> list[str]:
     return errors + _check_optional(meta)
 
 
+def check_one_line(front: str, meta: dict[str, Any]) -> list[str]:
+    """The text keys must be plain one-line values: some skill loaders read front matter line by
+    line, and take `description: >-` for the description `>-` (or keep the quotes)."""
+    errors = []
+    for key in ("name", "description", "license", "compatibility"):
+        value = meta.get(key)
+        if isinstance(value, str) and f"\n{key}: {value}\n" not in f"\n{front}":
+            errors.append(f"{key}: not a plain one-line value (no quotes, no > or | block)")
+    return errors
+
+
 def check_links(md_file: Path, skill_dir: Path) -> list[str]:
     """Relative links must name an existing file inside the skill: a skill is installed by
     linking its directory alone into an agent's skill folder, so `../` leads nowhere there."""
@@ -131,6 +142,8 @@ def validate_skill(skill_dir: Path) -> list[str]:
     except yaml.YAMLError as exc:
         return [f"front matter: not YAML ({exc})"]
     errors = check_front_matter(meta, skill_dir)
+    if isinstance(meta, dict):
+        errors += check_one_line(front, meta)
     if not body.strip():
         errors.append("SKILL.md: the body is empty")
     if body.count("\n") > MAX_SKILL_LINES:
@@ -157,7 +170,7 @@ def test_skill_follows_the_standard(skill_dir: Path) -> None:
 GOOD = """\
 ---
 name: {name}
-description: Does one thing. Use when the user asks for that thing.
+description: Does one thing.
 license: MIT
 compatibility: Needs a shell.
 metadata:
@@ -203,6 +216,8 @@ BAD = {
     "compatibility too long": ("x", _edit("Needs a shell.", "c" * 501), "at most 500"),
     "metadata value not a string": ("x", _edit('"1.0"', "1.0"), "strings to strings"),
     "allowed-tools a mapping": ("x", _edit("Bash Read", "{a: 1}"), "allowed-tools"),
+    "a folded description": ("x", _edit("description: Does", "description: >-\n  Does"), "plain"),
+    "a quoted description": ("x", _edit("Does one thing.", "'Does one thing.'"), "plain"),
     "empty body": ("x", GOOD.format(name="x").split("# Body")[0], "body is empty"),
     "no front matter": ("x", "# Just markdown\n", "front matter"),
     "front matter not YAML": ("x", "---\nname: [x\n---\nbody\n", "not YAML"),
@@ -329,3 +344,28 @@ def test_the_extractor_follows_shell_syntax() -> None:
         ["compare", "-g", "lr", "--json"],
         ["show", "12", "--json"],
     ]
+
+
+@pytest.mark.parametrize("skill_dir", skill_dirs(), ids=lambda p: p.name)
+def test_description_says_when_to_use_it(skill_dir: Path) -> None:
+    parts = split_front_matter((skill_dir / "SKILL.md").read_text(encoding="utf-8"))
+    assert parts is not None
+    assert "Use when" in yaml.safe_load(parts[0])["description"]
+
+
+def test_the_skills_ship_with_the_package() -> None:
+    """orbit/skills links to skills/, and package-data names every file in it, so an installed
+    Orbit carries the same copy (a later `orbit plugin install` links agents to it)."""
+    import tomllib
+    from pathlib import PurePosixPath
+
+    repo = SKILLS.parent
+    assert (repo / "orbit" / "skills").resolve() == SKILLS.resolve()
+    pyproject = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["orbit"]
+    files = [PurePosixPath("skills", *p.relative_to(SKILLS).parts) for p in SKILLS.rglob("*")]
+    assert files
+    for path in files:
+        if (repo / path).is_file():
+            shipped = [pat for pat in patterns if len(PurePosixPath(pat).parts) == len(path.parts)]
+            assert any(path.match(pat) for pat in shipped), f"{path} is not in package-data"
