@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "each metric its last, min and max value and the step of the best. Columns equal in "
         "every row are listed once above the table.",
     )
-    runs_argument(p, nargs="*", help="run ids, unique id prefixes or unique names")
+    runs_argument(p, nargs="*", help="run ids, unique id prefixes, names or unique name prefixes")
     group_option(p, "the runs of this group")
     action = p.add_argument("--folder", help="the runs of this folder and its subfolders")
     action.completer = complete_folders
