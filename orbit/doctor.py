@@ -6,6 +6,7 @@ import os
 import secrets
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
@@ -297,7 +298,35 @@ def check_scheduler_lock(home: Home) -> Check:
     return Check("scheduler lock", OK, "not stuck (ticks can run)")
 
 
-def run_checks(home: Home) -> list[dict[str, Any]]:
+def check_agents(home: Home, environ: Mapping[str, str]) -> list[Check]:
+    """Which agents have Orbit's skills and hooks (`orbit plugin`), and which copy is stale.
+    An agent without them is information, not a problem."""
+    from orbit.agents.plugin import status
+    from orbit.errors import OrbitError
+
+    try:
+        rows = status(home, environ)["agents"]
+    except OrbitError as exc:
+        return [Check("agent plugin", WARN, str(exc), "`orbit plugin update`")]
+    installed = [r for r in rows if r["installed"]]
+    if not installed:
+        detail = "no agent has Orbit's skills (`orbit plugin install claude|codex|pi|dsh`)"
+        return [Check("agent plugin", OK, detail)]
+    checks = []
+    for row in installed:
+        hooks = {None: "", True: " and hooks", False: ", hooks missing"}[row["hooks"]]
+        detail = f"{row['agent']}: skills{hooks} {row['version']} in {row['skills_dir']}"
+        if row["stale"]:
+            checks.append(Check("agent plugin", WARN, detail + " (stale)", "`orbit plugin update`"))
+        else:
+            checks.append(Check("agent plugin", OK, detail))
+    missing = [r["agent"] for r in rows if not r["installed"]]
+    if missing:
+        checks.append(Check("agent plugin", OK, "not installed for " + ", ".join(missing)))
+    return checks
+
+
+def run_checks(home: Home, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     checks: list[Check] = []
     docker_checks, info, client = check_docker()
     checks.extend(docker_checks)
@@ -310,4 +339,5 @@ def run_checks(home: Home) -> list[dict[str, Any]]:
         checks.append(check_disk("docker data root", Path(info["DockerRootDir"])))
     checks.extend(check_gpus(home, list(info.get("Runtimes") or {})))
     checks.extend(check_python())
+    checks.extend(check_agents(home, os.environ if environ is None else environ))
     return [asdict(c) for c in checks]

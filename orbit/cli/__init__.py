@@ -35,6 +35,7 @@ COMMANDS = {
     "best": "best",
     "lessons": "lessons",
     "doctor": "doctor",
+    "plugin": "plugin",
     "config": "config",
     "web": "web",
     "scheduler": "scheduler",

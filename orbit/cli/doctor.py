@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.doctor import run_checks
 
-    checks = run_checks(env.home)
+    checks = run_checks(env.home, env.environ)
     ok = all(c["status"] != "FAIL" for c in checks)
     if args.json:
         print_json(env, {"ok": ok, "checks": checks})

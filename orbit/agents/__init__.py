@@ -1,0 +1,1 @@
+"""Orbit inside coding agents: the skills and hooks `orbit plugin` installs."""

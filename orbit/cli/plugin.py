@@ -1,0 +1,94 @@
+"""orbit plugin: install Orbit's skills (and hooks) into Claude Code, Codex, pi and dsh."""
+
+from __future__ import annotations
+
+import argparse
+
+from orbit.cli.common import add_json, print_json
+from orbit.env import Env
+from orbit.errors import ExitCode
+
+AGENT_HELP = "claude (Claude Code), codex, pi or dsh"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plugin", help="install Orbit's skills and hooks into coding agents")
+    psub = p.add_subparsers(dest="action", metavar="ACTION")
+    i = psub.add_parser("install", help="link the skills (and hooks) into an agent")
+    i.add_argument("agent", choices=("claude", "codex", "pi", "dsh"), help=AGENT_HELP)
+    i.add_argument("--profile", help="a dsh profile (under $DSH_HOME/profiles)")
+    add_json(i)
+    i.set_defaults(func=install)
+    r = psub.add_parser("remove", help="take away what install added for an agent")
+    r.add_argument("agent", choices=("claude", "codex", "pi", "dsh"), help=AGENT_HELP)
+    r.add_argument("--profile", help="a dsh profile")
+    add_json(r)
+    r.set_defaults(func=remove)
+    ls = psub.add_parser("list", help="per agent: installed, version, stale, hooks")
+    add_json(ls)
+    ls.set_defaults(func=list_agents)
+    u = psub.add_parser("update", help="re-copy the skills and refresh every installed agent")
+    add_json(u)
+    u.set_defaults(func=update)
+
+
+def install(args: argparse.Namespace, env: Env) -> int:
+    from orbit.agents.plugin import install as do_install
+
+    result = do_install(env.home, args.agent, args.profile, env.environ)
+    if args.json:
+        print_json(env, result)
+    else:
+        _say_installed(env, result)
+    return ExitCode.OK
+
+
+def _say_installed(env: Env, result: dict) -> None:
+    names = ", ".join(result["skills"])
+    print(f"{result['agent']}: skills {names} in {result['skills_dir']}", file=env.stdout)
+    if result["hooks"]:
+        print(f"{result['agent']}: hooks in {result['hooks']}", file=env.stdout)
+    if not (result["linked"] or result["kit_updated"] or result["hooks_changed"]):
+        print("(already installed: nothing changed)", file=env.stdout)
+
+
+def remove(args: argparse.Namespace, env: Env) -> int:
+    from orbit.agents.plugin import remove as do_remove
+
+    result = do_remove(env.home, args.agent, args.profile, env.environ)
+    if args.json:
+        print_json(env, result)
+    else:
+        print(f"{result['agent']}: Orbit's skills and hooks removed", file=env.stdout)
+    return ExitCode.OK
+
+
+def list_agents(args: argparse.Namespace, env: Env) -> int:
+    from orbit.agents.plugin import status
+
+    result = status(env.home, env.environ)
+    if args.json:
+        print_json(env, result)
+        return ExitCode.OK
+    for row in result["agents"]:
+        if not row["installed"]:
+            print(f"{row['agent']:<12} not installed", file=env.stdout)
+            continue
+        hooks = {None: "", True: ", hooks", False: ", hooks missing"}[row["hooks"]]
+        stale = "  STALE: `orbit plugin update`" if row["stale"] else ""
+        line = f"{row['agent']:<12} installed {row['version']}{hooks} ({row['skills_dir']}){stale}"
+        print(line, file=env.stdout)
+    return ExitCode.OK
+
+
+def update(args: argparse.Namespace, env: Env) -> int:
+    from orbit.agents.plugin import update as do_update
+
+    results = do_update(env.home, env.environ)
+    if args.json:
+        print_json(env, {"updated": results})
+    elif not results:
+        print("no agent has Orbit's plugin; `orbit plugin install AGENT`", file=env.stdout)
+    for result in results if not args.json else []:
+        _say_installed(env, result)
+    return ExitCode.OK
