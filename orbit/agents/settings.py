@@ -73,7 +73,9 @@ class Settings:
         if self.existed and text == self.text:
             return False
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(self.path, text.encode())
+        # The user's file keeps its permissions; a new one is private (it may hold keys).
+        mode = self.path.stat().st_mode & 0o7777 if self.existed else 0o600
+        atomic_write(self.path, text.encode(), mode=mode)
         self.text, self.existed = text, True
         return True
 
