@@ -263,13 +263,21 @@ def remove(home: Home, agent: str, profile: str | None, environ: Mapping[str, st
     for d in reversed(entry.get("created_dirs", [])):
         try:
             Path(d).rmdir()
-        except OSError:
-            pass  # holds something else, or another agent's links: it stays
+        except OSError:  # holds something else, or another agent's links: it stays,
+            _hand_over(d, agents)  # and goes with the last agent that uses it
     if agents:
         kit.save_manifest(agents)
     else:
         kit.drop()
     return {"agent": t.key, "unlinked": unlinked, "hooks_removed": bool(settings_path)}
+
+
+def _hand_over(directory: str, agents: dict[str, Any]) -> None:
+    for other in agents.values():
+        skills_dir = Path(other["skills_dir"])
+        if skills_dir == Path(directory) or Path(directory) in skills_dir.parents:
+            dirs = set(other.get("created_dirs", [])) | {directory}
+            other["created_dirs"] = sorted(dirs, key=len)  # outermost first
 
 
 def status(home: Home, environ: Mapping[str, str]) -> dict:
