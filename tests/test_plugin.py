@@ -171,6 +171,25 @@ def test_claude_without_settings_creates_and_deletes_the_file(agents: Agents) ->
     assert not (agents.home / ".claude").exists()
 
 
+def test_a_linked_settings_file_stays_a_link(agents: Agents, tmp_path: Path) -> None:
+    dotfiles = tmp_path / "dotfiles" / "claude-settings.json"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text(USER_SETTINGS)
+    agents.settings.parent.mkdir()
+    agents.settings.symlink_to(dotfiles)
+    agents.ok("plugin", "install", "claude")
+    assert agents.settings.is_symlink() and "SessionEnd" in orbit_commands(
+        json.loads(dotfiles.read_text())
+    )
+    agents.ok("plugin", "remove", "claude")
+    assert agents.settings.is_symlink() and dotfiles.read_text() == USER_SETTINGS
+
+
+def test_plugin_without_an_action_is_one_line(agents: Agents) -> None:
+    code, _, err = agents("plugin")
+    assert code == 2 and err.count("\n") == 1
+
+
 def test_a_broken_settings_file_is_refused_and_left_alone(agents: Agents) -> None:
     agents.settings.parent.mkdir()
     broken = '{\n  "model": "opus",\n  "hooks": {\n'

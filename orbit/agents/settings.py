@@ -42,9 +42,10 @@ class Settings:
     """One JSON settings file as read: its data and how it was formatted."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self.existed = path.exists()
-        self.text = path.read_text() if self.existed else ""
+        # A settings file linked from elsewhere (a dotfiles checkout) is written where it lives.
+        self.path = path.resolve() if path.is_symlink() else path
+        self.existed = self.path.exists()
+        self.text = self.path.read_text() if self.existed else ""
         if self.existed:
             try:
                 data = json.loads(self.text)

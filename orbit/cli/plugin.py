@@ -6,13 +6,14 @@ import argparse
 
 from orbit.cli.common import add_json, print_json
 from orbit.env import Env
-from orbit.errors import ExitCode
+from orbit.errors import ExitCode, UsageError
 
 AGENT_HELP = "claude (Claude Code), codex, pi or dsh"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plugin", help="install Orbit's skills and hooks into coding agents")
+    p.set_defaults(func=no_action)
     psub = p.add_subparsers(dest="action", metavar="ACTION")
     i = psub.add_parser("install", help="link the skills (and hooks) into an agent")
     i.add_argument("agent", choices=("claude", "codex", "pi", "dsh"), help=AGENT_HELP)
@@ -30,6 +31,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     u = psub.add_parser("update", help="re-copy the skills and refresh every installed agent")
     add_json(u)
     u.set_defaults(func=update)
+
+
+def no_action(args: argparse.Namespace, env: Env) -> int:
+    raise UsageError(
+        "choose an action: install, remove, list or update (see `orbit plugin --help`)"
+    )
 
 
 def install(args: argparse.Namespace, env: Env) -> int:
