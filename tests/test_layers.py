@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("orbit.sched",),
     ("orbit.execute",),
     ("orbit.service",),
+    ("orbit.agents",),
     ("orbit.env", "orbit.doctor"),
     ("orbit.web",),
     ("orbit.cli",),

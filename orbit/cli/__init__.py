@@ -34,11 +34,13 @@ COMMANDS = {
     "note": "note",
     "best": "best",
     "lessons": "lessons",
+    "session": "session",
     "doctor": "doctor",
     "config": "config",
     "web": "web",
     "scheduler": "scheduler",
     "completion": "completion",
+    "hook": "hook",
     "_shepherd": "shepherd",
 }
 
