@@ -151,7 +151,10 @@ def copy_new_lines(source: Path, dest: Path, deadline: float) -> int:
             data = src.read(min(CHUNK, end - pos))
             cut = data.rfind(b"\n")
             while cut < 0:  # one line longer than a chunk: read on to its end (end is a newline)
-                data += src.read(min(CHUNK, end - pos - len(data)))
+                more = src.read(min(CHUNK, end - pos - len(data)))
+                if not more:  # the file changed under us: try again next time
+                    return pos - done
+                data += more
                 cut = data.rfind(b"\n")
             fd = os.open(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
             try:
