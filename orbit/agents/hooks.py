@@ -32,6 +32,7 @@ MAX_CONTEXT_CHARS = 4000
 # SessionEnd hooks get 1.5 s by default: the copy stops after this long and resumes next time.
 COPY_BUDGET_S = 1.0
 CHUNK = 1 << 20
+MAX_LOG_BYTES = 1 << 20
 
 
 class BadPayload(ValueError):
@@ -58,7 +59,10 @@ def log(home: Home, message: str) -> None:
     """One line in ORBIT_HOME/runtime/hooks.log (best effort: a hook never fails on it)."""
     try:
         home.runtime_dir.mkdir(parents=True, exist_ok=True)
-        with open(log_path(home), "a") as f:
+        path = log_path(home)
+        if path.exists() and path.stat().st_size > MAX_LOG_BYTES:
+            path.replace(path.with_name("hooks.log.1"))  # keep one older file, no more
+        with open(path, "a") as f:
             f.write(f"{now_iso()} {message}\n")
     except OSError:
         pass

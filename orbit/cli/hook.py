@@ -37,7 +37,8 @@ def run(args: argparse.Namespace, env: Env) -> int:
                 env.stdout.write(out + "\n")
         else:
             report = hooks.session_end(home, payload)
-            hooks.log(home, f"session-end {payload['session_id']}: {'; '.join(report) or '-'}")
+            if report:  # Stop fires after every turn: a session without runs logs nothing
+                hooks.log(home, f"session-end {payload['session_id']}: {'; '.join(report)}")
     except Exception as exc:  # a hook never fails the agent's session
         hooks.log(home, f"{args.event} failed: {exc.__class__.__name__}: {exc}")
     return ExitCode.OK
