@@ -343,3 +343,47 @@ def test_concurrent_runs_all_indexed(orbit: Orbit, tmp_path: Path) -> None:
         {str(k * 100 + i) for k in range(4) for i in range(20)}, key=int
     )
     assert os.path.exists(home.root / "agents" / "sessions" / f"{SESSION}.json")
+
+
+def test_sweep_from_a_session_indexes_every_run(orbit: Orbit, busybox: str, tmp_path: Path) -> None:
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text('{"type":"user","message":{"role":"user","content":"sweep"}}\n')
+    orbit.environ.update(
+        ORBIT_AGENT_SESSION="sweep-session",
+        ORBIT_AGENT_HARNESS="claude-code",
+        ORBIT_AGENT_TRANSCRIPT=str(transcript),
+    )
+    res = orbit(
+        "sweep",
+        "--json",
+        "-g",
+        "s",
+        "-p",
+        "x=1,2,3",
+        "--image",
+        busybox,
+        *SMALL,
+        "--",
+        "echo",
+        "{x}",
+    )
+    assert res.code == 0, res.err
+    ids = [str(r["id"]) for r in res.json()["runs"]]
+    index = json.loads((orbit.home / "agents" / "sessions" / "sweep-session.json").read_text())
+    assert index["runs"] == ids
+    stop = {
+        "session_id": "sweep-session",
+        "transcript_path": str(transcript),
+        "hook_event_name": "Stop",
+        "cwd": str(tmp_path),
+    }
+    assert hook(orbit, "session-end", stop, tmp_path).returncode == 0
+    for run_id in ids:
+        copy = orbit.run_dir(run_id) / "session" / "sweep-session.jsonl"
+        assert copy.read_bytes() == transcript.read_bytes()
+    # A different transcript under the same path is not appended to the old copy.
+    transcript.write_text('{"type":"user","message":{"role":"user","content":"other"}}\n' * 3)
+    assert hook(orbit, "session-end", stop, tmp_path).returncode == 0
+    copy = orbit.run_dir(ids[0]) / "session" / "sweep-session.jsonl"
+    assert b"other" not in copy.read_bytes()
+    assert "no longer starts with its copy" in (orbit.home / "runtime" / "hooks.log").read_text()

@@ -136,6 +136,16 @@ def _last_line_end(src: BinaryIO, start: int, size: int) -> int:
     return start
 
 
+def _same_tail(src: BinaryIO, dest: Path, done: int, n: int = 4096) -> bool:
+    """Whether the last `n` bytes of the copy are still those of the source (a transcript
+    replaced by another one is not appended to the old copy)."""
+    n = min(n, done)
+    src.seek(done - n)
+    with open(dest, "rb") as d:
+        d.seek(done - n)
+        return src.read(n) == d.read(n)
+
+
 def copy_new_lines(source: Path, dest: Path, deadline: float) -> int:
     """Append to `dest` the whole lines of `source` beyond `dest`'s length; bytes copied.
 
@@ -149,6 +159,8 @@ def copy_new_lines(source: Path, dest: Path, deadline: float) -> int:
         raise OSError(f"{source} is shorter ({size} bytes) than its copy {dest} ({done})")
     pos = done
     with open(source, "rb") as src:
+        if done and not _same_tail(src, dest, done):
+            raise OSError(f"{source} no longer starts with its copy {dest}: not appended to")
         end = _last_line_end(src, done, size)
         while pos < end and time.monotonic() < deadline:
             src.seek(pos)
@@ -197,7 +209,9 @@ def session_end(home: Home, payload: dict[str, Any], budget_s: float = COPY_BUDG
             continue
         try:
             n = copy_new_lines(source, folder / transcript_name(session_id), deadline)
+            report.append(f"run {run_id}: +{n} bytes")
+        except OSError as exc:  # this run's copy; the others still get theirs
+            report.append(f"run {run_id}: not copied: {exc}")
         finally:
             release(handle)
-        report.append(f"run {run_id}: +{n} bytes")
     return report
