@@ -53,6 +53,8 @@ class Orbit:
         self.cwd = cwd
         self.environ = {**os.environ, "ORBIT_HOME": str(home)}
         self.environ.pop("ORBIT_DATA", None)
+        for var in ("ORBIT_AGENT_SESSION", "ORBIT_AGENT_HARNESS", "ORBIT_AGENT_TRANSCRIPT"):
+            self.environ.pop(var, None)  # tests run from an agent session record none of it
         # Tests share this machine with their own load (pytest, dockerd, parallel suites): a
         # home does not subtract use outside Orbit unless a test turns it on to test it.
         self.configure(count_outside_use=False)

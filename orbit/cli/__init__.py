@@ -34,12 +34,14 @@ COMMANDS = {
     "note": "note",
     "best": "best",
     "lessons": "lessons",
+    "session": "session",
     "doctor": "doctor",
     "plugin": "plugin",
     "config": "config",
     "web": "web",
     "scheduler": "scheduler",
     "completion": "completion",
+    "hook": "hook",
     "_shepherd": "shepherd",
 }
 

@@ -33,6 +33,9 @@ def run(args: argparse.Namespace, env: Env) -> int:
         side_tick(env)  # its shepherd died: settle or restart it first
         run = store.load(run.id)
     d = describe(store, run, metrics=metrics_json(run))
+    session = _session(run)
+    if session is not None:
+        d["session"] = session
     if args.json:
         print_json(env, d)
         return ExitCode.OK
@@ -42,9 +45,39 @@ def run(args: argparse.Namespace, env: Env) -> int:
         *_outcome(d, run.status.get("log_incomplete")),
         *_times(d),
         *_code(d),
+        *_session_lines(session),
     ]
     env.stdout.write("".join(line + "\n" for line in lines))
     return ExitCode.OK
+
+
+def _session(run: Any) -> dict[str, Any] | None:
+    """The agent session that launched the run: harness, id and messages copied so far."""
+    from orbit.agents.transcript import count_messages, transcript_file
+
+    agent = run.spec.get("agent")
+    if not isinstance(agent, dict):
+        return None
+    path = transcript_file(run)
+    try:
+        messages = count_messages(path) if path else 0
+    except OSError:
+        messages = 0
+    return {
+        "harness": agent.get("harness"),
+        "session_id": agent.get("session_id"),
+        "messages": messages,
+        "transcript": str(path) if path else None,
+    }
+
+
+def _session_lines(session: dict[str, Any] | None) -> list[str]:
+    if session is None:
+        return []
+    n = session["messages"]
+    copied = f"{n} message{'' if n == 1 else 's'}" if session["transcript"] else "not copied yet"
+    text = f"{session['harness'] or 'agent'} {session['session_id']} ({copied}; `orbit session`)"
+    return [_field("session", text)]
 
 
 def _field(label: str, text: str) -> str:

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from orbit.errors import DockerError, UsageError
+from orbit.errors import DockerError, OrbitError, UsageError
 from orbit.execute import build, docker_ops, snapshot
 from orbit.sched.plan import Demand, GpuSlot, never_fits
 from orbit.sched.resources import Amount, machine_totals
+from orbit.store.agent import agent_from_environ, record_session_run
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
 from orbit.store.model import Run, RunState, now_iso
@@ -259,6 +260,9 @@ def prepare(
         "node": socket.gethostname(),
         "submitted_by": {"user": environ.get("USER") or str(os.getuid()), "pid": os.getpid()},
     }
+    agent = agent_from_environ(environ)
+    if agent is not None:  # launched from an agent session (Orbit's SessionStart hook)
+        spec["agent"] = agent
     prepared = Prepared(spec, secrets, files)
     _image(home, req, prepared, cwd=cwd, environ=environ, progress=progress)
     return prepared
@@ -289,10 +293,17 @@ def submit(home: Home, prepared: Prepared, *, actor: str) -> Run:
             home.secrets_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             atomic_write(home.secrets_path(run_id), json.dumps(secrets).encode(), mode=0o600)
 
-    return store.create(
+    run = store.create(
         prepared.spec,
         reason="waiting for the scheduler",
         actor=actor,
         extra_files=prepared.files,
         prepare=keep_secrets,
     )
+    agent = prepared.spec.get("agent")
+    if agent:
+        try:
+            record_session_run(home, agent, run.id)
+        except (OSError, OrbitError):
+            pass  # the run exists and names its session in run.yaml; the index is a convenience
+    return run

@@ -1,0 +1,217 @@
+"""The Claude Code hooks Orbit installs: `orbit hook session-start` and `orbit hook session-end`.
+
+Both read the hook's JSON payload (session_id, transcript_path, cwd, hook_event_name, …) from
+stdin. They must never fail or slow the agent's session: the CLI catches everything, logs it to
+ORBIT_HOME/runtime/hooks.log and exits 0. The copy of a transcript is append-only, whole lines
+only, and bounded in time; a later call continues where the last one stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from orbit.store.agent import (
+    HARNESS_VAR,
+    SESSION_VAR,
+    TRANSCRIPT_VAR,
+    read_session_index,
+    valid_session_id,
+)
+from orbit.store.home import Home
+from orbit.store.locks import release, try_lock
+from orbit.store.model import now_iso
+
+HARNESS = "claude-code"
+# What the SessionStart hook adds to the context: the lessons digest, cut to this many chars.
+MAX_CONTEXT_CHARS = 4000
+# SessionEnd hooks get 1.5 s by default: the copy stops after this long and resumes next time.
+COPY_BUDGET_S = 1.0
+CHUNK = 1 << 20
+MAX_LOG_BYTES = 1 << 20
+
+
+class BadPayload(ValueError):
+    """The hook's stdin is not the payload Orbit expects."""
+
+
+def parse_payload(text: str) -> dict[str, Any]:
+    try:
+        payload = json.loads(text)
+    except ValueError as exc:
+        raise BadPayload(f"payload is not JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise BadPayload("payload is not a JSON object")
+    if not valid_session_id(payload.get("session_id")):
+        raise BadPayload(f"bad session_id {payload.get('session_id')!r}")
+    return payload
+
+
+def log_path(home: Home) -> Path:
+    return home.runtime_dir / "hooks.log"
+
+
+def log(home: Home, message: str) -> None:
+    """One line in ORBIT_HOME/runtime/hooks.log (best effort: a hook never fails on it)."""
+    try:
+        home.runtime_dir.mkdir(parents=True, exist_ok=True)
+        path = log_path(home)
+        if path.exists() and path.stat().st_size > MAX_LOG_BYTES:
+            path.replace(path.with_name("hooks.log.1"))  # keep one older file, no more
+        with open(path, "a") as f:
+            f.write(f"{now_iso()} {message}\n")
+    except OSError:
+        pass
+
+
+# --- SessionStart ------------------------------------------------------------------------------
+def env_lines(payload: dict[str, Any]) -> str:
+    """The `export` lines for CLAUDE_ENV_FILE: later Bash commands of the session see them."""
+    values = {SESSION_VAR: payload["session_id"], HARNESS_VAR: HARNESS}
+    transcript = payload.get("transcript_path")
+    if isinstance(transcript, str) and transcript:
+        values[TRANSCRIPT_VAR] = transcript
+    return "".join(f"export {k}={shlex.quote(str(v))}\n" for k, v in values.items())
+
+
+def write_env_file(path: Path, payload: dict[str, Any]) -> None:
+    with open(path, "a") as f:
+        f.write(env_lines(payload))
+
+
+def lessons_context(home: Home, cwd: str | None) -> str:
+    """The short lessons digest of `cwd`'s repository, or "" (no repository, no runs)."""
+    from orbit.errors import OrbitError
+    from orbit.execute.snapshot import repo_root
+    from orbit.review.lessons import Scope, digest, render
+    from orbit.store.runs import RunStore
+
+    if not cwd or not home.runs_dir.is_dir():
+        return ""
+    try:
+        root = repo_root(Path(cwd))
+        d = digest(RunStore(home), Scope(project=str(root)))
+    except OrbitError:  # not a repository, or no runs of it
+        return ""
+    text = render(d)
+    if len(text) > MAX_CONTEXT_CHARS:
+        text = text[: MAX_CONTEXT_CHARS - 40].rsplit("\n", 1)[0] + "\n… (see `orbit lessons`)\n"
+    return (
+        "Orbit (experiment runner) has runs of this repository. Its digest of what was tried "
+        "(`orbit lessons`):\n\n" + text
+    )
+
+
+def session_start(home: Home, payload: dict[str, Any], env_file: str | None) -> str:
+    """Export the session's variables; return what to print (the hook's JSON output or "")."""
+    if env_file:
+        write_env_file(Path(env_file), payload)
+    cwd = payload.get("cwd")
+    context = lessons_context(home, cwd if isinstance(cwd, str) else None)
+    if not context:
+        return ""
+    out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
+    return json.dumps(out)
+
+
+# --- Stop / SessionEnd -------------------------------------------------------------------------
+def transcript_name(session_id: str) -> str:
+    return f"{session_id}.jsonl"
+
+
+def _last_line_end(src: BinaryIO, start: int, size: int) -> int:
+    """The offset just after the last newline in [start, size), or `start` when there is none."""
+    pos = size
+    while pos > start:
+        step = min(CHUNK, pos - start)
+        src.seek(pos - step)
+        cut = src.read(step).rfind(b"\n")
+        if cut >= 0:
+            return pos - step + cut + 1
+        pos -= step
+    return start
+
+
+def _same_tail(src: BinaryIO, dest: Path, done: int, n: int = 4096) -> bool:
+    """Whether the last `n` bytes of the copy are still those of the source (a transcript
+    replaced by another one is not appended to the old copy)."""
+    n = min(n, done)
+    src.seek(done - n)
+    with open(dest, "rb") as d:
+        d.seek(done - n)
+        return src.read(n) == d.read(n)
+
+
+def copy_new_lines(source: Path, dest: Path, deadline: float) -> int:
+    """Append to `dest` the whole lines of `source` beyond `dest`'s length; bytes copied.
+
+    `dest` only ever holds a prefix of `source`, so its size is how far the copy got. Stops at
+    the last newline (a line still being written waits for the next call) or, between chunks of
+    about a MiB, at `deadline`.
+    """
+    done = dest.stat().st_size if dest.exists() else 0
+    size = source.stat().st_size
+    if size < done:
+        raise OSError(f"{source} is shorter ({size} bytes) than its copy {dest} ({done})")
+    pos = done
+    with open(source, "rb") as src:
+        if done and not _same_tail(src, dest, done):
+            raise OSError(f"{source} no longer starts with its copy {dest}: not appended to")
+        end = _last_line_end(src, done, size)
+        while pos < end and time.monotonic() < deadline:
+            src.seek(pos)
+            data = src.read(min(CHUNK, end - pos))
+            cut = data.rfind(b"\n")
+            while cut < 0:  # one line longer than a chunk: read on to its end (end is a newline)
+                more = src.read(min(CHUNK, end - pos - len(data)))
+                if not more:  # the file changed under us: try again next time
+                    return pos - done
+                data += more
+                cut = data.rfind(b"\n")
+            fd = os.open(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            try:
+                view = memoryview(data)[: cut + 1]
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            pos += cut + 1
+    return pos - done
+
+
+def session_end(home: Home, payload: dict[str, Any], budget_s: float = COPY_BUDGET_S) -> list[str]:
+    """Copy the finished part of the transcript into `session/` of each run the session launched.
+    Returns one line per run for the log."""
+    from orbit.store.runs import RunStore
+
+    session_id = payload["session_id"]
+    transcript = payload.get("transcript_path")
+    if not isinstance(transcript, str) or not transcript:
+        raise BadPayload("no transcript_path")
+    source = Path(transcript)
+    runs = read_session_index(home, session_id)["runs"]
+    store = RunStore(home)
+    deadline = time.monotonic() + budget_s
+    report = []
+    for run_id in runs:
+        run_dir = store.run_dir(run_id)
+        if not run_dir.is_dir():
+            continue  # removed with `orbit rm`
+        folder = run_dir / "session"
+        folder.mkdir(exist_ok=True)
+        handle = try_lock(run_dir / ".session.lock", timeout=0.2)
+        if handle is None:
+            report.append(f"run {run_id}: another copy is in progress")
+            continue
+        try:
+            n = copy_new_lines(source, folder / transcript_name(session_id), deadline)
+            report.append(f"run {run_id}: +{n} bytes")
+        except OSError as exc:  # this run's copy; the others still get theirs
+            report.append(f"run {run_id}: not copied: {exc}")
+        finally:
+            release(handle)
+    return report
