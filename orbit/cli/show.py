@@ -88,8 +88,8 @@ def _auth_lines(auth: dict[str, Any] | None) -> list[str]:
     """The agent CLI that ran inside the container (`orbit run --auth`)."""
     if auth is None:
         return []
-    cli = auth.get("cli") if isinstance(auth.get("cli"), dict) else {}
-    version = f" {cli['version']}" if cli.get("version") else ""
+    cli = auth.get("cli")
+    version = f" {cli['version']}" if isinstance(cli, dict) and cli.get("version") else ""
     text = (
         f"{auth.get('harness')}{version} inside, auth profile {auth.get('profile')} "
         f"({auth.get('kind')}); its transcript in session/"
