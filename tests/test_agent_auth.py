@@ -229,3 +229,30 @@ def test_secrets_of_runs_submitted_before_version_2_are_still_read(tmp_path: Pat
     secrets.drop(home, "8")
     assert not folder.exists() and not home.secrets_path("8").exists()
     assert os.listdir(home.secrets_dir) == ["7.json"]
+
+
+def test_doctor_checks_the_auth_file_and_each_harness_cli(orbit: Orbit, tmp_path: Path) -> None:
+    from dataclasses import asdict
+
+    from orbit.doctor import check_auth
+
+    home = Home(orbit.home)
+    assert check_auth(home, orbit.environ) == []  # no profiles: nothing to say
+    assert (
+        orbit(
+            "auth", "add", "p", "--harness", "codex", "--kind", "api-key", "--key-stdin", stdin=KEY
+        ).code
+        == 0
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    codex = bin_dir / "codex"
+    codex.write_text("#!/bin/sh\necho codex-cli 0.0.0\n")
+    codex.chmod(0o755)
+    checks = [asdict(c) for c in check_auth(home, {"PATH": str(bin_dir)})]
+    assert [c["status"] for c in checks] == ["OK"] and str(codex) in checks[0]["detail"]
+    (orbit.home / "auth.json").chmod(0o644)
+    checks = [asdict(c) for c in check_auth(home, {"PATH": str(tmp_path)})]
+    assert [c["status"] for c in checks] == ["FAIL", "WARN"]
+    assert checks[0]["fix"] == f"chmod 600 {orbit.home / 'auth.json'}"
+    assert "`codex` is not installed" in checks[1]["detail"]
