@@ -4,13 +4,15 @@ The CLI installed on the host is mounted read-only, with Node.js when it is a No
 the outermost `node_modules` folder above the executable (or the executable's own folder, for
 a native install) appears at /orbit/agent/tools/<harness>, and /orbit/agent/bin holds links
 named `claude` / `codex` (and `node`) to it, first on PATH. The profile's credentials go into
-the environment (or, for a Codex login, its auth.json into the run's private secrets folder)
-and never into the run's files. The agent's home is a private tmpfs; its transcripts are
-written straight into the run directory's `session/`:
+the environment (or, for a Codex login, its auth.json into the run's private secrets folder),
+never into the run's files, and each CLI is told not to pass them on to the commands the agent
+runs. The agent's home is a private tmpfs; its transcripts are written straight into the run
+directory's `session/`:
 
     Claude Code  CLAUDE_CONFIG_DIR=/orbit/agent/claude, session/ mounted at its
                  projects/-workspace (the project folder of an agent working in /workspace)
-    Codex        CODEX_HOME=/orbit/agent/codex, session/ mounted at its sessions/
+    Codex        CODEX_HOME=/orbit/agent/codex (the run's secrets folder), session/ mounted at
+                 its sessions/
 
 The container runs as the submitting user, as every run does; when that is root, Claude Code
 is told it is in a sandbox (IS_SANDBOX=1), which it requires before skipping permissions.
@@ -46,6 +48,12 @@ SESSION = "session"
 # a letter or digit replaced by "-": /workspace → -workspace.
 CLAUDE_PROJECT = "-workspace"
 VERSION_TIMEOUT_S = 20.0
+CODEX_CONFIG = """\
+# Written by Orbit for this run (docs/agents.md): the agent's shell commands do not inherit
+# variables named *KEY*, *SECRET* or *TOKEN* (its credentials among them).
+[shell_environment_policy]
+ignore_default_excludes = false
+"""
 
 
 @dataclass
@@ -191,6 +199,8 @@ def _claude(
         CLAUDE_CONFIG_DIR=CLAUDE_DIR,
         DISABLE_AUTOUPDATER="1",
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        # The agent's Bash commands, hooks and MCP servers do not get its credentials.
+        CLAUDE_CODE_SUBPROCESS_ENV_SCRUB="1",
     )
     if container_root:
         env["IS_SANDBOX"] = "1"
@@ -214,13 +224,16 @@ def _codex(
     env["CODEX_HOME"] = CODEX_DIR
     if profile.base_url:
         env["OPENAI_BASE_URL"] = profile.base_url
-    if profile.files:  # a login: its auth.json, in a folder of its own that Codex may rewrite
+    # CODEX_HOME is the run's private secrets folder: Codex may rewrite a login's auth.json
+    # (a refresh) there, and it goes when the run finishes. Its config keeps variables named
+    # *KEY*, *SECRET*, *TOKEN* out of the shell commands the agent runs.
+    secrets.files["config.toml"] = CODEX_CONFIG.encode()
+    if profile.files:  # a login: its auth.json
         secrets.files.update({k: v.encode() for k, v in profile.files.items()})
-        mounts.append({"secrets": True, "target": CODEX_DIR, "rw": True})
     else:
         secrets.env["CODEX_API_KEY"] = profile.key or ""
         secrets.env["OPENAI_API_KEY"] = profile.key or ""
-        mounts.append({"tmpfs": True, "target": CODEX_DIR})
+    mounts.append({"secrets": True, "target": CODEX_DIR, "rw": True})
     mounts.append({"run_dir": SESSION, "target": f"{CODEX_DIR}/sessions", "rw": True})
 
 
