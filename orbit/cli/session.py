@@ -115,17 +115,15 @@ def render_item(item: dict[str, Any]) -> str:
 
 
 def _tool(item: dict[str, Any]) -> str:
-    import json
-
-    from orbit.review.conversation import shorten
+    from orbit.review.conversation import shorten, tool_summary
 
     name = item.get("name") or "(tool)"
-    if item.get("command"):
-        shown = "$ " + _oneline(str(item["command"]), SHORT)
-    elif item.get("input") is not None:
-        shown = shorten(json.dumps(item["input"], ensure_ascii=False), SHORT)
-    else:
+    if item.get("name") is None and item.get("input") is None:
         shown = "(its call is not in this transcript)"
+    elif item.get("command"):
+        shown = "$ " + tool_summary(item, SHORT)
+    else:
+        shown = tool_summary(item, SHORT)
     out = f"  → {name} {shown}\n"
     diff = item.get("diff") or []
     out += "".join(f"      {line}\n" for line in diff[:DIFF_SHOWN])

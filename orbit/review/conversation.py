@@ -411,3 +411,21 @@ def command_text(command: Any) -> str | None:
             return str(command[2])
         return shlex.join(command)
     return None
+
+
+def tool_summary(item: Item, limit: int = 200) -> str:
+    """A tool call in one line: its command, the file it edits, or its input."""
+    tool_input = item.get("input")
+    if item.get("command"):
+        text = str(item["command"])
+    elif isinstance(tool_input, dict) and item.get("diff"):
+        text = str(tool_input.get("file_path") or tool_input.get("notebook_path") or "")
+    elif item.get("diff"):  # a patch: the files it names
+        marks = ("*** Update File: ", "*** Add File: ", "*** Delete File: ")
+        text = " ".join(ln.split(": ", 1)[1] for ln in item["diff"] if ln.startswith(marks))
+    elif isinstance(tool_input, str):
+        text = tool_input
+    else:
+        text = "" if tool_input is None else json.dumps(tool_input, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

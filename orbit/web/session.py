@@ -165,21 +165,6 @@ def usage_text(usage: dict[str, int]) -> str:
     )
 
 
-def tool_summary(item: dict[str, Any]) -> str:
-    """What a tool call's collapsed line shows: its command, the file it edits, or its input."""
-    tool_input = item.get("input")
-    if item.get("command"):
-        text = str(item["command"])
-    elif isinstance(tool_input, dict) and item.get("diff"):
-        text = str(tool_input.get("file_path") or tool_input.get("notebook_path") or "")
-    elif isinstance(tool_input, str):
-        text = tool_input
-    else:
-        text = "" if tool_input is None else json.dumps(tool_input, ensure_ascii=False)
-    text = " ".join(text.split())
-    return text if len(text) <= 200 else text[:199] + "…"
-
-
 def conversation_page(run_id: str, path: str) -> Any:
     ctx = current()
     run = load_run(ctx, run_id)
@@ -212,7 +197,7 @@ def conversation_page(run_id: str, path: str) -> Any:
         formats=FORMATS,
         usage_text=usage_text,
         line_kind=line_kind,
-        tool_summary=tool_summary,
+        tool_summary=conversation.tool_summary,
         json_full=lambda v: json.dumps(v, ensure_ascii=False, indent=2),
         fmt_size=fmt_size,
         q=quote,
