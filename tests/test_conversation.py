@@ -257,3 +257,20 @@ def test_find_files_does_not_follow_links(tmp_path: Path) -> None:
     (top / "link").symlink_to(outside)
     (top / "link.jsonl").symlink_to(outside / "deep" / "secret.jsonl")
     assert find_files(top, ".jsonl", 4, 10) == [("a/b/c/d/four.jsonl", 3), ("x.jsonl", 3)]
+
+
+def test_format_of_a_first_line_cut_short_and_claude_notes() -> None:
+    long_meta = codex_lines()[0].replace("You are Codex. ", "You are Codex. " * 10_000)
+    assert len(long_meta) > 100_000
+    head = long_meta.encode()[:65536]  # what a 64 KiB head read holds: no whole line
+    assert conversation.detect([head]) == "codex"
+    assert conversation.detect([claude_lines()[2].encode()[:300]]) == "claude"
+    assert conversation.detect([b'{"cut": "nothing to tell"']) == ""
+    caveat = {"type": "user", "isMeta": True, "message": {"role": "user", "content": "Caveat: …"}}
+    search = {"type": "web_search_call", "id": "ws_1", "status": "completed",
+              "action": {"type": "search", "query": "lr schedules"}}  # fmt: skip
+    conv = parse([json.dumps(caveat), claude_lines()[2]])
+    assert _kinds(conv) == ["meta", "user"] and conv.messages == 2
+    codex = parse([codex_lines()[0], json.dumps({"timestamp": "t", "type": "response_item",
+                                                 "payload": search})])  # fmt: skip
+    assert _tool(codex, "web_search")["input"]["query"] == "lr schedules"

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -213,13 +214,25 @@ def format_of(obj: dict[str, Any]) -> str:
     return "unknown"
 
 
+TYPE_KEY = re.compile(r'"type"\s*:\s*"([A-Za-z_-]+)"')
+
+
 def detect(lines: Iterable[bytes | str]) -> str:
-    """The format of a transcript from its first line that is a JSON object ("" for none)."""
+    """The format of a transcript from its first line that is a JSON object ("" for none).
+    A first line cut short (a Codex session_meta carries the agent's whole instructions) is
+    told by the first `"type": "…"` in its first 2,000 characters."""
+    cut = ""
     for raw in lines:
-        obj = load(decode(raw).strip())
+        line = decode(raw).strip()
+        obj = load(line)
         if obj is not None:
             return format_of(obj)
-    return ""
+        if not cut and line.startswith("{"):
+            cut = line[:2000]
+    found = TYPE_KEY.search(cut)
+    if found and found.group(1) in CODEX_TYPES and cut.startswith('{"timestamp"'):
+        return "codex"
+    return "claude" if found and found.group(1) in CLAUDE_TYPES else ""
 
 
 def parse(
@@ -277,7 +290,10 @@ def claude_line(b: Builder, obj: dict[str, Any], line: str) -> None:
     if kind in ("user", "assistant") and isinstance(message, dict):
         b.conv.messages += 1
         _claude_header(b, obj)
-        _claude_message(b, str(message.get("role") or kind), message, obj.get("timestamp"))
+        # Text Claude Code adds in the user's name (a caveat, a compaction summary) is a note.
+        meta = obj.get("isMeta") or obj.get("isCompactSummary")
+        role = "meta" if meta else str(message.get("role") or kind)
+        _claude_message(b, role, message, obj.get("timestamp"))
     elif kind in CLAUDE_SKIP:
         return  # Claude Code's own bookkeeping
     elif kind == "summary":

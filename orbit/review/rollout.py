@@ -65,6 +65,9 @@ def _response_item(b: Builder, p: dict[str, Any], line: str, stamp: Any) -> None
         b.add("thinking", summary or "(reasoning not recorded)")
     elif kind in ("function_call", "custom_tool_call", "local_shell_call"):
         _call(b, p)
+    elif kind == "web_search_call":
+        b.tool_use(p.get("id"), "web_search", p.get("action"), None, None)
+        b.tool_result(p.get("id"), str(p.get("status") or ""), p.get("status") == "failed")
     elif kind in ("function_call_output", "custom_tool_call_output"):
         text, failed = _output(p.get("output"))
         b.tool_result(p.get("call_id"), text, failed)

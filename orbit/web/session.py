@@ -36,6 +36,8 @@ HEAD_MAX = 1 << 20
 TAIL_BYTES = 256 << 10  # read for a running total (Codex) or a result line (Claude -p)
 DEPTH = 4  # folder levels under session/ (Codex: YYYY/MM/DD/)
 LISTED = 100  # transcripts listed on the run page
+COUNT_BYTES = 1 << 20  # a transcript up to this size has its messages counted on the run page
+COUNT_BUDGET = 8 << 20  # bytes read for those counts, all transcripts together
 FORMATS = {"claude": "Claude Code", "codex": "Codex", "unknown": "JSONL", "": "not JSONL"}
 
 
@@ -44,16 +46,16 @@ class TranscriptRow:
     rel: str
     size: int
     format: str
-    messages: int | None  # counted for a file of one page, else None
+    messages: int | None  # counted for a small file (COUNT_BYTES, COUNT_BUDGET), else None
 
 
-def _head(fh: IO[bytes]) -> list[bytes]:
-    """The whole lines of the file's first HEAD_BYTES; its first line alone up to HEAD_MAX
-    (a Codex rollout's first line carries the agent's instructions)."""
+def _head(fh: IO[bytes], most: int = HEAD_BYTES) -> list[bytes]:
+    """The whole lines of the file's first HEAD_BYTES; its first line alone up to `most` (a
+    Codex rollout's first line carries the agent's instructions)."""
     fh.seek(0)
     data = fh.read(HEAD_BYTES)
-    if len(data) == HEAD_BYTES and b"\n" not in data:
-        data += fh.read(HEAD_MAX - HEAD_BYTES)
+    if len(data) == HEAD_BYTES and b"\n" not in data and most > HEAD_BYTES:
+        data += fh.read(most - HEAD_BYTES)
     if b"\n" in data:
         data = data[: data.rindex(b"\n")]
     return data.splitlines()
@@ -61,7 +63,7 @@ def _head(fh: IO[bytes]) -> list[bytes]:
 
 def transcript_rows(run_dir: Any) -> list[TranscriptRow]:
     """The `*.jsonl` files under the run's `session/` (DEPTH folders down), with their format
-    and, for files small enough to be one page, their message count; [] without session/."""
+    and, for small files, their message count; [] without session/."""
     try:
         with runfiles.opened(run_dir, "session", "") as (fd, _):
             dir_fd = runfiles.reopen(fd, os.O_RDONLY | os.O_DIRECTORY)
@@ -71,7 +73,7 @@ def transcript_rows(run_dir: Any) -> list[TranscriptRow]:
                 os.close(dir_fd)
     except (runfiles.Refused, NotFoundError, OSError):
         return []
-    rows = []
+    rows, budget = [], COUNT_BUDGET
     for rel, size in found:
         fmt, messages = "", None
         try:
@@ -79,9 +81,11 @@ def transcript_rows(run_dir: Any) -> list[TranscriptRow]:
                 if stat.S_ISREG(st.st_mode):
                     with runfiles.read_file(fd) as fh:
                         fmt = conversation.detect(_head(fh))
-                        if st.st_size <= PAGE_BYTES:
+                        if st.st_size <= min(COUNT_BYTES, budget):
+                            budget -= st.st_size
                             fh.seek(0)
-                            messages = conversation.count_messages(fh.read(PAGE_BYTES).splitlines())
+                            data = fh.read(COUNT_BYTES)
+                            messages = conversation.count_messages(data.splitlines())
         except (runfiles.Refused, NotFoundError, OSError):
             continue  # gone or swapped meanwhile: not listed
         rows.append(TranscriptRow(rel, size, fmt, messages))
@@ -142,7 +146,7 @@ class Page:
 
 def read_conversation(fh: IO[bytes], size: int, offset: int) -> Page:
     offset = max(0, min(offset, size))
-    head = conversation.parse(_head(fh), limit=200)
+    head = conversation.parse(_head(fh, HEAD_MAX), limit=200)
     fmt = head.format
     lines, end = read_page(fh, offset, size)
     conv = conversation.parse(lines, fmt=fmt)  # fmt "": found on this page
