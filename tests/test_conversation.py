@@ -274,3 +274,27 @@ def test_format_of_a_first_line_cut_short_and_claude_notes() -> None:
     codex = parse([codex_lines()[0], json.dumps({"timestamp": "t", "type": "response_item",
                                                  "payload": search})])  # fmt: skip
     assert _tool(codex, "web_search")["input"]["query"] == "lr schedules"
+
+
+def test_codex_exit_codes_of_plain_text_outputs() -> None:
+    def call(n: int, output: str) -> list[str]:
+        args = json.dumps({"cmd": f"step {n}"})
+        call = {"type": "function_call", "name": "exec_command", "arguments": args, "call_id": n}
+        done = {"type": "function_call_output", "call_id": n, "output": output}
+        return [
+            json.dumps({"timestamp": "t", "type": "response_item", "payload": p})
+            for p in (call, done)
+        ]
+
+    lines = [codex_lines()[0]]
+    lines += call(
+        1, "Chunk ID: a1\nWall time: 0.1 seconds\nProcess exited with code 2\nOutput:\nno"
+    )
+    lines += call(
+        2, "Chunk ID: a2\nWall time: 0.1 seconds\nProcess exited with code 0\nOutput:\nok"
+    )
+    lines += call(3, "Process running with session ID 7\nOutput:\nstill going")
+    lines += call(4, "Exit code: 0\nWall time: 1 seconds\nOutput:\nExit code: 9 is in the output")
+    tools = [i for i in parse(lines).items if i["kind"] == "tool"]
+    assert [t["command"] for t in tools] == ["step 1", "step 2", "step 3", "step 4"]
+    assert [t["is_error"] for t in tools] == [True, False, False, False]

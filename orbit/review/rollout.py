@@ -10,12 +10,16 @@ reasoning for Codex's own interface; only `token_count` (the running total of to
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from orbit.review.conversation import Builder, command_text, text_of
 
 # Context Codex adds as user or developer messages: shown as meta, not as the person's words.
 CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "<permissions", "# AGENTS.md")
+# The head of a shell tool's plain-text output: `Exit code: N` (shell_command) or, after a
+# chunk id and the wall time, `Process exited with code N` (exec_command).
+EXIT_LINE = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)", re.MULTILINE)
 SHELL_TOOLS = {"shell", "shell_command", "exec_command", "container.exec", "local_shell"}
 
 
@@ -117,7 +121,8 @@ def _patch_text(name: Any, args: Any, command: str | None) -> str | None:
 
 def _output(output: Any) -> tuple[str, bool]:
     """A tool's output as (text, failed): `{"output", "metadata": {"exit_code"}}` as JSON text,
-    plain text (`Exit code: N` first when a shell ran), or an object with `success`."""
+    plain text (with an exit code line when a shell ran, see EXIT_LINE), or an object with
+    `success`."""
     if isinstance(output, str):
         try:
             data = json.loads(output)
@@ -127,10 +132,8 @@ def _output(output: Any) -> tuple[str, bool]:
             meta = data.get("metadata")
             code = meta.get("exit_code") if isinstance(meta, dict) else None
             return text_of(data["output"]), isinstance(code, int) and code != 0
-        first = output.split("\n", 1)[0]
-        if first.startswith("Exit code: "):
-            return output, first[len("Exit code: ") :].strip() not in ("0", "")
-        return output, False
+        code = EXIT_LINE.search(output[:500])
+        return output, code is not None and code.group(1) != "0"
     if isinstance(output, dict):
         text = text_of(output.get("content", output.get("output", output)))
         return text, output.get("success") is False
