@@ -326,6 +326,35 @@ def check_agents(home: Home, environ: Mapping[str, str]) -> list[Check]:
     return checks
 
 
+def check_auth(home: Home, environ: Mapping[str, str]) -> list[Check]:
+    """Auth profiles (`orbit auth`): a private auth.json, and the CLI each profile's runs mount
+    installed on this machine. Without profiles: nothing to say."""
+    from orbit.agents import auth
+    from orbit.agents.incontainer import locate
+    from orbit.errors import OrbitError
+
+    path = auth.auth_path(home)
+    try:
+        profiles = auth.load(home)
+    except OrbitError as exc:
+        return [Check("auth profiles", FAIL, str(exc), f"fix or remove {path}")]
+    if not profiles:
+        return []
+    checks = []
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        checks.append(Check("auth profiles", FAIL, f"{path} is mode {mode:o}", f"chmod 600 {path}"))
+    for harness in sorted({p.harness for p in profiles.values()}):
+        names = ", ".join(sorted(n for n, p in profiles.items() if p.harness == harness))
+        try:
+            cli = locate(harness, environ)
+        except OrbitError as exc:
+            checks.append(Check("auth profiles", WARN, f"{names}: {exc}"))
+            continue
+        checks.append(Check("auth profiles", OK, f"{names}: {harness} from {cli.exe}"))
+    return checks
+
+
 def run_checks(home: Home, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     checks: list[Check] = []
     docker_checks, info, client = check_docker()
@@ -340,4 +369,5 @@ def run_checks(home: Home, environ: Mapping[str, str] | None = None) -> list[dic
     checks.extend(check_gpus(home, list(info.get("Runtimes") or {})))
     checks.extend(check_python())
     checks.extend(check_agents(home, os.environ if environ is None else environ))
+    checks.extend(check_auth(home, os.environ if environ is None else environ))
     return [asdict(c) for c in checks]

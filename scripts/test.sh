@@ -41,6 +41,14 @@ bash scripts/ensure-docker.sh
 banner "build local test images (scripts/build-test-images.sh)"
 bash scripts/build-test-images.sh
 
+# ------------------------------------------------------------ node and npm
+# The real Claude Code and Codex CLIs are installed from the npm registry by their test.
+if ! command -v npm >/dev/null 2>&1; then
+    banner "apt-get install nodejs npm (for the agent CLIs' test)"
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm >/dev/null
+fi
+
 # --------------------------------------------------------------------- lint
 banner "ruff check ."
 "$PYTHON" -m ruff check .

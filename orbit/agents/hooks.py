@@ -141,7 +141,7 @@ def _same_tail(src: BinaryIO, dest: Path, done: int, n: int = 4096) -> bool:
     replaced by another one is not appended to the old copy)."""
     n = min(n, done)
     src.seek(done - n)
-    with open(dest, "rb") as d:
+    with os.fdopen(os.open(dest, os.O_RDONLY | os.O_NOFOLLOW), "rb") as d:
         d.seek(done - n)
         return src.read(n) == d.read(n)
 
@@ -153,6 +153,8 @@ def copy_new_lines(source: Path, dest: Path, deadline: float) -> int:
     the last newline (a line still being written waits for the next call) or, between chunks of
     about a MiB, at `deadline`.
     """
+    if dest.is_symlink():  # session/ of an --auth run is writable from inside its container
+        raise OSError(f"{dest} is a symbolic link: not followed")
     done = dest.stat().st_size if dest.exists() else 0
     size = source.stat().st_size
     if size < done:
@@ -172,7 +174,7 @@ def copy_new_lines(source: Path, dest: Path, deadline: float) -> int:
                     return pos - done
                 data += more
                 cut = data.rfind(b"\n")
-            fd = os.open(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            fd = os.open(dest, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
             try:
                 view = memoryview(data)[: cut + 1]
                 while view:

@@ -37,6 +37,7 @@ COMMANDS = {
     "session": "session",
     "doctor": "doctor",
     "plugin": "plugin",
+    "auth": "auth",
     "config": "config",
     "web": "web",
     "scheduler": "scheduler",

@@ -22,7 +22,7 @@ from orbit.errors import ExitCode, UsageError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from orbit.execute.submit import Request
+    from orbit.execute.submit import InContainer, Request
     from orbit.store.model import Run
 
 
@@ -113,6 +113,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "--timeout", type=timeout_value, metavar="MIN", help="stop the run after MIN minutes"
     )
     p.add_argument("--root", action="store_true", help="run as root instead of your uid:gid")
+    p.add_argument(
+        "--auth",
+        metavar="PROFILE",
+        help="run a Codex / Claude Code CLI inside, with this auth profile (orbit auth list)",
+    )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -133,7 +138,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def request_from(args: argparse.Namespace) -> Request:
+def request_from(args: argparse.Namespace, env: Env) -> Request:
     from orbit.execute.submit import Request
     from orbit.store.folders import normalize
 
@@ -164,7 +169,21 @@ def request_from(args: argparse.Namespace) -> Request:
         gpus=args.gpus,
         gpu_mem_gb=args.gpu_mem,
         gpu_ids=args.gpu_ids,
+        in_container=_in_container(args, env),
     )
+
+
+def _in_container(args: argparse.Namespace, env: Env) -> InContainer | None:
+    """The agent CLI of `--auth PROFILE` (orbit/agents/incontainer.py), or None."""
+    if not args.auth:
+        return None
+    import os
+
+    from orbit.agents import auth
+    from orbit.agents.incontainer import setup
+
+    profile = auth.get(env.home, args.auth)
+    return setup(env.home, profile, env.environ, container_root=args.root or os.getuid() == 0)
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
@@ -173,7 +192,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.store.describe import describe
     from orbit.store.runs import RunStore
 
-    req = request_from(args)
+    req = request_from(args, env)
     progress = build_progress(env)
     prepared = prepare(env.home, req, cwd=env.cwd, environ=env.environ, progress=progress)
     run = submit(env.home, prepared, actor=env.actor)

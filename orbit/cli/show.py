@@ -36,6 +36,9 @@ def run(args: argparse.Namespace, env: Env) -> int:
     session = _session(run)
     if session is not None:
         d["session"] = session
+    auth = run.spec.get("auth") if isinstance(run.spec.get("auth"), dict) else None
+    if auth is not None:
+        d["auth"] = auth
     if args.json:
         print_json(env, d)
         return ExitCode.OK
@@ -46,6 +49,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
         *_times(d),
         *_code(d),
         *_session_lines(session),
+        *_auth_lines(auth),
     ]
     env.stdout.write("".join(line + "\n" for line in lines))
     return ExitCode.OK
@@ -78,6 +82,19 @@ def _session_lines(session: dict[str, Any] | None) -> list[str]:
     copied = f"{n} message{'' if n == 1 else 's'}" if session["transcript"] else "not copied yet"
     text = f"{session['harness'] or 'agent'} {session['session_id']} ({copied}; `orbit session`)"
     return [_field("session", text)]
+
+
+def _auth_lines(auth: dict[str, Any] | None) -> list[str]:
+    """The agent CLI that ran inside the container (`orbit run --auth`)."""
+    if auth is None:
+        return []
+    cli = auth.get("cli")
+    version = f" {cli['version']}" if isinstance(cli, dict) and cli.get("version") else ""
+    text = (
+        f"{auth.get('harness')}{version} inside, auth profile {auth.get('profile')} "
+        f"({auth.get('kind')}); its transcript in session/"
+    )
+    return [_field("agent", text)]
 
 
 def _field(label: str, text: str) -> str:

@@ -148,7 +148,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
 
     if not args.group:
         raise UsageError("a sweep needs a group: -g GROUP (then `orbit wait -g GROUP`)")
-    base = request_from(args)
+    base = request_from(args, env)
     if not base.command:
         raise UsageError("no command given: put it after `--`, e.g. -- python train.py --lr {lr}")
     requests = plan(base, parse_params(args.param), args.max_running)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from orbit.errors import ConflictError
 from orbit.execute.shepherd import CANCEL_FILE
+from orbit.store import secrets
 from orbit.store.files import atomic_write, unlink_quiet
 from orbit.store.model import LEASED, Run, RunState, now_iso
 from orbit.store.runs import RunStore
@@ -27,7 +28,7 @@ def request_cancel(store: RunStore, run_id: str, *, actor: str) -> Run:
                 finished_at=now_iso(),
             )
             unlink_quiet(store.home.queue_dir / run_id)
-            unlink_quiet(store.home.secrets_path(run_id))
+            secrets.drop(store.home, run_id)
             return run
         except ConflictError:
             run = store.load(run_id)  # admitted meanwhile: cancel it as a started run

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbit.errors import CorruptError, DockerError
 from orbit.sched.resources import GIB
+from orbit.store import secrets
 from orbit.store.home import Home
 from orbit.store.model import Run
 
@@ -110,6 +111,23 @@ def ensure_image(client: docker.DockerClient, image: str, pull_timeout: float) -
     raise DockerError(f"image not found: {image} (not local, and pull failed: {detail})")
 
 
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def image_path(client: docker.DockerClient, image: str) -> str:
+    """The PATH an image sets for its containers (Docker's default when it sets none)."""
+    import docker.errors
+
+    try:
+        env = client.images.get(image).attrs.get("Config", {}).get("Env") or []
+    except docker.errors.DockerException:
+        return DEFAULT_PATH
+    for item in env:
+        if isinstance(item, str) and item.startswith("PATH="):
+            return item[len("PATH=") :]
+    return DEFAULT_PATH
+
+
 CDI_DIRS = (Path("/etc/cdi"), Path("/var/run/cdi"))
 
 
@@ -179,11 +197,8 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
     mounts = [
         docker.types.Mount("/orbit/output", str(run.path("output")), type="bind"),
         docker.types.Mount("/orbit/metrics.jsonl", str(run.path("metrics.jsonl")), type="bind"),
+        *(_mount(home, run, m) for m in spec.get("mounts") or []),
     ]
-    for m in spec.get("mounts") or []:
-        mounts.append(
-            docker.types.Mount(m["target"], m["source"], type="bind", read_only=not m.get("rw"))
-        )
     project = run.project
     if project.get("mode") == "mount":
         mounts.append(
@@ -212,6 +227,27 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
             type="json-file", config={"max-size": "20m", "max-file": "3"}
         ),
     }
+
+
+def _mount(home: Home, run: Run, entry: Any) -> Any:
+    """One `mounts` entry of run.yaml: a host path (`source`), a folder of the run directory
+    (`run_dir`), the run's secret files (`secrets`), or a private tmpfs (`tmpfs`)."""
+    import docker.types
+
+    if not isinstance(entry, dict) or not str(entry.get("target") or "").startswith("/"):
+        raise CorruptError(f"run {run.id}: run.yaml has a bad mounts entry: {entry!r}")
+    target = str(entry["target"])
+    if entry.get("tmpfs"):  # writable by whichever uid the container runs as
+        return docker.types.Mount(target, None, type="tmpfs", tmpfs_mode=0o1777)
+    if entry.get("run_dir"):
+        source = run.path(str(entry["run_dir"]))
+    elif entry.get("secrets"):
+        source = secrets.files_dir(home, run.id)
+    elif entry.get("source"):
+        source = Path(str(entry["source"]))
+    else:
+        raise CorruptError(f"run {run.id}: run.yaml has a mounts entry without a source: {entry!r}")
+    return docker.types.Mount(target, str(source), type="bind", read_only=not entry.get("rw"))
 
 
 def remove_container(home: Home, run_id: str) -> bool:

@@ -8,7 +8,6 @@ and cancel requests, writes exit.json, settles the run, removes the container, a
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import resource
@@ -34,6 +33,7 @@ from orbit.execute.watching import (
 )
 from orbit.sched.cgroup import OomEvents, Sampler, locate
 from orbit.sched.gpus import GpuPeaks, open_gpus
+from orbit.store import secrets
 from orbit.store.excerpt import log_excerpt
 from orbit.store.exitrecord import EXIT_HINTS, finalize_from_exit, read_exit, write_exit
 from orbit.store.files import atomic_write, read_jsonl, unlink_quiet
@@ -154,7 +154,7 @@ class Shepherd:
     def _create(self, client: docker.DockerClient, run: Run) -> Container:
         import docker.errors
 
-        config = docker_ops.container_config(self.home, run, self._secrets(run))
+        config = docker_ops.container_config(self.home, run, self._secrets(run).env)
         tar = self._snapshot_tar(run)
         try:
             container = client.containers.create(**config)
@@ -199,12 +199,8 @@ class Shepherd:
             raise CorruptError(f"the code snapshot {snapshot} is gone ({tar})")
         return tar
 
-    def _secrets(self, run: Run) -> dict[str, str]:
-        try:
-            data = json.loads(self.home.secrets_path(run.id).read_text())
-        except (OSError, ValueError):
-            return {}
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    def _secrets(self, run: Run) -> secrets.Secrets:
+        return secrets.read(self.home, run.id)
 
     # --- watching -------------------------------------------------------------------------
     def _watch(self, client: docker.DockerClient, run: Run, container: Container) -> None:
@@ -274,8 +270,7 @@ class Shepherd:
         sampler = Sampler(locate(container.id, pid))
         oom_events = OomEvents(sampler.dirs.get("memory"))
         gpus = self._gpu_peaks(run, container.id)
-        secrets = list(self._secrets(run).values())
-        copier = LogCopier(client.api, container.id, run.dir, secrets, valve)
+        copier = LogCopier(client.api, container.id, run.dir, self._secrets(run).values, valve)
         waited: dict[str, Any] = {}
         waiter = threading.Thread(target=self._wait, args=(client, container.id, waited))
         waiter.daemon = True
@@ -431,7 +426,7 @@ class Shepherd:
             error_excerpt=log_excerpt(run.path(LOG)),
         )
         unlink_quiet(self.home.active_dir / run.id)
-        unlink_quiet(self.home.secrets_path(run.id))
+        secrets.drop(self.home, run.id)
 
     def _drain(self, copier: LogCopier, *, wait: bool) -> bool:
         """The last read of Docker's log (held partial lines included), then close the copier.
@@ -451,7 +446,7 @@ class Shepherd:
         return True
 
     def _finish(self, run: Run, container: Container | None) -> None:
-        unlink_quiet(self.home.secrets_path(run.id))
+        secrets.drop(self.home, run.id)
         settled = self._finalize(run)
         self.tick()  # the lease is free now: refill it before the slower clean-up
         if container is not None:
@@ -502,10 +497,10 @@ class Shepherd:
             return
         container = docker_ops.find_container(client, self.home, run.id)
         if container is not None:
-            copier = LogCopier(client.api, container.id, run.dir, list(self._secrets(run).values()))
+            copier = LogCopier(client.api, container.id, run.dir, self._secrets(run).values)
             if not self._drain(copier, wait=False):
                 return  # the disk is full: a later tick's shepherd copies the rest
             if not self._remove(container):
                 return
-        unlink_quiet(self.home.secrets_path(run.id))
+        secrets.drop(self.home, run.id)
         unlink_quiet(self.home.active_dir / run.id)

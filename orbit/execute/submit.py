@@ -9,7 +9,6 @@ one image and one Docker connection.
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 import socket
@@ -22,11 +21,12 @@ from orbit.errors import DockerError, OrbitError, UsageError
 from orbit.execute import build, docker_ops, snapshot
 from orbit.sched.plan import Demand, GpuSlot, never_fits
 from orbit.sched.resources import Amount, machine_totals
+from orbit.store import secrets as run_secrets
 from orbit.store.agent import agent_from_environ, record_session_run
-from orbit.store.files import atomic_write
 from orbit.store.home import Home
 from orbit.store.model import Run, RunState, now_iso
 from orbit.store.runs import RunStore
+from orbit.store.secrets import Secrets
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -56,6 +56,21 @@ class Request:
     gpus: int = 0
     gpu_mem_gb: float | None = None  # minimum free memory on each leased GPU
     gpu_ids: list[int] | None = None  # pin these host GPU indices
+    in_container: InContainer | None = None  # an agent CLI run inside (orbit.agents.incontainer)
+
+
+@dataclass
+class InContainer:
+    """What an agent CLI inside the container needs beyond the request (`orbit run --auth`):
+    built above this layer (orbit/agents/incontainer.py), applied here."""
+
+    record: dict[str, Any]  # run.yaml `auth`: profile, harness, kind, cli; never a secret
+    env: dict[str, str]  # stored with the run (the user's -e wins)
+    secrets: Secrets  # never stored with the run: runtime/secrets/
+    mounts: list[dict[str, Any]]  # run.yaml `mounts` entries (docker_ops._mount)
+    path: list[str]  # put before the image's PATH
+    run_dirs: list[str]  # folders of the run directory its mounts need
+    host_network: bool = False
 
 
 def parse_env(items: list[str]) -> dict[str, str]:
@@ -126,7 +141,7 @@ class Prepared:
     """
 
     spec: dict[str, Any]
-    secrets: dict[str, str] = field(default_factory=dict)  # --pass-env values: never in spec
+    secrets: Secrets = field(default_factory=Secrets)  # never in spec (--pass-env, --auth)
     files: dict[str, bytes] = field(default_factory=dict)  # code.diff, build.log
     build_error: str | None = None
 
@@ -263,9 +278,34 @@ def prepare(
     agent = agent_from_environ(environ)
     if agent is not None:  # launched from an agent session (Orbit's SessionStart hook)
         spec["agent"] = agent
-    prepared = Prepared(spec, secrets, files)
+    prepared = Prepared(spec, Secrets(env=secrets), files)
+    if req.in_container is not None:
+        _with_agent(spec, prepared.secrets, req.in_container, network_given=req.network)
     _image(home, req, prepared, cwd=cwd, environ=environ, progress=progress)
+    if req.in_container is not None and "PATH" not in env:
+        image_path = docker_ops.image_path(docker_ops.connect(), str(spec["image"]))
+        spec["env"]["PATH"] = ":".join([*req.in_container.path, image_path])
     return prepared
+
+
+def _with_agent(
+    spec: dict[str, Any], secrets: Secrets, agent: InContainer, network_given: str
+) -> None:
+    """Add an in-container agent to the run: its record, environment, mounts and secrets."""
+    if agent.host_network:
+        if network_given == "none":
+            raise UsageError(
+                f"auth profile {agent.record.get('profile')!r} uses the host network: "
+                "drop --no-network"
+            )
+        spec["network"] = "host"
+    spec["auth"] = agent.record
+    spec["env"] = {**agent.env, **spec["env"]}
+    spec["mounts"] = [*spec["mounts"], *agent.mounts]
+    spec["run_dirs"] = list(agent.run_dirs)
+    secrets.env.update(agent.secrets.env)
+    secrets.redact.extend(agent.secrets.redact)
+    secrets.files.update(agent.secrets.files)
 
 
 def submit(home: Home, prepared: Prepared, *, actor: str) -> Run:
@@ -288,10 +328,11 @@ def submit(home: Home, prepared: Prepared, *, actor: str) -> Run:
 
     def keep_secrets(run_id: str, staging: Path) -> None:
         # Written before the run appears, so no tick can start it without them. Kept outside
-        # the run directory, mode 0600, and deleted once the container exists.
+        # the run directory, mode 0600, and deleted when the run finishes.
         if secrets:
-            home.secrets_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            atomic_write(home.secrets_path(run_id), json.dumps(secrets).encode(), mode=0o600)
+            run_secrets.write(home, run_id, secrets)
+        for folder in prepared.spec.get("run_dirs") or []:  # mount points of the run directory
+            (staging / folder).mkdir(parents=True, exist_ok=True)
 
     run = store.create(
         prepared.spec,

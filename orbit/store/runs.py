@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from orbit.errors import ConflictError, CorruptError, NotFoundError
-from orbit.store import index
+from orbit.store import index, secrets
 from orbit.store.files import (
     append_jsonl,
     atomic_write,
@@ -166,7 +166,7 @@ class RunStore:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             unlink_quiet(self.home.queue_dir / run_id)
-            unlink_quiet(self.home.secrets_path(run_id))
+            secrets.drop(self.home, run_id)
             try:
                 final.rmdir()
             except OSError:
@@ -196,7 +196,7 @@ class RunStore:
         age = time.time() - max(_mtime(final), _mtime(staging))
         if age > ABANDONED_SECONDS:
             shutil.rmtree(staging, ignore_errors=True)
-            unlink_quiet(self.home.secrets_path(run_id))
+            secrets.drop(self.home, run_id)
             try:
                 final.rmdir()
             except OSError:
@@ -460,7 +460,7 @@ class RunStore:
         _rmtree(trash)
         unlink_quiet(self.home.queue_dir / run_id)
         unlink_quiet(self.home.active_dir / run_id)
-        unlink_quiet(self.home.secrets_path(run_id))
+        secrets.drop(self.home, run_id)
 
 
 def _check_spec(path: Path, spec: dict[str, Any]) -> None:
