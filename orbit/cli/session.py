@@ -41,7 +41,9 @@ def run(args: argparse.Namespace, env: Env) -> int:
     agent = run.spec.get("agent") if isinstance(run.spec.get("agent"), dict) else None
     found = transcripts(run)
     if not found:
-        why = "its session/ holds no transcript yet" if agent else "no agent session recorded"
+        # An --auth run's agent writes its transcript into session/ as it goes.
+        waiting = agent or isinstance(run.spec.get("auth"), dict)
+        why = "its session/ holds no transcript yet" if waiting else "no agent session recorded"
         raise NotFoundError(f"run {run.label}: {why}")
     if args.file:
         shown = [t for t in found if t.rel == args.file.strip("/")]
