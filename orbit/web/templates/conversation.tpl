@@ -82,7 +82,12 @@
 %       end
 </details>
 %     elif kind == 'meta':
-<div class="meta muted">{{item.get('text', '')[:300]}}</div>
+%       note = item.get('text', '')
+%       if len(note) <= 300:
+<div class="note-line muted">{{note}}</div>
+%       else:
+<details class="note-line muted"><summary>{{note[:200]}}…</summary><div class="text">{{note}}</div></details>
+%       end
 %     else:
 <details class="raw"><summary>a line not understood <small>{{item.get('text', '')[:100]}}</small></summary><pre>{{item.get('text', '')}}</pre></details>
 %     end
