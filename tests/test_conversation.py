@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import os
 from pathlib import Path
 
 from conftest import Orbit
@@ -256,7 +257,10 @@ def test_find_files_does_not_follow_links(tmp_path: Path) -> None:
     (top / "notes.txt").write_text("no\n")
     (top / "link").symlink_to(outside)
     (top / "link.jsonl").symlink_to(outside / "deep" / "secret.jsonl")
+    os.mkfifo(top / "fifo.jsonl")  # opening it would wait for a writer
     assert find_files(top, ".jsonl", 4, 10) == [("a/b/c/d/four.jsonl", 3), ("x.jsonl", 3)]
+    assert find_files(top, ".jsonl", 4, 1) == [("a/b/c/d/four.jsonl", 3)]
+    assert find_files(tmp_path / "missing", ".jsonl", 4, 10) == []
 
 
 def test_format_of_a_first_line_cut_short_and_claude_notes() -> None:

@@ -8,8 +8,12 @@ session; a Claude Code agent that ran inside the container writes `<session-id>.
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from orbit.review import conversation
 from orbit.review.conversation import Conversation
@@ -51,13 +55,23 @@ def transcript_file(run: Run) -> Path | None:
     return found[0].path if found else None
 
 
+def _open(path: Path) -> BinaryIO:
+    """The regular file at `path`, never through a final symbolic link nor a FIFO (a run's
+    container can write its session/ folder)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return os.fdopen(fd, "rb")
+
+
 def read_session(path: Path, limit: int | None = None) -> Conversation:
     """The whole transcript at `path` (texts in full unless `limit`)."""
-    with open(path, "rb") as f:
+    with _open(path) as f:
         return conversation.parse(f, limit=limit)
 
 
 def count_messages(path: Path) -> int:
     """The user and assistant lines of the transcript (what `orbit show` reports)."""
-    with open(path, "rb") as f:
+    with _open(path) as f:
         return conversation.count_messages(f)
