@@ -63,3 +63,11 @@ def human_bytes(n: float | None, zero: str = "-") -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"
+
+
+def human_count(n: float) -> str:
+    """A count as people read it: 950, 12.3k, 4.5M."""
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.1f}".rstrip("0").rstrip(".") + unit
+    return f"{n:g}"

@@ -219,19 +219,14 @@ def test_stand_in_session_two_runs(orbit: Orbit, busybox: str, tmp_path: Path) -
         assert text in shown.out, (text, shown.out)
     assert "file-history-snapshot" not in shown.out
     assert shown.out.index("Train twice") < shown.out.index("Both runs are queued.")
-    items = orbit("session", ids[1], "--json").json()["items"]
+    (copied,) = orbit("session", ids[1], "--json").json()["transcripts"]
+    items = copied["items"]
     kinds = [i["kind"] for i in items]
-    assert kinds == [
-        "user",
-        "assistant",
-        "tool_use",
-        "tool_result",
-        "raw",
-        "assistant",
-        "user",
-        "assistant",
-    ]
+    # The tool call and its result are one item.
+    assert kinds == ["user", "assistant", "tool", "raw", "assistant", "user", "assistant"]
     assert items[2]["input"] == {"command": "orbit run -- true"}
+    assert items[2]["command"] == "orbit run -- true" and items[2]["result"] == "run 1 queued"
+    assert copied["file"] == f"{SESSION}.jsonl" and copied["format"] == "claude"
 
     # orbit show names the session.
     show = orbit("show", ids[0])

@@ -1,6 +1,6 @@
 """The run detail page and what it fetches while the run is active; notes.
 
-GET  /runs/<id>                 overview, log tail, charts, artifacts, diff, notes
+GET  /runs/<id>                 overview, log tail, charts, artifacts, diff, notes, sessions
 GET  /api/runs/<id>/log         ?offset=N&limit=BYTES (or ?before=N): a range of log.txt
 GET  /api/runs/<id>/metrics     down-sampled series as JSON (?points=N, at most 2000)
 GET  /runs/<id>/charts          the charts as an HTML fragment (live refresh)
@@ -21,7 +21,7 @@ from orbit.human import human_seconds
 from orbit.review.series import Metrics, read_metrics
 from orbit.store.describe import describe
 from orbit.store.model import CODE_DIFF, LOG, METRICS, RunState
-from orbit.web import runfiles
+from orbit.web import runfiles, session
 from orbit.web.charts import COLORS, Line, fmt, fmt_size, svg_chart
 from orbit.web.context import Route, current, header, load_run
 
@@ -80,7 +80,7 @@ def run_page(run_id: str) -> str:
     metrics = read_metrics(run.path(METRICS))
     diff, diff_cut = runfiles.diff_lines(run.path(CODE_DIFF))
     output, n_output = _listing(run.dir, "output")
-    session, n_session = _listing(run.dir, "session")
+    session_entries, n_session = _listing(run.dir, "session")
     failed = run.state in (RunState.FAILED, RunState.LOST)
     info = describe(ctx.store, run)
     error_lines: list[str] = []
@@ -105,8 +105,10 @@ def run_page(run_id: str) -> str:
         diff_cut=diff_cut,
         output=output,
         n_output=n_output,
-        session=session,
+        session=session_entries,
         n_session=n_session,
+        transcripts=session.transcript_rows(run.dir),
+        formats=session.FORMATS,
         fmt=fmt,
         fmt_size=fmt_size,
         human_seconds=human_seconds,

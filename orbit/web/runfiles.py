@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from orbit.errors import NotFoundError, OrbitError
+from orbit.review.conversation import line_kind
 from orbit.store.dirlist import Entry as Entry
 from orbit.store.dirlist import scan_dir
 
@@ -247,20 +248,7 @@ def read_head(path: Path, limit: int) -> tuple[str, bool]:
 def diff_lines(path: Path) -> tuple[list[tuple[str, str]], bool]:
     """code.diff as (css class, line) pairs from its first DIFF_BYTES, and whether it is cut."""
     text, cut = read_head(path, DIFF_BYTES)
-    out = []
-    for line in text.splitlines():
-        if line.startswith(("+++", "---", "diff ", "index ", "new file", "deleted file")):
-            kind = "meta"
-        elif line.startswith("@@"):
-            kind = "hunk"
-        elif line.startswith("+"):
-            kind = "add"
-        elif line.startswith("-"):
-            kind = "del"
-        else:
-            kind = ""
-        out.append((kind, line))
-    return out, cut
+    return [(line_kind(line), line) for line in text.splitlines()], cut
 
 
 # --- folders and previews -----------------------------------------------------------------

@@ -43,6 +43,9 @@
     <dt>/</dt><dd>filter the log</dd>
     <dt>l / m / n</dt><dd>go to the logs / metrics / notes</dd>
     <dt>c</dt><dd>cancel this run (asks first)</dd>
+% elif page == "conversation":
+    <dt>[ / ]</dt><dd>previous / next page of the conversation</dd>
+    <dt>e</dt><dd>expand or collapse every tool call</dd>
 % elif page == "compare":
     <dt>1 … 9</dt><dd>open the n-th run</dd>
 % end

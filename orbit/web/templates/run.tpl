@@ -176,14 +176,26 @@
 
 <section id="session">
 <h2>Agent session</h2>
+% if transcripts:
+<div class="scroll"><table class="files transcripts" id="transcripts">
+<tr><th>conversation</th><th>size</th><th>format</th><th>messages</th></tr>
+% for t in transcripts:
+<tr><td><a href="/runs/{{run.id}}/conversation/{{q(t.rel)}}">{{t.rel}}</a></td><td>{{fmt_size(t.size)}}</td><td>{{formats.get(t.format, t.format)}}</td><td>{{'—' if t.messages is None else t.messages}}</td></tr>
+% end
+</table></div>
+% end
 % if session is None:
 <p class="muted">No agent session was recorded for this run.</p>
-% else:
+% elif not transcripts:
+<p class="muted">session/ holds no transcript (<code>*.jsonl</code>) yet.</p>
+% end
+% if session:
+<details class="session-files"><summary>session/ ({{n_session}} entries)</summary>
 <div class="scroll"><table class="files">
 % for e in session:
 <tr><td><a href="/runs/{{run.id}}/session/{{q(e.name)}}{{'/' if e.is_dir else ''}}">{{e.name}}{{'/' if e.is_dir else ''}}</a></td><td>{{'' if e.is_dir else fmt_size(e.size)}}</td></tr>
 % end
-</table></div>
+</table></div></details>
 % end
 </section>
 
