@@ -18,6 +18,7 @@ import stat
 import subprocess
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import pytest
 from agent_standins import install, provider_server
@@ -639,3 +640,26 @@ def test_trace_lists_names_never_values(agents: Path, tmp_path: Path) -> None:
     assert traced["argv"] == ["--version"] and traced["uid"] == os.getuid()
     assert "CODEX_API_KEY" in traced["env_names"] and OPENAI_KEY not in trace.read_text()
     assert traced["config_dir"] == str(tmp_path / ".codex")
+
+
+def test_claude_session_id_in_use_and_resume(agents: Path, tmp_path: Path) -> None:
+    cfg = tmp_path / "cfg"
+    env = {"HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": str(cfg), "ANTHROPIC_API_KEY": ANTHROPIC_KEY}
+    first = host(agents, "claude", "-p", "--session-id", SESSION, "hi", env=env, cwd=tmp_path)
+    assert first.returncode == 0
+    again = host(agents, "claude", "-p", "--session-id", SESSION, "hi", env=env, cwd=tmp_path)
+    assert (again.returncode, again.stderr) == (
+        1,
+        f"Error: Session ID {SESSION} is already in use.\n",
+    )
+    resumed = host(
+        agents, "claude", "-p", "--resume", SESSION, "Reply with exactly: 2", env=env, cwd=tmp_path
+    )
+    assert (resumed.returncode, resumed.stdout) == (0, "2\n")
+    (transcript,) = (cfg / "projects").glob(f"*/{SESSION}.jsonl")
+    entries = [e for e in jsonl(transcript) if e["type"] in ("user", "assistant")]
+    assert len(entries) == 4
+    for before, after in itertools.pairwise(entries):
+        assert after["parentUuid"] == before["uuid"]
+    unknown = host(agents, "claude", "-p", "--resume", str(uuid4()), "hi", env=env, cwd=tmp_path)
+    assert unknown.returncode == 1 and "No conversation found" in unknown.stderr

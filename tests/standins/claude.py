@@ -161,6 +161,19 @@ def project_dir_name(cwd: str) -> str:
     return name
 
 
+def last_uuid(transcript: Path) -> str | None:
+    """The uuid of the last message line, which a resumed turn continues from."""
+    last = None
+    for line in transcript.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("uuid"):
+            last = entry["uuid"]
+    return last
+
+
 class Session:
     """One -p turn: the transcript lines, the stream-json messages, the usage."""
 
@@ -168,15 +181,22 @@ class Session:
         self.opts = opts
         self.prompt = prompt
         self.cwd = Path(os.getcwd())
-        self.session_id = opts.get("session_id") or str(uuid.uuid4())
+        self.session_id = opts.get("resume") or opts.get("session_id") or str(uuid.uuid4())
         self.model = opts.get("model") or os.environ.get("ANTHROPIC_MODEL") or DEFAULT_MODEL
         self.stream = opts.get("output_format") == "stream-json"
+        self.parent: str | None = None
+        folder = config_dir() / "projects" / project_dir_name(str(self.cwd))
+        existing = folder / f"{self.session_id}.jsonl"
+        if opts.get("resume"):
+            if not existing.is_file():
+                raise Usage(f"No conversation found with session ID: {self.session_id}")
+            self.parent = last_uuid(existing)
+        elif opts.get("session_id") and existing.exists():
+            raise Usage(f"Error: Session ID {self.session_id} is already in use.")
         self.transcript: Path | None = None
         if not opts.get("no_persist"):
-            folder = config_dir() / "projects" / project_dir_name(str(self.cwd))
             folder.mkdir(parents=True, exist_ok=True)
-            self.transcript = folder / f"{self.session_id}.jsonl"
-        self.parent: str | None = None
+            self.transcript = existing
         self.branch = git_branch(self.cwd)
         self.usage = {"input_tokens": 0, "output_tokens": 0}
         self.turns = 0

@@ -145,6 +145,10 @@ def login(args: list[str]) -> int:
         )
         print("API key saved. Authentication is checked when you send a request.", file=sys.stderr)
         return 0
+    if not args:
+        raise Fail(
+            "stand-in: the browser login is not supported; use --device-auth or --with-api-key"
+        )
     if args[:1] != ["--device-auth"] or len(args) > 1:
         raise clap_error(args[0] if args else "login", "Usage: codex login [OPTIONS] [COMMAND]")
     code = "-".join(secrets.token_hex(2).upper() for _ in range(2))
