@@ -286,6 +286,7 @@ def test_claude_transcript_in_a_container(agents: Path, tmp_path: Path, python_i
             "CLAUDE_CONFIG_DIR": "/orbit/claude",
             "ANTHROPIC_API_KEY": ANTHROPIC_KEY,
             "STANDIN_TRACE": "/trace/claude.json",
+            "CLAUDE_CODE_SUBPROCESS_ENV_SCRUB": "1",
         },
         mounts={config: "/orbit/claude", workspace: "/workspace", trace: "/trace"},
     )
@@ -336,7 +337,7 @@ def test_claude_transcript_in_a_container(agents: Path, tmp_path: Path, python_i
         results[2]["message"]["content"][0]["tool_use_id"] == uses[2]["message"]["content"][0]["id"]
     )
     assert entries[-1]["message"]["content"] == [{"type": "text", "text": "all done"}]
-    # The Bash tool's environment carries no credential (run: env), nor does any file written.
+    # With the scrub on, the Bash tool's environment has no credential (run: env), nor any file.
     assert "ANTHROPIC_API_KEY" not in results[3]["message"]["content"][0]["content"]
     assert_no_secret(ANTHROPIC_KEY, config, workspace, trace)
     traced = json.loads((trace / "claude.json").read_text())
@@ -477,7 +478,8 @@ def test_codex_rollout_and_json_events_in_a_container(
     done = container(
         python_image,
         agents,
-        f"cd /workspace && codex exec --json --skip-git-repo-check --yolo -o /workspace/last.txt"
+        "cd /workspace && codex exec --json --skip-git-repo-check --yolo -o /workspace/last.txt"
+        " -c shell_environment_policy.ignore_default_excludes=false"
         f" '{TOOLS_PROMPT}\nrun: env' < /dev/null",
         env={
             "CODEX_HOME": "/orbit/codex",
@@ -545,7 +547,7 @@ def test_codex_rollout_and_json_events_in_a_container(
     )
     count = [line["payload"] for line in lines if line["payload"].get("type") == "token_count"][-1]
     assert count["info"]["total_token_usage"]["total_tokens"] > 0
-    # The shell tool's environment drops *KEY* variables (run: env); no file holds the key.
+    # With the default excludes on, the shell has no *KEY* variable (run: env); no file holds it.
     assert "OPENAI_API_KEY" not in items[3]["aggregated_output"]
     assert_no_secret(OPENAI_KEY, codex_home, sessions, workspace)
 
@@ -663,3 +665,42 @@ def test_claude_session_id_in_use_and_resume(agents: Path, tmp_path: Path) -> No
         assert after["parentUuid"] == before["uuid"]
     unknown = host(agents, "claude", "-p", "--resume", str(uuid4()), "hi", env=env, cwd=tmp_path)
     assert unknown.returncode == 1 and "No conversation found" in unknown.stderr
+
+
+def test_tool_environments_pass_credentials_unless_told_not_to(
+    agents: Path, tmp_path: Path
+) -> None:
+    """As the real CLIs: Claude's Bash tool sees the key unless CLAUDE_CODE_SUBPROCESS_ENV_SCRUB
+    is set; Codex's shell sees it unless shell_environment_policy.ignore_default_excludes is
+    false (in config.toml or -c). A key the tool prints lands in the transcript."""
+    (tmp_path / ".git").mkdir()
+    claude_env = {
+        "HOME": str(tmp_path),
+        "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"),
+        "ANTHROPIC_API_KEY": ANTHROPIC_KEY,
+        "IS_SANDBOX": "1",  # the host tests may run as root
+    }
+    argv = ("claude", "-p", "--dangerously-skip-permissions", "run: echo $ANTHROPIC_API_KEY")
+    host(agents, *argv, env=claude_env, cwd=tmp_path)
+    (leaked,) = (tmp_path / "claude").rglob("*.jsonl")
+    assert ANTHROPIC_KEY in leaked.read_text()
+    leaked.unlink()
+    scrub = {**claude_env, "CLAUDE_CODE_SUBPROCESS_ENV_SCRUB": "1"}
+    assert host(agents, *argv, env=scrub, cwd=tmp_path).returncode == 0
+    assert_no_secret(ANTHROPIC_KEY, tmp_path / "claude")
+
+    home = tmp_path / "codex"
+    home.mkdir()
+    codex_env = {"HOME": str(tmp_path), "CODEX_HOME": str(home), "CODEX_API_KEY": OPENAI_KEY}
+    run = ("codex", "exec", "--json", "run: echo $CODEX_API_KEY")
+    seen = host(agents, *run, env=codex_env, cwd=tmp_path)
+    assert OPENAI_KEY in seen.stdout
+    excluded = ("-c", "shell_environment_policy.ignore_default_excludes=false")
+    assert (
+        OPENAI_KEY
+        not in host(agents, *run[:2], *excluded, *run[2:], env=codex_env, cwd=tmp_path).stdout
+    )
+    (home / "config.toml").write_text(
+        "[shell_environment_policy]\nignore_default_excludes = false\n"
+    )
+    assert OPENAI_KEY not in host(agents, *run, env=codex_env, cwd=tmp_path).stdout

@@ -49,7 +49,21 @@ NOT_LOGGED_IN = "Not logged in · Please run /login"
 ROOT_REFUSAL = (
     "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons"
 )
-CREDENTIAL_VARS = ("ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN")
+# What CLAUDE_CODE_SUBPROCESS_ENV_SCRUB takes away from the Bash tool's environment (the real
+# CLI passes everything through unless that variable is set).
+SCRUBBED_VARS = (
+    "ANTHROPIC_API_KEY",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_FOUNDRY_API_KEY",
+    "ANTHROPIC_CUSTOM_HEADERS",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "AZURE_CLIENT_SECRET",
+)
 TOOLS = ["Task", "Bash", "Glob", "Grep", "Read", "Edit", "Write", "WebFetch", "TodoWrite"]
 FLAGS = {
     "-p": "print",
@@ -396,7 +410,8 @@ def run_tool(step: Step, cwd: Path) -> tuple[Outcome, Any]:
             "userModified": False,
             "replaceAll": False,
         }
-    env = scrubbed_env(names=CREDENTIAL_VARS)
+    scrub = os.environ.get("CLAUDE_CODE_SUBPROCESS_ENV_SCRUB", "").lower() in ("1", "true", "yes")
+    env = scrubbed_env(names=SCRUBBED_VARS) if scrub else dict(os.environ)
     out = run_command(cwd, ["bash", "-c", step.command], env)
     if out.is_error:
         text = f"Exit code {out.exit_code}\n{out.output}".rstrip("\n")

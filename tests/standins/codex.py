@@ -19,6 +19,7 @@ import secrets
 import shlex
 import sys
 import time
+import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -297,6 +298,7 @@ class Thread:
 
     def __init__(self, opts: dict[str, Any], home: Path, cwd: Path, prompt: str) -> None:
         self.opts = opts
+        self.home = home
         self.cwd = cwd
         self.prompt = prompt
         self.id = uuid7()
@@ -498,6 +500,25 @@ def tool_output(outcome: Outcome, seconds: float) -> str:
     )
 
 
+def shell_env(thread: Thread) -> dict[str, str]:
+    """The shell tool's environment: everything, unless shell_environment_policy's
+    ignore_default_excludes is false (in config.toml or -c), which drops *KEY*/*SECRET*/*TOKEN*."""
+    policy: Any = {}
+    try:
+        with (thread.home / "config.toml").open("rb") as fh:
+            policy = tomllib.load(fh).get("shell_environment_policy", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        pass
+    ignore = policy.get("ignore_default_excludes", True) if isinstance(policy, dict) else True
+    for override in thread.opts["config"]:
+        key, _, value = override.partition("=")
+        if key.strip() == "shell_environment_policy.ignore_default_excludes":
+            ignore = value.strip().lower() != "false"
+    if ignore:
+        return dict(os.environ)
+    return scrubbed_env(markers=("KEY", "SECRET", "TOKEN"))
+
+
 def shell_step(thread: Thread, step: Step) -> None:
     argv = ["bash", "-lc", step.command]
     call_id = random_id("call_")
@@ -523,8 +544,7 @@ def shell_step(thread: Thread, step: Step) -> None:
         },
     )
     started = time.monotonic()
-    # Codex's default shell_environment_policy drops variables named like *KEY*/*SECRET*/*TOKEN*.
-    outcome = run_command(thread.cwd, argv, scrubbed_env(markers=("KEY", "SECRET", "TOKEN")))
+    outcome = run_command(thread.cwd, argv, shell_env(thread))
     seconds = time.monotonic() - started
     thread.record(
         "response_item",
