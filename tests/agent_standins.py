@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import threading
 import uuid
@@ -45,8 +46,9 @@ def _package(prefix: Path, name: str, version: str, command: str, exe: str, sour
     target = pkg / exe
     shutil.copyfile(STANDINS / source, target)
     target.chmod(0o755)
-    # The shared module sits beside each executable, which imports it from its own directory.
-    shutil.copyfile(STANDINS / "standin_common.py", pkg / "bin" / "standin_common.py")
+    # The support modules sit beside each executable, which imports them from its own directory.
+    for module in [STANDINS / "standin_common.py", *STANDINS.glob(f"{command}_*.py")]:
+        shutil.copyfile(module, pkg / "bin" / module.name)
     link = prefix / "bin" / command
     if link.is_symlink() or link.exists():
         link.unlink()
@@ -264,3 +266,67 @@ def provider_server(
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+
+
+# --- running them in tests ----------------------------------------------------------------------
+
+
+def shared_dir(path: Path) -> Path:
+    """A host folder the container's uid 1234 can write (Orbit bind-mounts run folders alike)."""
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o777)
+    return path
+
+
+def run_host(
+    prefix: Path, *argv: str, env: dict[str, str], cwd: Path, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC", "CLAUDE"))}
+    clean = {k: v for k, v in clean.items() if not k.startswith(("CODEX", "OPENAI"))}
+    return subprocess.run(
+        [str(prefix / "bin" / argv[0]), *argv[1:]],
+        env={**clean, **env},
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def run_container(
+    image: str,
+    prefix: Path,
+    script: str,
+    env: dict[str, str] | None = None,
+    user: str = "1234:1234",
+    mounts: dict[Path, str] | None = None,
+    network_host: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """`sh -c script` in the image with the install at /opt/agents (read-only), HOME on a tmpfs."""
+    uid = user.split(":")[0]
+    argv = ["docker", "run", "--rm", "--user", user, "-v", f"{prefix}:/opt/agents:ro"]
+    argv += ["--tmpfs", f"/home/agent:uid={uid},gid={uid}", "-e", "HOME=/home/agent"]
+    argv += ["-e", "PATH=/opt/agents/bin:/usr/local/bin:/usr/bin:/bin", "-w", "/home/agent"]
+    for source, target in (mounts or {}).items():
+        argv += ["-v", f"{source}:{target}"]
+    for name, value in (env or {}).items():
+        argv += ["-e", f"{name}={value}"]
+    if network_host:
+        argv += ["--network", "host"]
+    argv += [image, "sh", "-c", script]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def files_under(*roots: Path) -> list[Path]:
+    return [p for root in roots for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
+
+
+def assert_no_secret(secret: str, *roots: Path) -> None:
+    for path in files_under(*roots):
+        assert secret not in path.read_text(errors="replace"), path
