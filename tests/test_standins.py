@@ -134,7 +134,25 @@ def test_claude_flag_and_credential_errors(agents: Path, tmp_path: Path) -> None
     turns = run_host(
         agents, "claude", "-p", "--max-turns", "1", TOOLS_PROMPT, env=logged_in, cwd=tmp_path
     )
-    assert (turns.returncode, turns.stdout) == (1, "Error: Reached max turns (1)\n")
+    assert (turns.returncode, turns.stdout) == (1, "Error: Reached max turns (1)")
+    as_json = run_host(
+        agents,
+        "claude",
+        "-p",
+        "--max-turns",
+        "1",
+        "--output-format",
+        "json",
+        TOOLS_PROMPT,
+        env=logged_in,
+        cwd=tmp_path,
+    )
+    result = json.loads(as_json.stdout)
+    assert (result["subtype"], result["is_error"], result["num_turns"]) == (
+        "error_max_turns",
+        True,
+        2,
+    )
 
 
 def test_claude_root_guard(agents: Path, tmp_path: Path, python_image: str) -> None:
@@ -323,6 +341,11 @@ def test_claude_no_session_persistence_and_permissions(agents: Path, tmp_path: P
         cwd=tmp_path,
     )
     assert allowed.returncode == 0 and (tmp_path / "ran").exists()
+    # As in the real CLI, -p runs a read-only command without any permission.
+    read_only = run_host(
+        agents, "claude", "-p", "--output-format", "json", "run: echo hi", env=env, cwd=tmp_path
+    )
+    assert json.loads(read_only.stdout)["permission_denials"] == []
 
 
 def test_claude_provider_round_trip_from_a_container(

@@ -173,7 +173,7 @@ def converse(session: Session, auth: tuple[str, str, str]) -> tuple[str, str]:
     max_turns = int(session.opts.get("max_turns") or 0)
     for step in steps_of(session.prompt):
         if max_turns and session.turns >= max_turns:
-            return "error_max_turns", f"Error: Reached max turns ({max_turns})"
+            return "error_max_turns", ""
         reply = ask_model(session, auth, history)
         name, tool_input = tool_call(step, session.cwd)
         use: dict[str, Any] = {
@@ -183,7 +183,7 @@ def converse(session: Session, auth: tuple[str, str, str]) -> tuple[str, str]:
             "input": tool_input,
         }
         source = session.assistant([use], "tool_use", reply["usage"])
-        if allowed(name, session.opts):
+        if allowed(step, name, session.opts):
             outcome, result = run_tool(step, session.cwd)
         else:
             text = f"Claude requested permissions to use {name}, but you haven't granted it yet."
@@ -202,7 +202,7 @@ def converse(session: Session, auth: tuple[str, str, str]) -> tuple[str, str]:
             }
         )
     if max_turns and session.turns >= max_turns:
-        return "error_max_turns", f"Error: Reached max turns ({max_turns})"
+        return "error_max_turns", ""
     reply = ask_model(session, auth, history)
     text = "".join(b.get("text", "") for b in reply.get("content", []) if b.get("type") == "text")
     session.assistant([{"type": "text", "text": text}], "end_turn", reply["usage"])
@@ -221,8 +221,9 @@ def result_message(
         "is_error": is_error,
         "duration_ms": int((time.monotonic() - started) * 1000),
         "duration_api_ms": 0,
-        "num_turns": max(session.turns, 1),
-        "result": text,
+        # The turn refused by --max-turns counts, as in the real CLI, which gives no result then.
+        "num_turns": session.turns + 1 if subtype == "error_max_turns" else max(session.turns, 1),
+        "result": text if subtype != "error_max_turns" else None,
         "stop_reason": "end_turn",
         "session_id": session.session_id,
         "total_cost_usd": cost,
@@ -280,7 +281,9 @@ def print_mode(opts: dict[str, Any]) -> int:
             session.assistant([{"type": "text", "text": text}], "stop_sequence", zero_usage())
     session.finish()
     result = result_message(session, subtype, text, failed, started)
-    if fmt == "text":
+    if fmt == "text" and subtype == "error_max_turns":
+        print(f"Error: Reached max turns ({opts['max_turns']})", end="", flush=True)
+    elif fmt == "text":
         print(text)
     else:
         print(json.dumps(result, separators=(",", ":")), flush=True)

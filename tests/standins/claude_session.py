@@ -214,10 +214,12 @@ class Session:
             self.emit(
                 {
                     "type": "assistant",
-                    "message": message,
+                    # Streamed blocks carry no stop_reason yet; the transcript line has it.
+                    "message": {**message, "stop_reason": None},
                     "parent_tool_use_id": None,
                     "session_id": self.session_id,
                     "uuid": last,
+                    "timestamp": iso_now(),
                 }
             )
         return last
@@ -238,6 +240,7 @@ class Session:
                 "parent_tool_use_id": None,
                 "session_id": self.session_id,
                 "uuid": line,
+                "timestamp": iso_now(),
                 "tool_use_result": result,
             }
         )
@@ -269,9 +272,17 @@ def tool_call(step: Step, cwd: Path) -> tuple[str, dict[str, Any]]:
     return "Bash", {"command": step.command, "description": f"Run {step.command}"}
 
 
-def allowed(name: str, opts: dict[str, Any]) -> bool:
+# Commands that -p runs without a permission, as the real CLI auto-approves read-only ones.
+READ_ONLY_COMMAND = re.compile(
+    r"^(echo|cat|ls|pwd|head|tail|wc|grep|true|date|whoami|id)\b[^;&|<>`$]*$"
+)
+
+
+def allowed(step: Step, name: str, opts: dict[str, Any]) -> bool:
     mode = opts.get("permission_mode")
     if bypass_requested(opts) or (mode == "acceptEdits" and name in ("Write", "Edit")):
+        return True
+    if name == "Bash" and READ_ONLY_COMMAND.match(step.command.strip()):
         return True
     listed = re.split(r"[,\s]+", opts.get("allowed_tools") or "")
     return any(item.split("(")[0] == name for item in listed if item)
@@ -316,4 +327,5 @@ def run_tool(step: Step, cwd: Path) -> tuple[Outcome, Any]:
         "stderr": details.get("stderr", "").rstrip("\n"),
         "interrupted": False,
         "isImage": False,
+        "noOutputExpected": False,
     }
