@@ -253,3 +253,26 @@ def test_sweep_with_auth_gives_each_run_its_own_session(agents: Orbit, python_im
         env_txt = (run_dir / "output" / "env.txt").read_text()
         assert "CODEX_HOME=/orbit/agent/codex" in env_txt and "API_KEY" not in env_txt
     assert files_holding(orbit.home, OPENAI_KEY) == []
+
+
+def test_claude_login_takes_the_token_setup_token_prints_and_uses_it(
+    agents: Orbit, python_image: str
+) -> None:
+    orbit = agents
+    res = orbit("auth", "add", "cl", "--harness", "claude-code", "--kind", "login")
+    assert res.code == 0, res.err
+    token = json.loads((orbit.home / "auth.json").read_text())["profiles"]["cl"]["key"]
+    assert token.startswith("sk-ant-oat01-") and token not in res.out + res.err
+    assert "[token received]" in res.err and "claude setup-token" in res.out
+    code, run = run_json(
+        orbit, "--auth", "cl", "--no-project", "--image", python_image,
+        "-e", "STANDIN_TRACE=/orbit/output/trace.json",
+        "--", "claude", "-p", "Reply with exactly: logged-in",
+    )  # fmt: skip
+    assert code == 0, run
+    run_dir = orbit.run_dir(str(run["id"]))
+    assert (run_dir / "log.txt").read_text().strip() == "logged-in"
+    trace = json.loads((run_dir / "output" / "trace.json").read_text())
+    names = set(trace["env_names"])
+    assert "CLAUDE_CODE_OAUTH_TOKEN" in names and "ANTHROPIC_API_KEY" not in names
+    assert files_holding(orbit.home, token) == []
