@@ -40,6 +40,13 @@ def files_holding(root: Path, secret: str) -> list[str]:
     return found
 
 
+def add_codex_key(orbit: Orbit, name: str = "p") -> None:
+    res = orbit(
+        "auth", "add", name, "--harness", "codex", "--kind", "api-key", "--key-stdin", stdin=KEY
+    )
+    assert res.code == 0, res.err
+
+
 # --- profiles ------------------------------------------------------------------------------
 def test_profiles_take_secrets_from_env_stdin_or_file_and_never_show_them(
     orbit: Orbit, tmp_path: Path
@@ -198,12 +205,7 @@ def test_a_profile_that_exists_or_a_broken_auth_file_is_refused(orbit: Orbit) ->
 
 
 def test_run_needs_the_cli_on_this_machine(orbit: Orbit, busybox: str, tmp_path: Path) -> None:
-    assert (
-        orbit(
-            "auth", "add", "p", "--harness", "codex", "--kind", "api-key", "--key-stdin", stdin=KEY
-        ).code
-        == 0
-    )
+    add_codex_key(orbit)
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     orbit.environ["PATH"] = str(empty)
@@ -238,12 +240,7 @@ def test_doctor_checks_the_auth_file_and_each_harness_cli(orbit: Orbit, tmp_path
 
     home = Home(orbit.home)
     assert check_auth(home, orbit.environ) == []  # no profiles: nothing to say
-    assert (
-        orbit(
-            "auth", "add", "p", "--harness", "codex", "--kind", "api-key", "--key-stdin", stdin=KEY
-        ).code
-        == 0
-    )
+    add_codex_key(orbit)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     codex = bin_dir / "codex"

@@ -32,6 +32,11 @@ def agents(orbit: Orbit, tmp_path: Path) -> Orbit:
     return orbit
 
 
+def add_key_profile(orbit: Orbit, name: str, harness: str, var: str) -> None:
+    res = orbit("auth", "add", name, "--harness", harness, "--kind", "api-key", "--key-env", var)
+    assert res.code == 0, res.err
+
+
 def run_json(orbit: Orbit, *args: str) -> tuple[int, dict]:
     res = orbit("run", "--json", "-w", *args)
     assert res.out, res.err
@@ -42,20 +47,7 @@ def test_claude_inside_writes_its_transcript_into_session_and_keeps_the_key_to_i
     agents: Orbit, python_image: str
 ) -> None:
     orbit = agents
-    assert (
-        orbit(
-            "auth",
-            "add",
-            "c",
-            "--harness",
-            "claude-code",
-            "--kind",
-            "api-key",
-            "--key-env",
-            "TEST_KEY",
-        ).code
-        == 0
-    )
+    add_key_profile(orbit, "c", "claude-code", "TEST_KEY")
     prompt = (
         "create notes.txt containing hello from the agent\n"
         "run: cp notes.txt /orbit/output/ && env | sort > /orbit/output/env.txt\n"
@@ -111,20 +103,7 @@ def test_without_orbit_s_sandbox_declaration_claude_refuses_to_skip_permissions_
     """The stand-in keeps Claude Code's root guard: a run that overrides IS_SANDBOX fails with the
     real message, so the test above passes because of Orbit's setting."""
     orbit = agents
-    assert (
-        orbit(
-            "auth",
-            "add",
-            "c",
-            "--harness",
-            "claude-code",
-            "--kind",
-            "api-key",
-            "--key-env",
-            "TEST_KEY",
-        ).code
-        == 0
-    )
+    add_key_profile(orbit, "c", "claude-code", "TEST_KEY")
     code, run = run_json(
         orbit, "--auth", "c", "--no-project", "--image", python_image, "-e", "IS_SANDBOX=0",
         "--", "claude", "-p", "--dangerously-skip-permissions", "Reply with exactly: x",
@@ -136,20 +115,7 @@ def test_without_orbit_s_sandbox_declaration_claude_refuses_to_skip_permissions_
 
 def test_a_key_the_command_prints_is_redacted_in_the_log(agents: Orbit, python_image: str) -> None:
     orbit = agents
-    assert (
-        orbit(
-            "auth",
-            "add",
-            "c",
-            "--harness",
-            "claude-code",
-            "--kind",
-            "api-key",
-            "--key-env",
-            "TEST_KEY",
-        ).code
-        == 0
-    )
+    add_key_profile(orbit, "c", "claude-code", "TEST_KEY")
     code, run = run_json(
         orbit, "--auth", "c", "--no-project", "--image", python_image,
         "--", "sh", "-c", 'echo "key=$ANTHROPIC_API_KEY"',
@@ -224,20 +190,7 @@ def test_codex_login_profile_runs_inside_and_leaves_no_token_behind(
 
 def test_sweep_with_auth_gives_each_run_its_own_session(agents: Orbit, python_image: str) -> None:
     orbit = agents
-    assert (
-        orbit(
-            "auth",
-            "add",
-            "gpt",
-            "--harness",
-            "codex",
-            "--kind",
-            "api-key",
-            "--key-env",
-            "TEST_OPENAI_KEY",
-        ).code
-        == 0
-    )
+    add_key_profile(orbit, "gpt", "codex", "TEST_OPENAI_KEY")
     res = orbit(
         "sweep", "--auth", "gpt", "--image", python_image, "-g", "tries", "-p", "seed=1,2",
         "-w", "--json",
