@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("orbit.execute",),
     ("orbit.service",),
     ("orbit.agents",),
+    ("orbit.bench",),
     ("orbit.env", "orbit.doctor"),
     ("orbit.web",),
     ("orbit.cli",),

@@ -44,9 +44,6 @@ NODE = f"{AGENT}/node/bin/node"
 CLAUDE_DIR = f"{AGENT}/claude"
 CODEX_DIR = f"{AGENT}/codex"
 SESSION = "session"
-# Claude Code names a project folder after the working directory, every character that is not
-# a letter or digit replaced by "-": /workspace → -workspace.
-CLAUDE_PROJECT = "-workspace"
 VERSION_TIMEOUT_S = 20.0
 CODEX_CONFIG = """\
 # Written by Orbit for this run (docs/agents.md): the agent's shell commands do not inherit
@@ -94,6 +91,13 @@ def locate(harness: str, environ: Mapping[str, str]) -> HostCli:
             raise UsageError(f"`{name}` ({exe}) is a Node.js script and `node` is not on PATH")
         node = Path(node_path).resolve()
     return HostCli(harness, exe, root, node)
+
+
+def project_folder(workdir: str) -> str:
+    """The folder Claude Code keeps the transcripts of an agent working in `workdir` under: the
+    path with every character that is not a letter or digit replaced by "-" (/workspace →
+    -workspace)."""
+    return re.sub(r"[^A-Za-z0-9]", "-", workdir)
 
 
 def _package(harness: str) -> str:
@@ -152,9 +156,15 @@ def bin_dir(home: Home, links: dict[str, str]) -> Path:
 
 
 def setup(
-    home: Home, profile: Profile, environ: Mapping[str, str], *, container_root: bool
+    home: Home,
+    profile: Profile,
+    environ: Mapping[str, str],
+    *,
+    container_root: bool,
+    workdir: str = "/workspace",
 ) -> InContainer:
-    """Everything a run needs to run `profile`'s agent CLI inside its container."""
+    """Everything a run needs to run `profile`'s agent CLI inside its container, working in
+    `workdir` (where Claude Code's transcript of it goes depends on it)."""
     cli = locate(profile.harness, environ)
     links = {CLI_NAMES[profile.harness]: cli.inside}
     mounts: list[dict[str, Any]] = [
@@ -168,7 +178,7 @@ def setup(
     env = {"HOME": HOME_DIR, **profile.env}
     secrets = Secrets(redact=profile.secret_strings())
     if profile.harness == "claude-code":
-        _claude(profile, env, secrets, mounts, container_root)
+        _claude(profile, env, secrets, mounts, container_root, project_folder(workdir))
     else:
         _codex(profile, env, secrets, mounts)
     record = {
@@ -194,6 +204,7 @@ def _claude(
     secrets: Secrets,
     mounts: list[dict[str, Any]],
     container_root: bool,
+    project: str,
 ) -> None:
     env.update(
         CLAUDE_CONFIG_DIR=CLAUDE_DIR,
@@ -214,7 +225,7 @@ def _claude(
     secrets.env[var] = profile.key or ""
     mounts.append({"tmpfs": True, "target": CLAUDE_DIR})
     mounts.append(
-        {"run_dir": SESSION, "target": f"{CLAUDE_DIR}/projects/{CLAUDE_PROJECT}", "rw": True}
+        {"run_dir": SESSION, "target": f"{CLAUDE_DIR}/projects/{project}", "rw": True}
     )
 
 

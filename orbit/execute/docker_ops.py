@@ -211,7 +211,7 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
         "name": container_name(home, run.id),
         "labels": labels(home, run.id),
         "environment": env,
-        "working_dir": "/workspace",
+        "working_dir": spec.get("workdir", "/workspace"),  # null: the image's WORKDIR
         "user": spec.get("user") or None,
         "mounts": mounts,
         "nano_cpus": int(run.resources.cpus * 1e9),

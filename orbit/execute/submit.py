@@ -57,6 +57,13 @@ class Request:
     gpu_mem_gb: float | None = None  # minimum free memory on each leased GPU
     gpu_ids: list[int] | None = None  # pin these host GPU indices
     in_container: InContainer | None = None  # an agent CLI run inside (orbit.agents.incontainer)
+    # For runs made by Orbit itself (orbit bench) rather than typed:
+    user: str | None = None  # the container's user, in place of yours (or the image's: --root)
+    workdir: str | None = "/workspace"  # None: the image's WORKDIR
+    run_mounts: list[dict[str, Any]] = field(default_factory=list)  # run.yaml `mounts` entries
+    run_dirs: list[str] = field(default_factory=list)  # folders of the run directory to create
+    commit: str | None = None  # keep the ended container's file system as this image
+    record: dict[str, Any] = field(default_factory=dict)  # more run.yaml keys (e.g. `bench`)
 
 
 @dataclass
@@ -267,14 +274,21 @@ def prepare(
         },
         "env": env,
         "pass_env": sorted(secrets),
-        "mounts": mounts,
+        "mounts": [*mounts, *req.run_mounts],
         "network": req.network,
         "timeout_min": req.timeout_min,
-        "user": None if req.root else f"{os.getuid()}:{os.getgid()}",
+        "user": req.user or (None if req.root else f"{os.getuid()}:{os.getgid()}"),
         "project": project,
         "node": socket.gethostname(),
         "submitted_by": {"user": environ.get("USER") or str(os.getuid()), "pid": os.getpid()},
     }
+    if req.workdir != "/workspace":
+        spec["workdir"] = req.workdir
+    if req.run_dirs:
+        spec["run_dirs"] = list(req.run_dirs)
+    if req.commit:
+        spec["commit"] = req.commit
+    spec.update(req.record)
     agent = agent_from_environ(environ)
     if agent is not None:  # launched from an agent session (Orbit's SessionStart hook)
         spec["agent"] = agent
@@ -302,7 +316,7 @@ def _with_agent(
     spec["auth"] = agent.record
     spec["env"] = {**agent.env, **spec["env"]}
     spec["mounts"] = [*spec["mounts"], *agent.mounts]
-    spec["run_dirs"] = list(agent.run_dirs)
+    spec["run_dirs"] = sorted({*spec.get("run_dirs", []), *agent.run_dirs})
     secrets.env.update(agent.secrets.env)
     secrets.redact.extend(agent.secrets.redact)
     secrets.files.update(agent.secrets.files)

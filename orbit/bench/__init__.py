@@ -1,0 +1,1 @@
+"""orbit bench: benchmarks run as Orbit runs (docs/bench.md)."""
