@@ -68,6 +68,8 @@ class Phase:
     gpus: int = 0
     timeout_min: float | None = None
     commit: bool = False  # keep the container's file system as an image when it ends
+    instruction: str | None = None  # agent methods: the task's instruction (command left empty)
+    collect: list[str] = field(default_factory=list)  # solve: container paths to keep (artifacts)
 
 
 @dataclass
