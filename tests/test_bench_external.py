@@ -1,0 +1,268 @@
+"""External bench adapters: protocol 1 over stdin/stdout (orbit/bench/external.py), with the
+example adapter of examples/bench-adapters/arith and adapters written here that break the
+protocol in each way Orbit must report in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from orbit.bench.external import AdapterError, ExternalAdapter
+from orbit.bench.model import Benchmark, Method, Task
+from orbit.store.home import Home
+
+REPO = Path(__file__).resolve().parents[1]
+ARITH = REPO / "examples" / "bench-adapters" / "arith"
+
+
+def adapter_file(folder: Path, body: str, name: str = "adapter.py") -> Path:
+    """An executable Python adapter: `body` runs with `request` parsed from stdin."""
+    path = folder / name
+    path.write_text(
+        f"#!{sys.executable}\nimport json, os, sys, time\nrequest = json.load(sys.stdin)\n"
+        + textwrap.dedent(body)
+    )
+    path.chmod(0o755)
+    return path
+
+
+def make(tmp_path: Path, adapter: Path, bench_dir: Path | None = None, **config: str):
+    bench = Benchmark(
+        name="ext",
+        dir=str(bench_dir or tmp_path),
+        adapter=str(adapter),
+        config=dict(config),
+    )
+    home = Home(tmp_path / "home", dict(os.environ))
+    return ExternalAdapter(bench, home)
+
+
+def answering(tmp_path: Path, phase: dict, bench_dir: Path | None = None) -> ExternalAdapter:
+    """An adapter whose solve answer is `phase` (read from phase.json at each request)."""
+    (tmp_path / "phase.json").write_text(json.dumps(phase))
+    body = f"""
+        phase = json.load(open({str(tmp_path / "phase.json")!r}))
+        print(json.dumps({{"protocol": 1, "phase": phase}}))
+    """
+    return make(tmp_path, adapter_file(tmp_path, body), bench_dir)
+
+
+ORACLE = Method("oracle", "oracle")
+TASK = Task("t1")
+
+
+# --- the example adapter, request by request ----------------------------------------------------
+def test_the_example_adapter_speaks_protocol_1(tmp_path: Path) -> None:
+    ext = make(tmp_path, ARITH / "adapter.py", ARITH, image="orbit-test/busybox:1")
+    assert ext.hello() == {"name": "arith", "version": "1.0", "protocols": [1]}
+    assert ext.check() == "arith 1.0 (protocol 1), 4 tasks"
+    tasks = {t.name: t for t in ext.tasks()}
+    assert sorted(tasks) == ["add", "big", "multiply", "nested"]
+    assert not tasks["big"].supported and tasks["big"].reason == "needs Windows"
+    assert tasks["nested"].timeout_min == 2.0
+
+    trial = tmp_path / "trial"
+    oracle = ext.solve(tasks["add"], ORACLE, trial)
+    assert oracle.image == "orbit-test/busybox:1" and oracle.commit and oracle.network == "none"
+    assert oracle.collect == ["/work/answer.txt"]
+    assert oracle.run_dirs == ["logs/agent"]
+    solution = {"source": str(trial / "oracle"), "target": "/orbit/bench/solution", "rw": False}
+    assert solution in oracle.mounts
+    assert (trial / "oracle" / "answer.txt").read_text() == "42\n"
+
+    empty = ext.solve(tasks["add"], Method("empty", "empty"), trial)
+    assert empty.command == ["true"]
+    agent = ext.solve(tasks["add"], Method("gpt", "codex", auth="p"), trial)
+    assert agent.command == [] and "19 + 23" in str(agent.instruction)
+
+    verify = ext.verify(tasks["add"], trial, "orbit-bench/x:solved")
+    assert verify.env == {"EXPECTED": "42"}
+    assert verify.run_dirs == ["logs/verifier"]
+
+    out = tmp_path / "verify-run"
+    missing = ext.score(tasks["add"], out)
+    assert not missing.valid and missing.reason == "the verifier wrote no score.json"
+    (out / "logs" / "verifier").mkdir(parents=True)
+    (out / "logs" / "verifier" / "score.json").write_text('{"correct": 1}\n')
+    got = ext.score(tasks["add"], out)
+    assert got.valid and got.score == 1.0 and got.scores == {"correct": 1.0}
+
+
+def test_a_request_carries_the_benchmark_the_task_and_the_method(tmp_path: Path) -> None:
+    seen = tmp_path / "seen.json"
+    body = f"""
+        open({str(seen)!r}, "w").write(json.dumps(request))
+        print(json.dumps({{"protocol": 1, "phase": {{"image": "img", "command": ["true"]}}}}))
+    """
+    ext = make(tmp_path, adapter_file(tmp_path, body), level="b2")
+    ext.solve(Task("t1", data={"path": "/x"}), Method("m", "oracle"), tmp_path / "trial")
+    request = json.loads(seen.read_text())
+    assert request["protocol"] == 1 and request["op"] == "solve"
+    assert request["benchmark"] == {"name": "ext", "dir": str(tmp_path), "config": {"level": "b2"}}
+    assert request["task"] == {"name": "t1", "data": {"path": "/x"}}
+    assert request["method"]["name"] == "m" and request["method"]["agent"] == "oracle"
+    assert request["trial_dir"] == str(tmp_path / "trial")
+
+
+# --- protocol errors: one line naming the adapter and the request --------------------------------
+def test_an_answer_that_is_not_json(tmp_path: Path) -> None:
+    ext = make(tmp_path, adapter_file(tmp_path, 'print("Traceback? no: hello")'))
+    with pytest.raises(AdapterError) as err:
+        ext.tasks()
+    message = str(err.value)
+    assert message.startswith(f"adapter {tmp_path / 'adapter.py'} (benchmark ext), request tasks")
+    assert "not JSON" in message and "hello" in message and "\n" not in message
+
+
+def test_a_non_zero_exit_quotes_the_last_line_of_stderr(tmp_path: Path) -> None:
+    body = 'print("starting", file=sys.stderr); print("no such dataset", file=sys.stderr)\n'
+    ext = make(tmp_path, adapter_file(tmp_path, body + "sys.exit(3)\n"))
+    with pytest.raises(AdapterError, match=r"request tasks: exited with code 3: no such dataset$"):
+        ext.tasks()
+
+
+def test_an_adapter_that_cannot_be_started(tmp_path: Path) -> None:
+    script = tmp_path / "adapter.py"
+    script.write_text("print(1)\n")  # not executable
+    with pytest.raises(AdapterError, match="cannot be started"):
+        make(tmp_path, script).tasks()
+
+
+def test_a_wrong_protocol_version(tmp_path: Path) -> None:
+    body = 'print(json.dumps({"protocol": 2, "tasks": []}))\n'
+    with pytest.raises(AdapterError, match="answered with protocol 2, expected 1"):
+        make(tmp_path, adapter_file(tmp_path, body)).tasks()
+    hello = 'print(json.dumps({"protocol": 1, "name": "x", "version": "2", "protocols": [2]}))\n'
+    with pytest.raises(AdapterError, match=r"request hello: it speaks protocols \[2\]"):
+        make(tmp_path, adapter_file(tmp_path, hello)).check()
+
+
+def test_an_error_answer_is_reported(tmp_path: Path) -> None:
+    body = 'print(json.dumps({"protocol": 1, "error": "instances dir is empty"}))\n'
+    with pytest.raises(AdapterError, match="request tasks: it reports: instances dir is empty"):
+        make(tmp_path, adapter_file(tmp_path, body)).tasks()
+
+
+@pytest.mark.parametrize(
+    ("phase", "problem"),
+    [
+        ({"command": ["true"]}, "give exactly one of `image` and `dockerfile`"),
+        ({"image": "i"}, "`command` is empty"),
+        ({"image": "i", "command": "true"}, "`command` must be a list"),
+        ({"image": "i", "command": ["true"], "comand": 1}, "unknown fields: comand"),
+        ({"image": "i", "command": ["true"], "workdir": "app"}, "absolute container path"),
+        ({"image": "i", "command": ["true"], "cpus": -1}, "`cpus` must be a positive number"),
+        ({"image": "i", "command": ["true"], "gpus": 1.5}, "`gpus` must be an integer"),
+        ({"image": "i", "command": ["true"], "network": "public"}, "`network` must be one of"),
+        ({"image": "i", "command": ["true"], "env": {"A-B": "1"}}, "bad variable name"),
+        ({"image": "i", "command": ["true"], "collect": ["out.txt"]}, "absolute container path"),
+        (
+            {"image": "i", "command": ["true"], "mounts": [{"run_dir": "../x", "target": "/x"}]},
+            "must not contain `..`",
+        ),
+        (
+            {"image": "i", "command": ["true"], "mounts": [{"tmpfs": True, "target": "x"}]},
+            "a mount's `target` must be an absolute container path",
+        ),
+    ],
+)
+def test_a_bad_phase_is_refused(tmp_path: Path, phase: dict, problem: str) -> None:
+    ext = answering(tmp_path, phase)
+    with pytest.raises(AdapterError) as err:
+        ext.solve(TASK, ORACLE, tmp_path / "trial")
+    assert "request solve for task 't1', method 'oracle': " in str(err.value)
+    assert problem in str(err.value)
+
+
+def test_mounts_only_of_the_benchmark_and_the_trial(tmp_path: Path) -> None:
+    bench = tmp_path / "bench"
+    (bench / "data").mkdir(parents=True)
+    trial = tmp_path / "trial"
+    (trial / "artifacts").mkdir(parents=True)
+    secret = tmp_path / "elsewhere"
+    secret.mkdir()
+    (bench / "link").symlink_to(secret)
+    ext = answering(tmp_path, {}, bench)
+
+    def solve(*mounts: dict) -> list:
+        phase = {"image": "i", "command": ["true"], "mounts": list(mounts)}
+        (tmp_path / "phase.json").write_text(json.dumps(phase))
+        return ext.solve(TASK, ORACLE, trial).mounts
+
+    ok = solve(
+        {"source": str(bench / "data"), "target": "/data"},
+        {"source": str(trial / "artifacts"), "target": "/out", "rw": True},
+        {"run_dir": "logs/verifier", "target": "/logs/verifier", "rw": True},
+    )
+    assert ok[0] == {"source": str(bench / "data"), "target": "/data", "rw": False}
+    assert ok[1]["rw"] is True
+    for bad, problem in [
+        ({"source": str(secret), "target": "/s"}, "outside the benchmark's folder"),
+        ({"source": str(bench / "link"), "target": "/s"}, "outside the benchmark's folder"),
+        ({"source": "/etc", "target": "/s"}, "outside the benchmark's folder"),
+        ({"source": "data", "target": "/s"}, "must be an absolute host path"),
+        ({"source": str(bench / "data"), "target": "/s", "rw": True}, "read-only only"),
+        ({"source": str(bench / "nope"), "target": "/s"}, "does not exist"),
+        ({"source": str(bench), "run_dir": "x", "target": "/s"}, "exactly one of"),
+    ]:
+        with pytest.raises(AdapterError, match="request solve") as err:
+            solve(bad)
+        assert problem in str(err.value), (bad, str(err.value))
+
+
+def test_a_dockerfile_must_be_inside_the_benchmark(tmp_path: Path) -> None:
+    ext = answering(tmp_path, {"dockerfile": "/etc/hostname", "command": ["true"]})
+    with pytest.raises(AdapterError, match="outside the benchmark's folder"):
+        ext.solve(TASK, ORACLE, tmp_path / "trial")
+
+
+def test_a_hanging_adapter_times_out_and_is_killed(tmp_path: Path) -> None:
+    marker = tmp_path / "child-alive"
+    body = f"""
+        import subprocess
+        subprocess.Popen(["sh", "-c", "sleep 3; touch {marker}"])
+        time.sleep(600)
+    """
+    ext = make(tmp_path, adapter_file(tmp_path, body), adapter_timeout_s="1")
+    with pytest.raises(AdapterError, match=r"request tasks: gave no answer within 1 s"):
+        ext.tasks()
+    import time
+
+    time.sleep(4)
+    assert not marker.exists()  # the adapter's own children went with it
+
+
+def test_bad_score_answers(tmp_path: Path) -> None:
+    for answer, problem in [
+        ({"score": 1}, "`valid` must be true or false"),
+        ({"valid": True}, "a valid score needs `score`"),
+        ({"valid": True, "score": "1"}, "a valid score needs `score`"),
+        ({"valid": True, "score": 1, "scores": {"a": "x"}}, "`scores` must map names"),
+    ]:
+        body = f"print(json.dumps({{'protocol': 1, **{answer!r}}}))\n"
+        ext = make(tmp_path, adapter_file(tmp_path, body))
+        with pytest.raises(AdapterError, match="request score for task 't1'") as err:
+            ext.score(TASK, tmp_path)
+        assert problem in str(err.value)
+    body = "print(json.dumps({'protocol': 1, 'valid': False}))\n"
+    invalid = make(tmp_path, adapter_file(tmp_path, body)).score(TASK, tmp_path)
+    assert not invalid.valid and invalid.score is None and invalid.reason
+
+
+def test_bad_task_lists(tmp_path: Path) -> None:
+    for tasks, problem in [
+        ([{"name": "a"}, {"name": "a"}], "two tasks have the same name"),
+        ([{"name": "../a"}], "bad task name"),
+        ([{"name": "a", "data": []}], "`data` must be a JSON object"),
+        ([{"name": "a", "supported": "no"}], "`supported` must be true or false"),
+        ([{"name": "a", "mem": 2}], "unknown fields: mem"),
+    ]:
+        body = f"print(json.dumps({{'protocol': 1, 'tasks': {tasks!r}}}))\n"
+        with pytest.raises(AdapterError, match="request tasks") as err:
+            make(tmp_path, adapter_file(tmp_path, body)).tasks()
+        assert problem in str(err.value)
