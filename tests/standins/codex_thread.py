@@ -238,21 +238,32 @@ def tool_output(outcome: Outcome, seconds: float) -> str:
     )
 
 
+def config_value(thread: Thread, dotted: str, default: Any) -> Any:
+    """A config key from `-c key=value` (the value parsed as TOML, else a plain string) or
+    $CODEX_HOME/config.toml, in that order, as the real CLI layers them."""
+    for override in reversed(thread.opts["config"]):
+        key, _, raw = override.partition("=")
+        if key.strip() == dotted:
+            try:
+                return tomllib.loads(f"v = {raw.strip()}")["v"]
+            except tomllib.TOMLDecodeError:
+                return raw.strip()
+    try:
+        with (thread.home / "config.toml").open("rb") as fh:
+            value: Any = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError):
+        return default
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return default
+        value = value[part]
+    return value
+
+
 def shell_env(thread: Thread) -> dict[str, str]:
     """The shell tool's environment: everything, unless shell_environment_policy's
     ignore_default_excludes is false (in config.toml or -c), which drops *KEY*/*SECRET*/*TOKEN*."""
-    policy: Any = {}
-    try:
-        with (thread.home / "config.toml").open("rb") as fh:
-            policy = tomllib.load(fh).get("shell_environment_policy", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        pass
-    ignore = policy.get("ignore_default_excludes", True) if isinstance(policy, dict) else True
-    for override in thread.opts["config"]:
-        key, _, value = override.partition("=")
-        if key.strip() == "shell_environment_policy.ignore_default_excludes":
-            ignore = value.strip().lower() != "false"
-    if ignore:
+    if config_value(thread, "shell_environment_policy.ignore_default_excludes", True) is not False:
         return dict(os.environ)
     return scrubbed_env(markers=("KEY", "SECRET", "TOKEN"))
 
