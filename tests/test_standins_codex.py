@@ -134,7 +134,13 @@ def test_codex_rollout_and_json_events_in_a_container(
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert events[0]["type"] == "thread.started" and events[1] == {"type": "turn.started"}
     assert events[-1]["type"] == "turn.completed"
-    assert set(events[-1]["usage"]) == {"input_tokens", "cached_input_tokens", "output_tokens"}
+    assert set(events[-1]["usage"]) == {
+        "input_tokens",
+        "cached_input_tokens",
+        "cache_write_input_tokens",
+        "output_tokens",
+        "reasoning_output_tokens",
+    }
     items = [e["item"] for e in events if e["type"] == "item.completed"]
     assert [i["type"] for i in items] == [
         "file_change",
@@ -171,8 +177,17 @@ def test_codex_rollout_and_json_events_in_a_container(
         "custom_tool_call_output",
     ):
         assert ("response_item", kind) in kinds
-    for kind in ("user_message", "agent_message", "token_count"):
+    for kind in ("task_started", "token_count", "task_complete"):
         assert ("event_msg", kind) in kinds
+    # 0.171 records finished messages as item_completed events (no user_message/agent_message).
+    finished = [
+        (line["payload"]["item"]["type"], line["payload"]["item"]["content"][0]["text"])
+        for line in lines
+        if line["payload"].get("type") == "item_completed"
+    ]
+    assert finished == [("UserMessage", TOOLS_PROMPT + "\nrun: env"), ("AgentMessage", "all done")]
+    said = [line["payload"] for line in lines if line["payload"].get("role") == "assistant"]
+    assert said[-1]["content"] == [{"type": "output_text", "text": "all done"}]
     patch = next(
         line["payload"] for line in lines if line["payload"].get("type") == "custom_tool_call"
     )

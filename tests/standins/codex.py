@@ -209,7 +209,7 @@ def run_turn(thread: Thread, key: str | None) -> str:
             "content": [{"type": "output_text", "text": text}],
         },
     )
-    thread.record("event_msg", {"type": "agent_message", "message": text})
+    thread.completed("AgentMessage", text)
     thread.item("completed", {"id": thread.next_item_id(), "type": "agent_message", "text": text})
     return text
 
