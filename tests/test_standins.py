@@ -472,3 +472,21 @@ def test_tool_environments_pass_credentials_unless_told_not_to(
         "[shell_environment_policy]\nignore_default_excludes = false\n"
     )
     assert OPENAI_KEY not in run_host(agents, *run, env=codex_env, cwd=tmp_path).stdout
+
+
+def test_unwritable_config_dirs_fail_in_one_line(
+    agents: Path, tmp_path: Path, python_image: str
+) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)  # the container's uid 1234 cannot write it
+    script = (
+        "cd /tmp; CLAUDE_CONFIG_DIR=/locked claude -p hi; echo rc=$?;"
+        " CODEX_HOME=/locked codex exec --skip-git-repo-check hi </dev/null; echo rc=$?"
+    )
+    env = {"ANTHROPIC_API_KEY": ANTHROPIC_KEY, "CODEX_API_KEY": "sk-x"}
+    done = run_container(python_image, agents, script, env=env, mounts={locked: "/locked"})
+    assert done.stdout == "rc=1\nrc=1\n"
+    assert "Traceback" not in done.stderr
+    assert "Error: Permission denied, /locked/projects" in done.stderr
+    assert "Error: Permission denied: /locked/sessions" in done.stderr

@@ -344,6 +344,9 @@ def main(argv: list[str]) -> int:
     except Usage as exc:
         print(str(exc), file=sys.stderr)
         return 1
+    except OSError as exc:  # e.g. an unwritable CLAUDE_CONFIG_DIR: one line, as node prints it
+        print(f"Error: {exc.strerror}, {exc.filename or ''}".rstrip(", "), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -271,6 +271,9 @@ def main(argv: list[str]) -> int:
     except Fail as exc:
         print(str(exc), file=sys.stderr)
         return exc.code
+    except OSError as exc:  # e.g. an unwritable CODEX_HOME: one line, no traceback
+        print(f"Error: {exc.strerror}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
