@@ -248,3 +248,20 @@ def test_codex_relay_reaches_the_provider_named_in_its_config(
         asked = server.by_path("/v1/responses")
         assert asked and asked[-1].headers.get("authorization") == f"Bearer {OPENAI_KEY}"
     assert files_holding(orbit.home, OPENAI_KEY) == []
+
+
+def test_codex_login_with_an_access_token_goes_through_codex_s_own_login(agents: Orbit) -> None:
+    orbit = agents
+    add = ["auth", "add", "tok", "--harness", "codex", "--kind", "login", "--key-stdin"]
+    bad = orbit(*add, stdin="not-a-jwt\n")
+    assert bad.code == 2 and "invalid agent identity JWT format" in bad.err
+    assert not (orbit.home / "auth.json").exists()  # nothing stored
+    jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhZ2VudCJ9.c2lnbmF0dXJlLXN0YW5kLWlu"
+    res = orbit(*add, "--json", stdin=jwt + "\n")
+    assert res.code == 0, res.err
+    assert res.json()["source"] == "codex login (stdin)" and jwt not in res.out
+    stored = json.loads(
+        json.loads((orbit.home / "auth.json").read_text())["profiles"]["tok"]["files"]["auth.json"]
+    )
+    assert stored["tokens"]["access_token"] == jwt
+    assert not list((orbit.home / "runtime" / "login").iterdir())  # the private home is gone

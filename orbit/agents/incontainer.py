@@ -294,10 +294,11 @@ def codex_login(home: Home, environ: Mapping[str, str], access_token: str | None
     cli = locate("codex", environ)
     scratch = private_dir(home)
     args = ["login", "--with-access-token"] if access_token else ["login", "--device-auth"]
-    try:
+    try:  # the device flow talks to the person; a token's answer is read, to be shown
         proc = subprocess.run(
             [str(cli.exe), *args],
             input=f"{access_token}\n" if access_token else None,
+            capture_output=bool(access_token),
             text=True,
             env={**environ, "CODEX_HOME": str(scratch)},
         )
@@ -307,5 +308,7 @@ def codex_login(home: Home, environ: Mapping[str, str], access_token: str | None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if not written:
-        raise UsageError(f"`codex {' '.join(args)}` did not log in (exit {proc.returncode})")
+        said = (proc.stderr or "").strip().splitlines()
+        why = f": {said[-1][:200]}" if said else ""
+        raise UsageError(f"`codex {' '.join(args)}` did not log in (exit {proc.returncode}){why}")
     return written
