@@ -56,6 +56,7 @@ def write_task(root: Path, name: str, toml: str, *, files: dict[str, str] | None
 def test_fixture_tasks_are_listed_with_their_resources(tmp_path: Path) -> None:
     tasks = listed(BASIC, tmp_path)
     assert sorted(tasks) == [
+        "as-user",
         "multi-score",
         "no-reward",
         "oom",
@@ -483,6 +484,13 @@ def test_oracle_solves_hello_and_empty_does_not(
     assert (verify_dir / "logs" / "verifier" / "test-stdout.txt").is_file()
     _, _, score = trial(orbit, harbor, hello, EMPTY, tmp_path)
     assert (score.valid, score.score, score.scores) == (True, 0.0, {"reward": 0.0})
+
+
+def test_the_agent_and_verifier_users(orbit: Orbit, basic: dict[str, Task], tmp_path: Path) -> None:
+    harbor = adapter(BASIC, orbit.home, environ=orbit.environ)
+    solve_dir, _, score = trial(orbit, harbor, basic["as-user"], ORACLE, tmp_path)
+    assert (score.valid, score.score) == (True, 1.0)
+    assert (solve_dir / "logs" / "agent" / "oracle.txt").is_file()
 
 
 def test_several_numbers_a_planted_reward_and_no_reward(
