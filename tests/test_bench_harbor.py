@@ -525,7 +525,8 @@ def test_a_memory_hog_is_killed_and_a_slow_solve_is_graded(
 ) -> None:
     harbor = adapter(BASIC, orbit.home, environ=orbit.environ)
     solve_dir, verify_dir, _ = trial(orbit, harbor, basic["oom"], ORACLE, tmp_path)
-    assert exit_record(solve_dir)["oom_killed"] and verify_dir is None
+    record = exit_record(solve_dir)
+    assert record["oom_killed"] and record["exit_code"] == 137 and verify_dir is None
     solve_dir, _, score = trial(orbit, harbor, basic["slow"], ORACLE, tmp_path)
     assert exit_record(solve_dir)["timed_out"]
     assert score.scores == {"reward": 0.5, "finished": 0.0}
