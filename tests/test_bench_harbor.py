@@ -20,6 +20,7 @@ from conftest import Orbit
 from orbit.bench.harbor import HarborAdapter, instruction_text, score_rewards
 from orbit.bench.harbor_toml import TaskTomlError, parse_config, size_to_mb
 from orbit.bench.model import Benchmark, Method, Phase, Task
+from orbit.errors import UsageError
 from orbit.store.home import Home
 
 ORACLE = Method("oracle", "oracle")
@@ -110,6 +111,8 @@ def test_gpus_are_counted_through_orbits_gpu_list(tmp_path: Path) -> None:
 def test_a_benchmark_folder_that_is_a_task_is_one_task(tmp_path: Path) -> None:
     tasks = adapter(BASIC / "planted", tmp_path).tasks()
     assert [t.name for t in tasks] == ["planted"]
+    with pytest.raises(UsageError, match=r"^benchmark gone: cannot list .*/gone \(No such file"):
+        adapter(tmp_path / "gone", tmp_path).tasks()
 
 
 def test_bad_tasks_are_listed_unsupported_never_raised(tmp_path: Path) -> None:
