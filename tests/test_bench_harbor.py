@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import textwrap
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -483,7 +484,7 @@ def trial(
     """(solve run dir, verify run dir or None, score or None): one trial by hand."""
     folder = tmp_path / "trials" / f"{task.name.replace('/', '-')}-{method.name}"
     folder.mkdir(parents=True)
-    tag = f"orbit-test-bench/{folder.name}:solved"
+    tag = f"orbit-test-bench/{folder.name}-{uuid.uuid4().hex[:8]}:solved"  # apart from other runs
     solve = harbor.solve(task, method, folder)
     solve_dir = run_phase(orbit, solve, f"{folder.name}.solve", commit=tag)
     record = exit_record(solve_dir)
