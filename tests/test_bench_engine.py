@@ -51,6 +51,9 @@ def toy_tasks(image: str) -> dict[str, dict[str, Any]]:
         "gpu": {"image": image, "solve": "true", "check": "true",
                 "unsupported": "needs 2 GPUs, this machine has 0"},
         "wait": {"image": image, "solve": "sleep 60", "check": CHECK_ANSWER},
+        # Solvable by an agent only with the bundle: the answer is in its config home.
+        "bundled": {"image": image, "solve": "true", "check": CHECK_ANSWER,
+                    "instruction": "run: mkdir -p /app && cp $CLAUDE_CONFIG_DIR/answer.txt /app/"},
     }  # fmt: skip
 
 
@@ -275,3 +278,40 @@ def test_cancel_then_rm_job(bench: Orbit) -> None:
     if tag:
         gone = subprocess.run(["docker", "image", "inspect", tag], capture_output=True)
         assert gone.returncode != 0
+
+
+def test_agent_method_runs_claude_inside_with_its_profile_and_bundle(
+    bench: Orbit, tmp_path: Path
+) -> None:
+    from agent_standins import install
+
+    bin_dir = install(tmp_path / "npm-global")
+    bench.environ["PATH"] = f"{bin_dir}:{bench.environ['PATH']}"
+    bench.environ["TEST_KEY"] = "sk-ant-api03-Qw7Er5Ty3Ui1Op9As7Df5Gh3Jk1Lz"
+    res = bench("auth", "add", "c", "--harness", "claude-code", "--kind", "api-key",
+                "--key-env", "TEST_KEY")  # fmt: skip
+    assert res.code == 0, res.err
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "answer.txt").write_text("3\n")
+    code, job = run_job(bench, "-t", "add", "-t", "bundled", "-m", "plain=claude-code,auth=c",
+                        "-m", f"withb=claude-code,auth=c,bundle={bundle}")  # fmt: skip
+    t = by_key(job)
+    scores = {k: (v["evaluation"], v["score"]) for k, v in t.items()}
+    assert scores == {
+        ("add", "plain"): ("valid", 1.0),
+        ("add", "withb"): ("valid", 1.0),
+        ("bundled", "plain"): ("valid", 0.0),
+        ("bundled", "withb"): ("valid", 1.0),
+    }
+    assert code == 0
+    solve = bench.run_dir(t[("add", "plain")]["runs"]["solve"])
+    import yaml
+
+    spec = yaml.safe_load((solve / "run.yaml").read_text())
+    assert spec["command"][:3] == ["claude", "-p", "--dangerously-skip-permissions"]
+    assert spec["auth"]["profile"] == "c" and spec["bench"]["phase"] == "solve"
+    assert list((solve / "session").glob("*.jsonl"))  # the agent's transcript
+    assert "sk-ant-api03" not in (solve / "run.yaml").read_text()
+    res = bench("bench", "run", "toy", "-t", "add", "-m", "x=codex,auth=c")
+    assert res.code == 2 and "is for claude-code, not codex" in res.err
