@@ -9,6 +9,7 @@ separate verifier sees the declared artifacts and nothing else of the solve.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -23,6 +24,10 @@ from conftest import Orbit
 TESTS = Path(__file__).resolve().parent
 ADAPTER = "python:bench_toy:ToyAdapter"
 REWARD = "/logs/verifier/reward.txt"
+SECRET = "grader-s3cret-value-1234"
+SECRET_HASH = hashlib.sha256(SECRET.encode()).hexdigest()  # the check must not hold the secret
+KEY_CHECK = '"$(printf %s "$GRADER_KEY" | sha256sum | cut -d" " -f1)"'
+ANSWER = "echo 3 > /app/answer.txt"
 CHECK_ANSWER = (
     f'if [ "$(cat /app/answer.txt 2>/dev/null)" = 3 ]; then echo 1 > {REWARD}; '
     f"else echo 0 > {REWARD}; fi"
@@ -51,6 +56,10 @@ def toy_tasks(image: str) -> dict[str, dict[str, Any]]:
         "gpu": {"image": image, "solve": "true", "check": "true",
                 "unsupported": "needs 2 GPUs, this machine has 0"},
         "wait": {"image": image, "solve": "sleep 60", "check": CHECK_ANSWER},
+        # The grader's secret reaches the verify run only.
+        "secret": {"image": image,
+                   "check": f"if [ {KEY_CHECK} = {SECRET_HASH} ]; then {CHECK_ANSWER}; fi",
+                   "solve": f"mkdir -p /app && if [ -z $GRADER_KEY ]; then {ANSWER}; fi"},
         # Solvable by an agent only with the bundle: the answer is in its config home.
         "bundled": {"image": image, "solve": "true", "check": CHECK_ANSWER,
                     "instruction": "run: mkdir -p /app && cp $CLAUDE_CONFIG_DIR/answer.txt /app/"},
@@ -315,3 +324,20 @@ def test_agent_method_runs_claude_inside_with_its_profile_and_bundle(
     assert "sk-ant-api03" not in (solve / "run.yaml").read_text()
     res = bench("bench", "run", "toy", "-t", "add", "-m", "x=codex,auth=c")
     assert res.code == 2 and "is for claude-code, not codex" in res.err
+
+
+def test_pass_env_reaches_the_verify_run_only_and_is_kept_nowhere_after(bench: Orbit) -> None:
+    toy = json.loads((bench.home / "bench" / "benchmarks" / "toy.json").read_text())["dir"]
+    res = bench("bench", "add", "sec", toy, "--adapter", ADAPTER, "--pass-env", "GRADER_KEY")
+    assert res.code == 0, res.err
+    res = bench("bench", "run", "sec", "-t", "secret", "-m", "oracle")
+    assert res.code == 2 and "passes GRADER_KEY to its verifier: not set here" in res.err
+    bench.environ["GRADER_KEY"] = SECRET
+    res = bench("bench", "run", "sec", "-t", "secret", "-m", "oracle", "-w", "--json")
+    assert res.code == 0, res.err
+    job = res.json()
+    assert (job["trials"][0]["evaluation"], job["trials"][0]["score"]) == ("valid", 1.0)
+    res = bench("bench", "regrade", job["job"]["id"], "-w", "--json")
+    assert res.code == 0 and res.json()["trials"][0]["score"] == 1.0
+    leaks = [p for p in bench.home.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert leaks == []

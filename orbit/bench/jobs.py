@@ -235,7 +235,7 @@ def request_cancel(home: Home, job_id: str) -> Job:
     return set_state(home, job_id, "cancelled", unless=("finished", "cancelled"))
 
 
-def request_regrade(home: Home, job_id: str) -> list[str]:
+def request_regrade(home: Home, job_id: str, secrets: Mapping[str, str]) -> list[str]:
     """Ask for a new verify run of every finished trial that has something to grade (its solved
     image, or its collected artifacts); the job runs again. The trial ids to regrade."""
     with job_locked(home, job_id):
@@ -257,6 +257,7 @@ def request_regrade(home: Home, job_id: str) -> list[str]:
                 save_trial(home, job_id, trial)
                 chosen.append(trial.id)
         if chosen:
+            write_secrets(home, job_id, secrets)
             job.state = "running"
             save_job(home, job)
     return chosen
@@ -285,7 +286,7 @@ def remove_job(home: Home, job_id: str) -> list[str]:
     images = sorted({t.solved_image for t in trials if t.solved_image})
     errors = remove_images(images) if images else []
     if errors:
-        raise DockerError(f"job {job_id}: cannot remove image {errors[0]}; nothing else was left")
+        raise DockerError(f"job {job_id}: cannot remove image {errors[0]}; its runs are gone")
     drop_secrets(home, job_id)
     trash = job_dir(home, job_id).with_name(f".removing-{job_id}")
     os.rename(job_dir(home, job_id), trash)

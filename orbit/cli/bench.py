@@ -10,10 +10,14 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from orbit.cli.common import add_json, key_value, non_negative_int, print_json, side_tick, table
 from orbit.env import Env
 from orbit.errors import ConflictError, ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from orbit.bench.model import Benchmark
 
 WAIT_POLL_S = 0.5
 CANCEL_WAIT_S = 90.0
@@ -225,11 +229,7 @@ def run_run(args: argparse.Namespace, env: Env) -> int:
     methods = [parse_method(m, env.cwd) for m in args.methods]
     for method in methods:
         check_method(env.home, method)
-    missing = [v for v in bench.pass_env if v not in env.environ]
-    if missing:
-        raise UsageError(
-            f"benchmark {bench.name} passes {missing[0]} to its verifier: not set here"
-        )
+    secrets = verifier_secrets(env, bench)
     tasks, left_out = select_tasks(load_adapter(env.home, bench).tasks(), args.tasks)
     req = JobRequest(
         benchmark=bench.name,
@@ -238,7 +238,7 @@ def run_run(args: argparse.Namespace, env: Env) -> int:
         seeds=args.seeds,
         name=args.job_name,
         max_running=args.max_running,
-        secrets={v: env.environ[v] for v in bench.pass_env},
+        secrets=secrets,
     )
     job = create_job(env.home, req)
     start_driver(env.home, job.id, env.environ)
@@ -254,6 +254,16 @@ def run_run(args: argparse.Namespace, env: Env) -> int:
         count = len(tasks) * len(methods) * args.seeds
         print(f"job {job.id}: {count} trials started (orbit bench show {job.id})", file=env.stdout)
     return ExitCode.OK
+
+
+def verifier_secrets(env: Env, bench: Benchmark) -> dict[str, str]:
+    """The values of the benchmark's --pass-env variables, which must be set here."""
+    missing = [v for v in bench.pass_env if v not in env.environ]
+    if missing:
+        raise UsageError(
+            f"benchmark {bench.name} passes {missing[0]} to its verifier: not set here"
+        )
+    return {v: env.environ[v] for v in bench.pass_env}
 
 
 def _wait_and_report(args: argparse.Namespace, env: Env, job_id: str) -> int:
@@ -387,10 +397,12 @@ def _add_regrade(sub: argparse._SubParsersAction) -> None:
 
 def run_regrade(args: argparse.Namespace, env: Env) -> int:
     from orbit.bench.jobs import request_regrade, resolve_job, start_driver
+    from orbit.bench.model import load_benchmark
 
     revive(env)
     job = resolve_job(env.home, args.job)
-    chosen = request_regrade(env.home, job.id)
+    secrets = verifier_secrets(env, load_benchmark(env.home, job.benchmark))
+    chosen = request_regrade(env.home, job.id, secrets)
     if not chosen:
         raise ConflictError(f"job {job.id} has no trial with a solve to grade again")
     start_driver(env.home, job.id, env.environ)
