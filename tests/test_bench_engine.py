@@ -10,6 +10,7 @@ separate verifier sees the declared artifacts and nothing else of the solve.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import signal
@@ -223,6 +224,10 @@ def test_killed_driver_is_restarted_and_no_trial_runs_twice(bench: Orbit) -> Non
     assert scores == {("add", "oracle"): 1, ("add", "empty"): 0, ("sep", "oracle"): 1,
                       ("sep", "empty"): 0}  # fmt: skip
     runs = bench_runs(bench)
+    # --max-running 1: no two runs of the job were ever running at once.
+    spans = sorted((bench.status(r["id"])["started_at"], bench.status(r["id"])["finished_at"])
+                   for r in runs)  # fmt: skip
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     phases = [(r["bench"]["trial"], r["bench"]["phase"]) for r in runs]
     assert len(phases) == len(set(phases)) == 8  # one solve and one verify per trial
     assert {r["id"] for r in runs} == {
@@ -247,6 +252,14 @@ def test_regrade_verifies_again_without_solving(bench: Orbit) -> None:
     assert code == 0, job
     job_id = job["job"]["id"]
     before = by_key(job)
+    assert set(job["job"]) == {
+        "id", "benchmark", "name", "tasks", "methods", "seeds", "max_running", "created_at",
+        "state", "trials", "done", "valid", "invalid",
+    }  # fmt: skip
+    assert set(job["trials"][0]) == {
+        "id", "task", "method", "seed", "phase", "execution", "evaluation", "reason", "score",
+        "scores", "cleanup", "solved_image", "updated_at", "runs",
+    }  # fmt: skip
     res = bench("bench", "regrade", job_id, "-w", "--json")
     assert res.code == 0, res.err
     after = by_key(res.json())

@@ -75,7 +75,6 @@ class Driver:
     # --- the loop ---------------------------------------------------------------------------
     def run(self) -> str:
         """Drive the job until it is finished or cancelled; why it stopped."""
-        self.tasks = {t.name: t for t in self.adapter.tasks()}
         while True:
             self.job = load_job(self.home, self.job.id)
             if self.job.state == "cancelled":
@@ -101,6 +100,9 @@ class Driver:
                 self.step(trial)
             except OrbitError as exc:  # this trial's problem, not the job's
                 self.done(trial, "invalid", str(exc))
+            except Exception as exc:  # a bug: the trial ends, the job goes on
+                log.exception("trial %s", trial.id)
+                self.done(trial, "invalid", f"internal error ({type(exc).__name__}: {exc})")
         return all(t.phase == "done" for t in trials)
 
     def step(self, trial: Trial) -> None:
@@ -337,9 +339,34 @@ def drive(home: Home, job_id: str) -> str:
         note_holder(lock, f"orbit bench _drive {job_id}")
         secrets = jobs.read_secrets(home, job_id)
         driven = Home(home.root, {**home.environ, **secrets})
-        return Driver(driven, job_id).run()
+        try:
+            driver = Driver(driven, job_id)
+            driver.tasks = {t.name: t for t in driver.adapter.tasks()}
+        except OrbitError as exc:  # no adapter, no benchmark: no trial can go on
+            try:
+                give_up(driven, job_id, f"the benchmark cannot be read: {exc}")
+            except OrbitError:
+                pass  # the job itself is gone
+            return str(exc)
+        return driver.run()
     finally:
         release(handle)
+
+
+def give_up(home: Home, job_id: str, reason: str) -> None:
+    """End a job that cannot be driven: its unfinished trials are invalid with `reason`."""
+    for trial in load_trials(home, job_id):
+        if trial.phase != "done":
+            trial.phase, trial.evaluation, trial.reason, trial.score = (
+                "done",
+                "invalid",
+                reason,
+                None,
+            )
+            trial.updated_at = now_iso()
+            save_trial(home, job_id, trial)
+    jobs.set_state(home, job_id, "finished", unless=("cancelled",))
+    jobs.drop_secrets(home, job_id)
 
 
 def _with_resources(phase: Phase, override: dict[str, Any]) -> Phase:
