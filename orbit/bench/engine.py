@@ -44,7 +44,7 @@ from orbit.execute.submit import InContainer, Request, prepare, submit
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
 from orbit.store.model import now_iso
-from orbit.store.runs import RunStore
+from orbit.store.runs import Broken, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,8 @@ class Driver:
         self.actor = actor
         self.submitted = False
         self.last_tick = 0.0
+        self.fresh: set[tuple[str, str]] = set()  # runs this driver wished for (find_run)
+        self.rows: list[dict[str, Any] | Broken] | None = None  # the runs, read once per pass
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self) -> str:
@@ -81,6 +83,7 @@ class Driver:
                 self.cancel()
                 return "cancelled"
             trials = load_trials(self.home, self.job.id)
+            self.rows = None
             if self.job.state == "running" and self.step_all(trials):
                 self.finish()
                 return "finished"
@@ -108,6 +111,7 @@ class Driver:
     def step(self, trial: Trial) -> None:
         if trial.phase == "pending":
             self.save(trial, phase="solving")
+            self.fresh.add((trial.id, "solve"))
         if trial.phase == "solving":
             self.solving(trial)
         if trial.phase == "collecting":
@@ -171,6 +175,7 @@ class Driver:
         solve = self.store.load(str(trial.solve_run))
         collecting.collect(folder, trial.solved_image, list(paths), solve.dir)
         self.save(trial, phase="verifying", verifies=len(trial.verify_runs) + 1)
+        self.fresh.add((trial.id, f"verify-{trial.verifies}"))
 
     def verifying(self, trial: Trial) -> None:
         if len(trial.verify_runs) < trial.verifies:
@@ -199,9 +204,15 @@ class Driver:
         return task
 
     def find_run(self, trial: Trial, phase: str) -> str | None:
-        """The run of this trial and phase submitted before the trial could name it."""
+        """The run of this trial and phase submitted before the trial could name it: only a
+        run wanted before this driver started can be one (a wish of this driver's own is
+        followed by its submit, or by this process's end)."""
+        if (trial.id, phase) in self.fresh:
+            return None
         want = {"bench": self.job.id, "trial": trial.id, "phase": phase}
-        for row in self.store.list_rows():
+        if self.rows is None:
+            self.rows = self.store.list_rows()
+        for row in self.rows:
             if not isinstance(row, dict):
                 continue
             tags = row.get("tags")
@@ -272,6 +283,8 @@ class Driver:
             prepared = prepare(self.home, req, cwd=self.home.root, environ=environ, progress=_quiet)
             run = submit(self.home, prepared, actor=self.actor)
         except OrbitError as exc:
+            self.fresh.discard((trial.id, label))
+            self.rows = None
             failed = self.find_run(trial, label)
             what = "solve" if label == "solve" else "verify run"
             fields: dict[str, Any] = {}
