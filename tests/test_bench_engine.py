@@ -269,6 +269,9 @@ def test_regrade_verifies_again_without_solving(bench: Orbit) -> None:
         assert trial["runs"]["verify"][0] == before[key]["runs"]["verify"][0]
         assert (trial["evaluation"], trial["score"]) == ("valid", 1.0)
     assert len(bench_runs(bench)) == 6
+    res = bench("bench", "jobs")
+    row = res.out.splitlines()[1].split()
+    assert res.code == 0 and row[:6] == [job_id, "-", "toy", "finished", "2/2", "2"], res.out
 
 
 def test_cancel_then_rm_job(bench: Orbit) -> None:

@@ -102,7 +102,9 @@ class Driver:
             try:
                 self.step(trial)
             except OrbitError as exc:  # this trial's problem, not the job's
-                self.done(trial, "invalid", str(exc))
+                unsolved = trial.solve_run is None and trial.execution is None
+                fields = {"execution": f"not started ({exc})"} if unsolved else {}
+                self.done(trial, "invalid", str(exc), **fields)
             except Exception as exc:  # a bug: the trial ends, the job goes on
                 log.exception("trial %s", trial.id)
                 self.done(trial, "invalid", f"internal error ({type(exc).__name__}: {exc})")
