@@ -357,3 +357,79 @@ def test_pass_env_reaches_the_verify_run_only_and_is_kept_nowhere_after(bench: O
     assert res.code == 0 and res.json()["trials"][0]["score"] == 1.0
     leaks = [p for p in bench.home.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert leaks == []
+
+
+# --- the Harbor fixtures (tests/bench_tasks/harbor-basic), through whole jobs ------------------
+HELLO = "orbit-test/hello"  # its [task].name
+HARBOR_TASKS = [
+    HELLO,
+    "as-user",
+    "separate",
+    "multi-score",
+    "planted",
+    "no-reward",
+    "oom",
+    "slow",
+]
+
+
+@pytest.fixture
+def harbor(orbit: Orbit, python_image: str) -> Orbit:
+    """`orbit` with the Harbor fixtures registered as `hb`; small default leases, so that the
+    trials of a job run side by side."""
+    from bench_setup import BASIC, ensure_debian_image
+
+    ensure_debian_image()
+    orbit.configure(default_cpus=0.5, default_mem_gb=0.5)
+    res = orbit("bench", "add", "hb", str(BASIC), "--adapter", "harbor")
+    assert res.code == 0, res.err
+    yield orbit
+    for lock in (orbit.home / "bench" / "jobs").glob("*/driver.lock"):
+        kill_holder(lock)
+    remove_solved_images(orbit)
+
+
+def test_harbor_fixtures_oracle_empty_and_validity(harbor: Orbit) -> None:
+    picks = [x for t in HARBOR_TASKS for x in ("-t", t)]
+    res = harbor("bench", "run", "hb", *picks, "-m", "oracle", "-m", "empty", "-w", "--json")
+    assert res.out, res.err
+    t = by_key(res.json())
+    assert len(t) == 16 and res.code == 1
+    got = {k: (v["evaluation"], v["score"]) for k, v in t.items()}
+    for task in (HELLO, "as-user", "separate"):  # oracle 1, empty 0
+        assert (got[(task, "oracle")], got[(task, "empty")]) == (("valid", 1), ("valid", 0)), task
+    assert t[("separate", "oracle")]["scores"]["isolated"] == 1  # scratch.txt did not arrive
+    assert t[("multi-score", "oracle")]["scores"]["accuracy"] == 1
+    assert t[("multi-score", "empty")]["scores"]["accuracy"] == 0
+    assert got[("planted", "oracle")] == ("valid", 0)  # its planted reward.json was not seen
+    for method in ("oracle", "empty"):
+        missing = t[("no-reward", method)]
+        assert missing["evaluation"] == "invalid" and missing["score"] is None
+        assert "reward" in missing["reason"] and missing["runs"]["verify"]
+    oom = t[("oom", "oracle")]
+    assert (oom["execution"], oom["evaluation"], oom["runs"]["verify"]) == (
+        "out of memory",
+        "invalid",
+        [],
+    )
+    assert got[("oom", "empty")] == ("valid", 0)
+    slow = t[("slow", "oracle")]
+    assert slow["execution"] == "timed out" and got[("slow", "oracle")] == ("valid", 0.5)
+    assert slow["scores"]["finished"] == 0
+
+
+def test_harbor_resources_file_overrides_a_tasks_solve(harbor: Orbit, tmp_path: Path) -> None:
+    from bench_setup import BASIC
+
+    resources = tmp_path / "resources.json"
+    resources.write_text(json.dumps({"oom": {"mem_gb": 1, "cpus": 1}}))
+    res = harbor("bench", "add", "roomy", str(BASIC), "--adapter", "harbor",
+                 "--resources", str(resources))  # fmt: skip
+    assert res.code == 0, res.err
+    res = harbor("bench", "run", "roomy", "-t", "oom", "-m", "oracle", "-w", "--json")
+    trial = res.json()["trials"][0]
+    assert res.code == 0 and (trial["execution"], trial["score"]) == ("succeeded", 1.0)
+    spec = harbor.run_dir(trial["runs"]["solve"]) / "run.yaml"
+    import yaml
+
+    assert yaml.safe_load(spec.read_text())["resources"]["mem_gb"] == 1
