@@ -433,3 +433,20 @@ def test_harbor_resources_file_overrides_a_tasks_solve(harbor: Orbit, tmp_path: 
     import yaml
 
     assert yaml.safe_load(spec.read_text())["resources"]["mem_gb"] == 1
+
+
+def test_harbor_unsupported_tasks_are_listed_with_why_and_never_run(harbor: Orbit) -> None:
+    from bench_setup import UNSUPPORTED
+
+    res = harbor("bench", "add", "un", str(UNSUPPORTED), "--adapter", "harbor", "--json")
+    assert res.code == 0 and res.json()["supported"] == 0, res.err
+    res = harbor("bench", "tasks", "un")
+    rows = {line.split()[0]: line for line in res.out.splitlines()[1:]}
+    assert res.code == 0 and len(rows) == 5
+    assert all(line.split()[1] == "no" for line in rows.values())
+    assert "GPU" in rows["two-gpus"] and "indows" in rows["windows"]
+    res = harbor("bench", "run", "un", "-m", "oracle")
+    assert res.code == 2 and "no task of un can run here (5 unsupported;" in res.err
+    res = harbor("bench", "run", "un", "-t", "compose", "-m", "oracle")
+    assert res.code == 2 and "task 'compose' is not supported:" in res.err
+    assert not list((harbor.home / "bench").glob("jobs/j*/job.json"))

@@ -231,6 +231,12 @@ def run_run(args: argparse.Namespace, env: Env) -> int:
         check_method(env.home, method)
     secrets = verifier_secrets(env, bench)
     tasks, left_out = select_tasks(load_adapter(env.home, bench).tasks(), args.tasks)
+    if not tasks and left_out:
+        first = left_out[0]
+        raise UsageError(
+            f"no task of {bench.name} can run here ({len(left_out)} unsupported; "
+            f"{first.name}: {first.reason})"
+        )
     req = JobRequest(
         benchmark=bench.name,
         tasks=tasks,
