@@ -344,6 +344,7 @@ def run_cancel(args: argparse.Namespace, env: Env) -> int:
 
     job = resolve_job(env.home, args.job)
     job = request_cancel(env.home, job.id)
+    revive(env)  # the other unfinished jobs
     if job.state == "cancelled" and not driver_alive(env.home, job.id):
         start_driver(env.home, job.id, env.environ)  # it cancels the runs and marks the trials
         time.sleep(WAIT_POLL_S)
