@@ -450,3 +450,51 @@ def test_harbor_unsupported_tasks_are_listed_with_why_and_never_run(harbor: Orbi
     res = harbor("bench", "run", "un", "-t", "compose", "-m", "oracle")
     assert res.code == 2 and "task 'compose' is not supported:" in res.err
     assert not list((harbor.home / "bench").glob("jobs/j*/job.json"))
+
+
+def test_harbor_job_killed_driver_regrade_cancel_rm_job(harbor: Orbit) -> None:
+    res = harbor("bench", "run", "hb", "-t", HELLO, "-t", "separate", "-m", "oracle", "-m",
+                 "empty", "--max-running", "2", "--json")  # fmt: skip
+    job_id = res.json()["job"]["id"]
+    deadline = time.monotonic() + 60
+    while len(bench_runs(harbor)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    kill_holder(harbor.home / "bench" / "jobs" / job_id / "driver.lock")
+    res = harbor("bench", "regrade", job_id, "-w", "--json")  # restarts the driver first
+    assert res.code == 5 and "is running" in res.err
+    deadline = time.monotonic() + 120
+    while harbor("bench", "show", job_id, "--json").json()["job"]["state"] == "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    phases = [(r["bench"]["trial"], r["bench"]["phase"]) for r in bench_runs(harbor)]
+    assert len(phases) == len(set(phases)) == 8
+    # Regrade: the separate verifier grades the stored artifacts again; no solve runs again.
+    res = harbor("bench", "regrade", job_id, "-w", "--json")
+    assert res.code == 0, res.err
+    t = by_key(res.json())
+    assert {k: v["score"] for k, v in t.items()} == {
+        (HELLO, "oracle"): 1, (HELLO, "empty"): 0, ("separate", "oracle"): 1,
+        ("separate", "empty"): 0,
+    }  # fmt: skip
+    assert all(len(v["runs"]["verify"]) == 2 for v in t.values()) and len(bench_runs(harbor)) == 12
+    images = [v["solved_image"] for v in t.values()]
+    # Cancel a second job mid-solve; then remove both jobs with their runs and images.
+    res = harbor("bench", "run", "hb", "-t", "slow", "-m", "oracle", "--json")
+    second = res.json()["job"]["id"]
+    deadline = time.monotonic() + 60
+    while not any(r["name"].startswith("slow") for r in bench_runs(harbor)):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    res = harbor("bench", "cancel", second, "--json")
+    trial = res.json()["trials"][0]
+    assert (trial["evaluation"], trial["reason"], trial["score"]) == (
+        "invalid",
+        "job cancelled",
+        None,
+    )
+    for job in (job_id, second):
+        res = harbor("bench", "rm-job", job, "--yes", job)
+        assert res.code == 0, res.err
+    assert bench_runs(harbor) == [] and not list((harbor.home / "bench" / "jobs").iterdir())
+    for tag in images:
+        assert subprocess.run(["docker", "image", "inspect", tag], capture_output=True).returncode
