@@ -17,6 +17,7 @@ the unfinished trials, and stops.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import asdict, replace
@@ -391,15 +392,11 @@ def _with_resources(phase: Phase, override: dict[str, Any]) -> Phase:
 
 
 def _write_phase(path: Path, phase: Phase) -> None:
-    import json
-
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, (json.dumps(asdict(phase), indent=2) + "\n").encode())
 
 
 def _read_phase(path: Path) -> dict[str, Any]:
-    import json
-
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
