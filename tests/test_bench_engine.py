@@ -95,7 +95,12 @@ def kill_holder(lock: Path) -> None:
 
 
 def remove_solved_images(orbit: Orbit) -> None:
+    """Remove the home's containers first: a shepherd still running commits its image last."""
+    from conftest import _cleanup_containers
+
     from orbit.store.home import Home
+
+    _cleanup_containers(orbit.home)
 
     tag = Home(orbit.home.resolve()).tag
     names = subprocess.run(
