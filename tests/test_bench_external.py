@@ -266,3 +266,48 @@ def test_bad_task_lists(tmp_path: Path) -> None:
         with pytest.raises(AdapterError, match="request tasks") as err:
             make(tmp_path, adapter_file(tmp_path, body)).tasks()
         assert problem in str(err.value)
+
+
+# --- end to end through the engine ----------------------------------------------------------------
+def test_the_example_adapter_end_to_end(orbit, busybox: str) -> None:  # type: ignore[no-untyped-def]
+    from test_bench_engine import kill_holder, remove_solved_images
+
+    adapter = str(ARITH / "adapter.py")
+    res = orbit("bench", "add", "ex", str(ARITH), "--adapter", adapter, "-c", f"image={busybox}")
+    assert res.code == 0, res.err
+    assert "4 tasks, 3 supported" in res.out
+    try:
+        res = orbit("bench", "run", "ex", "-m", "oracle", "-m", "empty", "-w", "--json")
+        assert res.code == 0, res.err
+        job = res.json()
+        trials = {(t["task"], t["method"]): t for t in job["trials"]}
+        assert len(trials) == 6
+        for task in ("add", "multiply", "nested"):
+            oracle, empty = trials[(task, "oracle")], trials[(task, "empty")]
+            assert (oracle["evaluation"], oracle["score"]) == ("valid", 1.0), oracle
+            assert (empty["evaluation"], empty["score"]) == ("valid", 0.0), empty
+            assert oracle["execution"] == "succeeded"
+        folder = orbit.home / "bench" / "jobs" / job["job"]["id"] / "trials"
+        answer = folder / trials[("multiply", "oracle")]["id"] / "artifacts/work/answer.txt"
+        assert answer.read_text() == "391\n"  # collected from the solved image
+        verify = orbit.run_dir(trials[("add", "empty")]["runs"]["verify"][-1])
+        assert (verify / "logs" / "verifier" / "score.json").read_text() == '{"correct": 0}\n'
+    finally:
+        for lock in (orbit.home / "bench" / "jobs").glob("*/driver.lock"):
+            kill_holder(lock)
+        remove_solved_images(orbit)
+
+
+def test_bench_add_refuses_an_adapter_of_another_protocol(orbit, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    body = """
+        if request["op"] == "hello":
+            print(json.dumps({"protocol": 1, "name": "x", "version": "9", "protocols": [2]}))
+        else:
+            print(json.dumps({"protocol": 1, "tasks": []}))
+    """
+    adapter = adapter_file(tmp_path, body)
+    res = orbit("bench", "add", "two", str(tmp_path), "--adapter", str(adapter))
+    assert res.code == 2 and res.out == ""
+    assert res.err.strip().endswith("request hello: it speaks protocols [2], this Orbit speaks 1")
+    assert len(res.err.strip().splitlines()) == 1
+    assert orbit("bench", "ls", "--json").json()["benchmarks"] == []

@@ -94,7 +94,11 @@ def add_benchmark(
         resources=read_resources((cwd / resources).resolve()) if resources else {},
         added_at=now_iso(),
     )
-    tasks = load_adapter(home, bench).tasks()
+    speaker = load_adapter(home, bench)
+    check = getattr(speaker, "check", None)
+    if callable(check):
+        check()  # the adapter's own check: external's `hello` handshake, asi's checkout
+    tasks = speaker.tasks()
     save_benchmark(home, bench)
     return bench, tasks
 

@@ -309,7 +309,7 @@ class Driver:
         from orbit.bench.runs import image_defaults
 
         check_method(self.home, method)
-        if not phase.instruction:
+        if not phase.command and not phase.instruction:
             raise OrbitError("the adapter gave no instruction for the agent")
         workdir, user = image_defaults(self.home, phase)
         user = phase.user if phase.user is not None else user
@@ -320,7 +320,9 @@ class Driver:
         mounts = list(phase.mounts)
         if method.bundle:
             mounts.append({"source": method.bundle, "target": BUNDLE_TARGET})
-        command = agent_command(method, phase.instruction)
+        # An adapter that runs the agent through the benchmark's own runner (asi) gives the
+        # command; Orbit then adds only the agent's CLI inside.
+        command = list(phase.command) or agent_command(method, str(phase.instruction))
         return replace(phase, command=command, mounts=mounts), in_container
 
     # --- cancelling -------------------------------------------------------------------------
