@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -299,3 +300,41 @@ def test_the_score_is_the_final_attempt_of_the_level(tmp_path: Path, editable: P
     assert asi.score(task, report(tmp_path)).reason.startswith("the score report has no result")
     (out / "logs" / "verifier" / "local_score.json").unlink()
     assert asi.score(task, out).reason == "asibench score wrote no report"
+
+
+# --- end to end, with the asibench stand-in ------------------------------------------------------
+STANDIN = Path(__file__).resolve().parent / "standins" / "asibench"
+
+
+def test_asi_end_to_end_with_the_stand_in(orbit, python_image: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Real Orbit runs: the host's virtual environment (and its base Python) mounted into the
+    image, the stand-in's `run` in the solve, `score` in the verify; empty scores 0, validly,
+    and the solve never saw the instance's reference/; the oracle is refused."""
+    from test_bench_engine import kill_holder, remove_solved_images
+
+    root = tmp_path / "ASI-Bench"
+    shutil.copytree(STANDIN, root)
+    (root / "tasks" / "physics" / "pendulum").mkdir(parents=True)
+    pulled = instances(tmp_path / "pulled")
+    (pulled / "physics.pendulum__s31415_0" / "reference" / "answer.txt").write_text("2.007\n")
+    python = venv(tmp_path / "venv", {"_asibench.pth": f"{root}\n"})
+    config = [f"python={python}", f"instances={pulled}", f"image={python_image}"]
+    options = [part for c in config for part in ("-c", c)]
+    res = orbit("bench", "add", "asi", str(root), "--adapter", "asi", *options)
+    assert res.code == 0, res.err
+    assert "2 tasks, 1 supported" in res.out
+    try:
+        res = orbit("bench", "run", "asi", "-m", "empty", "-m", "oracle", "-w", "--json")
+        trials = {t["method"]: t for t in res.json()["trials"]}
+        empty, oracle = trials["empty"], trials["oracle"]
+        got = (empty["execution"], empty["evaluation"], empty["score"])
+        assert got == ("succeeded", "valid", 0.0), empty
+        assert empty["scores"] == {"final_score": 0.0, "max_score": 100.0}
+        verify = orbit.run_dir(empty["runs"]["verify"][-1])
+        report = json.loads((verify / "logs" / "verifier" / "local_score.json").read_text())
+        assert report["results"][0]["reference_was_visible"] is False
+        assert oracle["evaluation"] == "invalid" and "no reference solutions" in oracle["reason"]
+    finally:
+        for lock in (orbit.home / "bench" / "jobs").glob("*/driver.lock"):
+            kill_holder(lock)
+        remove_solved_images(orbit)
