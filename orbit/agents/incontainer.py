@@ -224,9 +224,7 @@ def _claude(
     }[profile.kind]
     secrets.env[var] = profile.key or ""
     mounts.append({"tmpfs": True, "target": CLAUDE_DIR})
-    mounts.append(
-        {"run_dir": SESSION, "target": f"{CLAUDE_DIR}/projects/{project}", "rw": True}
-    )
+    mounts.append({"run_dir": SESSION, "target": f"{CLAUDE_DIR}/projects/{project}", "rw": True})
 
 
 def _codex(

@@ -133,6 +133,9 @@ def load_checked(home: Home, job_id: str) -> Job:
     """The job, or CorruptError when its job.json does not hold a job."""
     try:
         job = load_job(home, job_id)
+    except CorruptError as exc:  # its message names the host path: the web view shows it
+        where = str(job_dir(home, job_id) / "job.json")
+        raise CorruptError(str(exc).replace(where, f"job {job_id}: job.json")) from None
     except (TypeError, RecursionError):
         raise CorruptError(f"job {job_id}: job.json does not hold a job") from None
     problem = None
