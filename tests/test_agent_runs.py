@@ -229,3 +229,39 @@ def test_claude_login_takes_the_token_setup_token_prints_and_uses_it(
     names = set(trace["env_names"])
     assert "CLAUDE_CODE_OAUTH_TOKEN" in names and "ANTHROPIC_API_KEY" not in names
     assert files_holding(orbit.home, token) == []
+
+
+def test_codex_relay_reaches_the_provider_named_in_its_config(
+    agents: Orbit, python_image: str
+) -> None:
+    """Codex takes a relay's address from its config.toml (it ignores OPENAI_BASE_URL) and sends
+    CODEX_API_KEY: the stand-in does as the real 0.171 does, so only Orbit's config reaches it."""
+    orbit = agents
+    with provider_server(keys=[OPENAI_KEY]) as server:
+        res = orbit(
+            "auth", "add", "gw", "--harness", "codex", "--kind", "relay", "--host-network",
+            "--key-env", "TEST_OPENAI_KEY", "--base-url", f"{server.url}/v1",
+        )  # fmt: skip
+        assert res.code == 0, res.err
+        tested = orbit("auth", "test", "gw", "--image", python_image)
+        assert tested.code == 0, (tested.out, tested.err)
+        asked = server.by_path("/v1/responses")
+        assert asked and asked[-1].headers.get("authorization") == f"Bearer {OPENAI_KEY}"
+    assert files_holding(orbit.home, OPENAI_KEY) == []
+
+
+def test_codex_login_with_an_access_token_goes_through_codex_s_own_login(agents: Orbit) -> None:
+    orbit = agents
+    add = ["auth", "add", "tok", "--harness", "codex", "--kind", "login", "--key-stdin"]
+    bad = orbit(*add, stdin="not-a-jwt\n")
+    assert bad.code == 2 and "invalid agent identity JWT format" in bad.err
+    assert not (orbit.home / "auth.json").exists()  # nothing stored
+    jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhZ2VudCJ9.c2lnbmF0dXJlLXN0YW5kLWlu"
+    res = orbit(*add, "--json", stdin=jwt + "\n")
+    assert res.code == 0, res.err
+    assert res.json()["source"] == "codex login (stdin)" and jwt not in res.out
+    stored = json.loads(
+        json.loads((orbit.home / "auth.json").read_text())["profiles"]["tok"]["files"]["auth.json"]
+    )
+    assert stored["tokens"]["access_token"] == jwt
+    assert not list((orbit.home / "runtime" / "login").iterdir())  # the private home is gone

@@ -199,21 +199,28 @@ def test_claude_credential_precedence_reaches_the_provider(agents: Path, tmp_pat
             "CLAUDE_CONFIG_DIR": str(cfg),
             "ANTHROPIC_BASE_URL": server.url,
         }
-        cases = [
+        oauth_beta = "claude-code-20250219,oauth-2025-04-20"
+        # (extra env, headers the request must carry, headers it must not). Both the gateway
+        # token and the API key are sent when both are set, as the real CLI does.
+        cases: list[tuple[dict[str, str], dict[str, str], tuple[str, ...]]] = [
             (
                 {"ANTHROPIC_AUTH_TOKEN": token, "ANTHROPIC_API_KEY": ANTHROPIC_KEY},
-                "authorization",
-                f"Bearer {token}",
+                {"authorization": f"Bearer {token}", "x-api-key": ANTHROPIC_KEY},
+                (),
             ),
             (
                 {"ANTHROPIC_API_KEY": ANTHROPIC_KEY, "CLAUDE_CODE_OAUTH_TOKEN": oauth},
-                "x-api-key",
-                ANTHROPIC_KEY,
+                {"x-api-key": ANTHROPIC_KEY},
+                ("authorization",),
             ),
-            ({"CLAUDE_CODE_OAUTH_TOKEN": oauth}, "authorization", f"Bearer {oauth}"),
-            ({}, "authorization", f"Bearer {stored}"),
+            (
+                {"CLAUDE_CODE_OAUTH_TOKEN": oauth},
+                {"authorization": f"Bearer {oauth}", "anthropic-beta": oauth_beta},
+                ("x-api-key",),
+            ),
+            ({}, {"authorization": f"Bearer {stored}", "anthropic-beta": oauth_beta}, ()),
         ]
-        for extra, header, value in cases:
+        for extra, present, absent in cases:
             done = run_host(
                 agents,
                 "claude",
@@ -225,9 +232,15 @@ def test_claude_credential_precedence_reaches_the_provider(agents: Path, tmp_pat
             assert (done.returncode, done.stdout) == (0, "via provider\n"), done.stderr
             request = server.requests[-1]
             assert request.path == "/v1/messages"
-            assert request.headers[header] == value
+            assert present.items() <= request.headers.items()
+            assert not set(absent) & set(request.headers)
             assert request.headers["anthropic-version"] == "2023-06-01"
             assert {"model", "max_tokens", "messages"} <= set(request.body)
+        # A refused bearer token reads "not logged in"; a refused API key "invalid".
+        refused = run_host(
+            agents, "claude", "-p", "hi", env={**base, "ANTHROPIC_AUTH_TOKEN": "bad"}, cwd=tmp_path
+        )
+        assert (refused.returncode, refused.stdout) == (1, "Not logged in · Please run /login\n")
     # Only the file the test wrote holds a credential; the transcripts hold none.
     (cfg / ".credentials.json").unlink()
     for secret in (token, oauth, stored, ANTHROPIC_KEY):
@@ -459,3 +472,21 @@ def test_tool_environments_pass_credentials_unless_told_not_to(
         "[shell_environment_policy]\nignore_default_excludes = false\n"
     )
     assert OPENAI_KEY not in run_host(agents, *run, env=codex_env, cwd=tmp_path).stdout
+
+
+def test_unwritable_config_dirs_fail_in_one_line(
+    agents: Path, tmp_path: Path, python_image: str
+) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)  # the container's uid 1234 cannot write it
+    script = (
+        "cd /tmp; CLAUDE_CONFIG_DIR=/locked claude -p hi; echo rc=$?;"
+        " CODEX_HOME=/locked codex exec --skip-git-repo-check hi </dev/null; echo rc=$?"
+    )
+    env = {"ANTHROPIC_API_KEY": ANTHROPIC_KEY, "CODEX_API_KEY": "sk-x"}
+    done = run_container(python_image, agents, script, env=env, mounts={locked: "/locked"})
+    assert done.stdout == "rc=1\nrc=1\n"
+    assert "Traceback" not in done.stderr
+    assert "Error: Permission denied, /locked/projects" in done.stderr
+    assert "Error: Permission denied: /locked/sessions" in done.stderr

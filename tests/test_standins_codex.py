@@ -76,7 +76,9 @@ def test_codex_home_git_check_flags_and_credentials(agents: Path, tmp_path: Path
     anonymous = run_host(
         agents, "codex", "exec", "--skip-git-repo-check", "hi", env=env, cwd=tmp_path
     )
-    assert anonymous.returncode == 1 and "Not logged in" in anonymous.stderr
+    # Without a credential the real CLI sends the request anyway and OpenAI refuses it.
+    assert anonymous.returncode == 1
+    assert "401 Unauthorized" in anonymous.stderr and "Missing bearer" in anonymous.stderr
     (tmp_path / "repo" / ".git").mkdir(parents=True)
     keyed = {**env, "CODEX_API_KEY": OPENAI_KEY}
     inside = run_host(
@@ -132,7 +134,13 @@ def test_codex_rollout_and_json_events_in_a_container(
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert events[0]["type"] == "thread.started" and events[1] == {"type": "turn.started"}
     assert events[-1]["type"] == "turn.completed"
-    assert set(events[-1]["usage"]) == {"input_tokens", "cached_input_tokens", "output_tokens"}
+    assert set(events[-1]["usage"]) == {
+        "input_tokens",
+        "cached_input_tokens",
+        "cache_write_input_tokens",
+        "output_tokens",
+        "reasoning_output_tokens",
+    }
     items = [e["item"] for e in events if e["type"] == "item.completed"]
     assert [i["type"] for i in items] == [
         "file_change",
@@ -169,8 +177,17 @@ def test_codex_rollout_and_json_events_in_a_container(
         "custom_tool_call_output",
     ):
         assert ("response_item", kind) in kinds
-    for kind in ("user_message", "agent_message", "token_count"):
+    for kind in ("task_started", "token_count", "task_complete"):
         assert ("event_msg", kind) in kinds
+    # 0.171 records finished messages as item_completed events (no user_message/agent_message).
+    finished = [
+        (line["payload"]["item"]["type"], line["payload"]["item"]["content"][0]["text"])
+        for line in lines
+        if line["payload"].get("type") == "item_completed"
+    ]
+    assert finished == [("UserMessage", TOOLS_PROMPT + "\nrun: env"), ("AgentMessage", "all done")]
+    said = [line["payload"] for line in lines if line["payload"].get("role") == "assistant"]
+    assert said[-1]["content"] == [{"type": "output_text", "text": "all done"}]
     patch = next(
         line["payload"] for line in lines if line["payload"].get("type") == "custom_tool_call"
     )
@@ -202,27 +219,39 @@ def test_codex_read_only_sandbox_refuses_patches(agents: Path, tmp_path: Path) -
 def test_codex_provider_round_trip_from_a_container(
     agents: Path, tmp_path: Path, python_image: str
 ) -> None:
+    """0.171 takes the provider's address from the config key openai_base_url (here -c), not
+    from OPENAI_BASE_URL, and its key from CODEX_API_KEY, not OPENAI_API_KEY (both checked
+    against the real CLI), so the stand-in does the same."""
     script = (
-        'codex exec --skip-git-repo-check "Reply with exactly: codex via provider" </dev/null;'
-        ' echo "rc=$?"'
+        "codex exec --skip-git-repo-check {config} 'Reply with exactly: codex via provider'"
+        ' </dev/null; echo "rc=$?"'
     )
     with provider_server([OPENAI_KEY]) as server:
-        env = {"OPENAI_BASE_URL": server.url + "/v1", "CODEX_API_KEY": OPENAI_KEY}
-        good = run_container(python_image, agents, script, env=env, network_host=True)
+        config = f"-c 'openai_base_url=\"{server.url}/v1\"'"
+        via_config = script.format(config=config)
+        env = {"CODEX_API_KEY": OPENAI_KEY}
+        good = run_container(python_image, agents, via_config, env=env, network_host=True)
         assert good.stdout == "codex via provider\nrc=0\n", good.stderr
         bad = run_container(
-            python_image,
-            agents,
-            script,
-            env={**env, "CODEX_API_KEY": "sk-wrong"},
-            network_host=True,
+            python_image, agents, via_config, env={"CODEX_API_KEY": "sk-wrong"}, network_host=True
         )
         assert bad.stdout == "rc=1\n" and "401 Unauthorized" in bad.stderr
-        assert [r.headers["authorization"] for r in server.by_path("/v1/responses")] == [
+        openai_key = run_container(
+            python_image, agents, via_config, env={"OPENAI_API_KEY": OPENAI_KEY}, network_host=True
+        )
+        assert openai_key.stdout == "rc=1\n"
+        requests = server.by_path("/v1/responses")
+        assert [r.headers.get("authorization") for r in requests] == [
             f"Bearer {OPENAI_KEY}",
             "Bearer sk-wrong",
+            None,
         ]
-        assert server.requests[0].body["input"][0]["content"][0]["type"] == "input_text"
+        assert requests[0].body["input"][0]["content"][0]["type"] == "input_text"
+        ignored = {**env, "OPENAI_BASE_URL": server.url + "/v1"}
+        run_container(
+            python_image, agents, script.format(config=""), env=ignored, network_host=True
+        )
+        assert len(server.requests) == 3
 
 
 def test_codex_login_flows(agents: Path, tmp_path: Path) -> None:
@@ -250,8 +279,10 @@ def test_codex_login_flows(agents: Path, tmp_path: Path) -> None:
             agents,
             "codex",
             "exec",
+            "-c",
+            f"openai_base_url={server.url}/v1",
             "hi",
-            env={**env, "OPENAI_BASE_URL": server.url + "/v1"},
+            env=env,
             cwd=tmp_path,
         )
         assert used.returncode == 0, used.stderr

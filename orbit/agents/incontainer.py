@@ -21,6 +21,7 @@ is told it is in a sandbox (IS_SANDBOX=1), which it requires before skipping per
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -231,17 +232,18 @@ def _codex(
     profile: Profile, env: dict[str, str], secrets: Secrets, mounts: list[dict[str, Any]]
 ) -> None:
     env["CODEX_HOME"] = CODEX_DIR
-    if profile.base_url:
-        env["OPENAI_BASE_URL"] = profile.base_url
     # CODEX_HOME is the run's private secrets folder: Codex may rewrite a login's auth.json
     # (a refresh) there, and it goes when the run finishes. Its config keeps variables named
-    # *KEY*, *SECRET*, *TOKEN* out of the shell commands the agent runs.
-    secrets.files["config.toml"] = CODEX_CONFIG.encode()
+    # *KEY*, *SECRET*, *TOKEN* out of the shell commands the agent runs, and names a relay:
+    # Codex reads the address from its config only (not from OPENAI_BASE_URL).
+    config = CODEX_CONFIG
+    if profile.base_url:
+        config = f"openai_base_url = {json.dumps(profile.base_url)}\n\n{config}"
+    secrets.files["config.toml"] = config.encode()
     if profile.files:  # a login: its auth.json
         secrets.files.update({k: v.encode() for k, v in profile.files.items()})
-    else:
+    else:  # `codex exec` sends CODEX_API_KEY (not OPENAI_API_KEY)
         secrets.env["CODEX_API_KEY"] = profile.key or ""
-        secrets.env["OPENAI_API_KEY"] = profile.key or ""
     mounts.append({"secrets": True, "target": CODEX_DIR, "rw": True})
     mounts.append({"run_dir": SESSION, "target": f"{CODEX_DIR}/sessions", "rw": True})
 
@@ -290,10 +292,11 @@ def codex_login(home: Home, environ: Mapping[str, str], access_token: str | None
     cli = locate("codex", environ)
     scratch = private_dir(home)
     args = ["login", "--with-access-token"] if access_token else ["login", "--device-auth"]
-    try:
+    try:  # the device flow talks to the person; a token's answer is read, to be shown
         proc = subprocess.run(
             [str(cli.exe), *args],
             input=f"{access_token}\n" if access_token else None,
+            capture_output=bool(access_token),
             text=True,
             env={**environ, "CODEX_HOME": str(scratch)},
         )
@@ -303,5 +306,7 @@ def codex_login(home: Home, environ: Mapping[str, str], access_token: str | None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if not written:
-        raise UsageError(f"`codex {' '.join(args)}` did not log in (exit {proc.returncode})")
+        said = (proc.stderr or "").strip().splitlines()
+        why = f": {said[-1][:200]}" if said else ""
+        raise UsageError(f"`codex {' '.join(args)}` did not log in (exit {proc.returncode}){why}")
     return written

@@ -17,6 +17,7 @@ import secrets
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
@@ -44,6 +45,8 @@ from standin_common import (
 )
 
 NOT_LOGGED_IN = "Not logged in · Please run /login"
+INVALID_KEY = "Invalid API key · Fix external API key"
+OAUTH_BETA = "claude-code-20250219,oauth-2025-04-20"
 FLAGS = {
     "-p": "print",
     "--print": "print",
@@ -111,31 +114,43 @@ def parse(argv: list[str]) -> dict[str, Any]:
     return opts
 
 
-def credential() -> tuple[str, str, str] | None:
-    """(header, value, source) in the documented precedence, or None when not logged in."""
+@dataclass
+class Auth:
+    """The headers a model request carries and the source shown as apiKeySource."""
+
+    headers: dict[str, str]
+    source: str
+
+
+def credential() -> Auth | None:
+    """The credentials in the documented precedence, or None when not logged in. As the real
+    CLI does (checked here), ANTHROPIC_AUTH_TOKEN and ANTHROPIC_API_KEY are both sent when both
+    are set; OAuth tokens add the oauth beta header."""
     env = os.environ
+    headers: dict[str, str] = {}
     if env.get("ANTHROPIC_AUTH_TOKEN"):
-        return "authorization", "Bearer " + env["ANTHROPIC_AUTH_TOKEN"], "ANTHROPIC_AUTH_TOKEN"
+        headers["authorization"] = "Bearer " + env["ANTHROPIC_AUTH_TOKEN"]
     if env.get("ANTHROPIC_API_KEY"):
-        return "x-api-key", env["ANTHROPIC_API_KEY"], "ANTHROPIC_API_KEY"
+        headers["x-api-key"] = env["ANTHROPIC_API_KEY"]
+    if headers:
+        source = "ANTHROPIC_AUTH_TOKEN" if "authorization" in headers else "ANTHROPIC_API_KEY"
+        return Auth(headers, source)
+    oauth = {"anthropic-beta": OAUTH_BETA}
     if env.get("CLAUDE_CODE_OAUTH_TOKEN"):
-        return (
-            "authorization",
-            "Bearer " + env["CLAUDE_CODE_OAUTH_TOKEN"],
-            "CLAUDE_CODE_OAUTH_TOKEN",
-        )
+        token = env["CLAUDE_CODE_OAUTH_TOKEN"]
+        return Auth({"authorization": "Bearer " + token, **oauth}, "CLAUDE_CODE_OAUTH_TOKEN")
     try:
         stored = json.loads((config_dir() / ".credentials.json").read_text())
-        token = stored["claudeAiOauth"]["accessToken"]
+        token = str(stored["claudeAiOauth"]["accessToken"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return "authorization", "Bearer " + str(token), "/login managed key"
+    return Auth({"authorization": "Bearer " + token, **oauth}, "/login managed key")
 
 
 # --- the provider ----------------------------------------------------------------------------
 
 
-def ask_model(session: Session, auth: tuple[str, str, str], history: list[Any]) -> dict[str, Any]:
+def ask_model(session: Session, auth: Auth, history: list[Any]) -> dict[str, Any]:
     """A real request to $ANTHROPIC_BASE_URL when set, else a local answer; returns the reply."""
     base = os.environ.get("ANTHROPIC_BASE_URL")
     if not base:
@@ -143,12 +158,12 @@ def ask_model(session: Session, auth: tuple[str, str, str], history: list[Any]) 
             "content": [{"type": "text", "text": reply_for(session.prompt)}],
             "usage": {"input_tokens": tokens(json.dumps(history)), "output_tokens": 8},
         }
-    header, value, _source = auth
     body = {"model": session.model, "max_tokens": 32000, "messages": history}
     if session.opts.get("append_system_prompt"):
         body["system"] = session.opts["append_system_prompt"]
     headers = {
-        header: value,
+        "anthropic-beta": "claude-code-20250219",
+        **auth.headers,
         "anthropic-version": "2023-06-01",
         "user-agent": f"claude-cli/{VERSION} (external, sdk-cli)",
         "x-app": "cli",
@@ -157,17 +172,15 @@ def ask_model(session: Session, auth: tuple[str, str, str], history: list[Any]) 
     return post_json(base.rstrip("/") + "/v1/messages?beta=true", headers, body)
 
 
-def api_error_text(exc: ProviderError, auth: tuple[str, str, str]) -> str:
-    if exc.status == 401:
-        if auth[2] in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
-            return "Invalid API key · Fix external API key"
-        return "Invalid API key · Please run /login"
+def api_error_text(exc: ProviderError, auth: Auth) -> str:
+    if exc.status == 401:  # the real texts: an API key is "invalid", a bearer token "not logged in"
+        return INVALID_KEY if "x-api-key" in auth.headers else NOT_LOGGED_IN
     if exc.status == 0:
         return "API Error: Connection error."
     return f"API Error: {exc.status} {exc.body}"
 
 
-def converse(session: Session, auth: tuple[str, str, str]) -> tuple[str, str]:
+def converse(session: Session, auth: Auth) -> tuple[str, str]:
     """The agent loop; returns (subtype, result text)."""
     history: list[Any] = [{"role": "user", "content": session.prompt}]
     max_turns = int(session.opts.get("max_turns") or 0)
@@ -267,7 +280,7 @@ def print_mode(opts: dict[str, Any]) -> int:
         )
     session = Session(opts, prompt)
     auth = credential()
-    session.start(auth[2] if auth else "none")
+    session.start(auth.source if auth else "none")
     failed = True
     if auth is None:
         subtype, text = "success", NOT_LOGGED_IN
@@ -330,6 +343,9 @@ def main(argv: list[str]) -> int:
         return print_mode(opts)
     except Usage as exc:
         print(str(exc), file=sys.stderr)
+        return 1
+    except OSError as exc:  # e.g. an unwritable CLAUDE_CONFIG_DIR: one line, as node prints it
+        print(f"Error: {exc.strerror}, {exc.filename or ''}".rstrip(", "), file=sys.stderr)
         return 1
 
 

@@ -21,7 +21,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
 from codex_login import VERSION, Fail, clap_error, codex_home, login, logout, read_auth
-from codex_thread import Thread, patch_step, shell_step, user_message
+from codex_thread import Thread, config_value, patch_step, shell_step, user_message
 from standin_common import (
     ProviderError,
     in_git_repo,
@@ -63,6 +63,16 @@ VALUED = {
     "-c": "config",
     "--config": "config",
 }
+MISSING_AUTH = json.dumps(
+    {
+        "error": {
+            "message": "Missing bearer or basic authentication in header",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+    }
+)
 EXEC_USAGE = "Usage: codex exec [OPTIONS] [PROMPT]\n       codex exec [OPTIONS] <COMMAND> [ARGS]"
 
 
@@ -114,9 +124,10 @@ def parse_exec(argv: list[str]) -> dict[str, Any]:
 
 
 def credential(home: Path) -> str | None:
-    for name in ("CODEX_API_KEY", "OPENAI_API_KEY"):
-        if os.environ.get(name):
-            return os.environ[name]
+    """CODEX_API_KEY, else auth.json's key or ChatGPT access token. 0.171 sends none for
+    OPENAI_API_KEY (checked against the real CLI), so neither does the stand-in."""
+    if os.environ.get("CODEX_API_KEY"):
+        return os.environ["CODEX_API_KEY"]
     auth = read_auth(home / "auth.json") or {}
     if auth.get("OPENAI_API_KEY"):
         return str(auth["OPENAI_API_KEY"])
@@ -141,10 +152,13 @@ def read_prompt(opts: dict[str, Any]) -> str:
     return prompt
 
 
-def ask_model(thread: Thread, key: str, history: list[dict[str, Any]]) -> dict[str, Any]:
-    """A real request to $OPENAI_BASE_URL/responses when set, else a local answer."""
-    base = os.environ.get("OPENAI_BASE_URL")
+def ask_model(thread: Thread, key: str | None, history: list[dict[str, Any]]) -> dict[str, Any]:
+    """A real request to {openai_base_url}/responses when that is configured (0.171 ignores the
+    OPENAI_BASE_URL variable), else a local answer; without a key, OpenAI's 401."""
+    base = config_value(thread, "openai_base_url", None)
     if not base:
+        if key is None:
+            raise ProviderError(401, MISSING_AUTH)
         text = reply_for(thread.prompt)
         return {
             "text": text,
@@ -158,12 +172,13 @@ def ask_model(thread: Thread, key: str, history: list[dict[str, Any]]) -> dict[s
         "store": False,
     }
     headers = {
-        "authorization": f"Bearer {key}",
         "originator": "codex_exec",
         "user-agent": f"codex_exec/{VERSION}",
         "session_id": thread.id,
     }
-    reply = post_json(base.rstrip("/") + "/responses", headers, body)
+    if key is not None:  # the real CLI sends the request without one
+        headers["authorization"] = f"Bearer {key}"
+    reply = post_json(str(base).rstrip("/") + "/responses", headers, body)
     text = "".join(
         part.get("text", "")
         for out in reply.get("output", [])
@@ -174,7 +189,7 @@ def ask_model(thread: Thread, key: str, history: list[dict[str, Any]]) -> dict[s
     return {"text": text, "usage": reply.get("usage", {})}
 
 
-def run_turn(thread: Thread, key: str) -> str:
+def run_turn(thread: Thread, key: str | None) -> str:
     history: list[dict[str, Any]] = [user_message(thread.prompt)]
     for step in steps_of(thread.prompt):
         thread.add_usage(ask_model(thread, key, history)["usage"])
@@ -194,7 +209,7 @@ def run_turn(thread: Thread, key: str) -> str:
             "content": [{"type": "output_text", "text": text}],
         },
     )
-    thread.record("event_msg", {"type": "agent_message", "message": text})
+    thread.completed("AgentMessage", text)
     thread.item("completed", {"id": thread.next_item_id(), "type": "agent_message", "text": text})
     return text
 
@@ -211,8 +226,6 @@ def exec_command(argv: list[str]) -> int:
     key = credential(home)
     thread = Thread(opts, home, cwd, prompt)
     thread.start()
-    if key is None:
-        return fail_turn(thread, "Not logged in. Run `codex login` or set CODEX_API_KEY.")
     try:
         text = run_turn(thread, key)
     except ProviderError as exc:
@@ -258,6 +271,9 @@ def main(argv: list[str]) -> int:
     except Fail as exc:
         print(str(exc), file=sys.stderr)
         return exc.code
+    except OSError as exc:  # e.g. an unwritable CODEX_HOME: one line, no traceback
+        print(f"Error: {exc.strerror}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

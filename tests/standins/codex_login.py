@@ -82,6 +82,8 @@ def login(args: list[str]) -> int:
         )
         print("API key saved. Authentication is checked when you send a request.", file=sys.stderr)
         return 0
+    if args[:1] == ["--with-access-token"]:
+        return login_with_access_token(auth_path)
     if not args:
         raise Fail(
             "stand-in: the browser login is not supported; use --device-auth or --with-api-key"
@@ -114,6 +116,28 @@ def login(args: list[str]) -> int:
             "refresh_token": "rt_" + secrets.token_urlsafe(48),
             "account_id": account,
         },
+        "last_refresh": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+    }
+    write_private(auth_path, json.dumps(auth, indent=2))
+    print("Successfully logged in", file=sys.stderr)
+    return 0
+
+
+def login_with_access_token(auth_path: Path) -> int:
+    """`printenv CODEX_ACCESS_TOKEN | codex login --with-access-token`: the real 0.171 refuses a
+    token that is not a JWT with this message (checked); what it stores for a good one is not
+    known here, so the stand-in keeps the token as a ChatGPT login's access token."""
+    print("Reading access token from stdin...", file=sys.stderr)
+    token = sys.stdin.read().strip()
+    if len(token.split(".")) != 3 or not all(token.split(".")):
+        raise Fail(
+            "Error logging in with access token: failed to decode agent identity JWT: "
+            "invalid agent identity JWT format"
+        )
+    auth = {
+        "auth_mode": "chatgpt",
+        "OPENAI_API_KEY": None,
+        "tokens": {"id_token": token, "access_token": token, "refresh_token": "", "account_id": ""},
         "last_refresh": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
     }
     write_private(auth_path, json.dumps(auth, indent=2))

@@ -45,7 +45,7 @@ class Thread:
         self.json = bool(opts.get("json"))
         self.items = 0
         self.ordinal = 0
-        self.usage = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0}
+        self.usage = {k: v for k, v in usage_record(0, 0).items() if k != "total_tokens"}
         self.rollout: Path | None = None
         if not opts.get("ephemeral"):
             now = datetime.now().astimezone()
@@ -127,7 +127,7 @@ class Thread:
             },
         )
         self.record("response_item", user_message(self.prompt))
-        self.record("event_msg", {"type": "user_message", "message": self.prompt, "images": []})
+        self.completed("UserMessage", self.prompt)
         self.event({"type": "turn.started"})
         self.human(
             f"OpenAI Codex v{VERSION}\n--------\nworkdir: {self.cwd}\nmodel: {self.model}\n"
@@ -137,32 +137,46 @@ class Thread:
         )
 
     def add_usage(self, usage: dict[str, Any]) -> None:
-        self.usage["input_tokens"] += int(usage.get("input_tokens", 0))
-        self.usage["output_tokens"] += int(usage.get("output_tokens", 0))
+        last = usage_record(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)))
+        for key in self.usage:
+            self.usage[key] += last[key]
         total = {
             **self.usage,
-            "reasoning_output_tokens": 0,
             "total_tokens": self.usage["input_tokens"] + self.usage["output_tokens"],
         }
-        self.record(
-            "event_msg",
-            {
-                "type": "token_count",
-                "info": {
-                    "total_token_usage": total,
-                    "last_token_usage": {
-                        "input_tokens": int(usage.get("input_tokens", 0)),
-                        "cached_input_tokens": 0,
-                        "output_tokens": int(usage.get("output_tokens", 0)),
-                        "reasoning_output_tokens": 0,
-                        "total_tokens": int(usage.get("input_tokens", 0))
-                        + int(usage.get("output_tokens", 0)),
-                    },
-                    "model_context_window": 475000,
-                },
-                "rate_limits": None,
-            },
-        )
+        info = {
+            "total_token_usage": total,
+            "last_token_usage": last,
+            "last_usage_includes_reasoning": True,
+            "model_context_window": 475000,
+        }
+        self.record("event_msg", {"type": "token_count", "info": info, "rate_limits": None})
+
+    def completed(self, item_type: str, text: str) -> None:
+        """0.171 records a finished user or agent message as an item_completed event (older
+        versions wrote user_message/agent_message events, which 0.171 no longer does)."""
+        now_ms = int(time.time() * 1000)
+        item = {"type": item_type, "id": uuid7(), "content": [{"type": "text", "text": text}]}
+        payload = {
+            "type": "item_completed",
+            "thread_id": self.id,
+            "turn_id": self.turn_id,
+            "item": item,
+            "started_at_ms": now_ms,
+            "completed_at_ms": now_ms,
+        }
+        self.record("event_msg", payload)
+
+
+def usage_record(input_tokens: int, output_tokens: int) -> dict[str, int]:
+    return {
+        "input_tokens": input_tokens,
+        "cached_input_tokens": 0,
+        "cache_write_input_tokens": 0,
+        "output_tokens": output_tokens,
+        "reasoning_output_tokens": 0,
+        "total_tokens": input_tokens + output_tokens,
+    }
 
 
 def user_message(text: str) -> dict[str, Any]:
@@ -238,21 +252,32 @@ def tool_output(outcome: Outcome, seconds: float) -> str:
     )
 
 
+def config_value(thread: Thread, dotted: str, default: Any) -> Any:
+    """A config key from `-c key=value` (the value parsed as TOML, else a plain string) or
+    $CODEX_HOME/config.toml, in that order, as the real CLI layers them."""
+    for override in reversed(thread.opts["config"]):
+        key, _, raw = override.partition("=")
+        if key.strip() == dotted:
+            try:
+                return tomllib.loads(f"v = {raw.strip()}")["v"]
+            except tomllib.TOMLDecodeError:
+                return raw.strip()
+    try:
+        with (thread.home / "config.toml").open("rb") as fh:
+            value: Any = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError):
+        return default
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return default
+        value = value[part]
+    return value
+
+
 def shell_env(thread: Thread) -> dict[str, str]:
     """The shell tool's environment: everything, unless shell_environment_policy's
     ignore_default_excludes is false (in config.toml or -c), which drops *KEY*/*SECRET*/*TOKEN*."""
-    policy: Any = {}
-    try:
-        with (thread.home / "config.toml").open("rb") as fh:
-            policy = tomllib.load(fh).get("shell_environment_policy", {})
-    except (OSError, tomllib.TOMLDecodeError):
-        pass
-    ignore = policy.get("ignore_default_excludes", True) if isinstance(policy, dict) else True
-    for override in thread.opts["config"]:
-        key, _, value = override.partition("=")
-        if key.strip() == "shell_environment_policy.ignore_default_excludes":
-            ignore = value.strip().lower() != "false"
-    if ignore:
+    if config_value(thread, "shell_environment_policy.ignore_default_excludes", True) is not False:
         return dict(os.environ)
     return scrubbed_env(markers=("KEY", "SECRET", "TOKEN"))
 
@@ -276,6 +301,7 @@ def shell_step(thread: Thread, step: Step) -> None:
         "response_item",
         {
             "type": "function_call",
+            "id": "fc_" + uuid7(),
             "name": "shell",
             "arguments": json.dumps(arguments),
             "call_id": call_id,
@@ -288,6 +314,7 @@ def shell_step(thread: Thread, step: Step) -> None:
         "response_item",
         {
             "type": "function_call_output",
+            "id": "fco_" + uuid7(),
             "call_id": call_id,
             "output": tool_output(outcome, seconds),
         },
