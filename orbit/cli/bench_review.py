@@ -97,9 +97,10 @@ def _print_comparison(env: Env, cmp: Comparison) -> None:
     if invalid:
         out.write("\ninvalid trials (not counted):\n")
     for task, label, trial in invalid:
-        runs = " ".join(r for r in [trial.solve_run, *trial.verify_runs] if r) or "no runs"
+        runs = " ".join(r for r in [trial.solve_run, *trial.verify_runs] if r)
+        where = f"runs {runs}" if runs else "no runs"
         why = trial.reason or "no reason given"
-        out.write(f"  {task} × {label} seed {trial.seed}: {why} (runs {runs})\n")
+        out.write(f"  {task} × {label} seed {trial.seed}: {why} ({where})\n")
 
 
 # --- usage ------------------------------------------------------------------------------------
