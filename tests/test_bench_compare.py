@@ -231,18 +231,20 @@ def test_usage_from_the_peaks_of_real_solve_runs(
     big = _solve(orbit, python_image, "big-solve", 300, 2.5, "1")
     small = _solve(orbit, python_image, "small-solve", 20, 1.5, "1")
     oom = _solve(orbit, python_image, "oom-solve", 600, 1, "0.25")
+    quick = orbit.submit("--image", busybox, *SMALL, "-n", "quick", "--", "true")
     busy = orbit.submit("--image", busybox, *SMALL, "-n", "busy", "--", "sleep", "120")
-    for run_id in (big, small, oom):
+    for run_id in (big, small, oom, quick):
         orbit.wait_for(run_id, lambda s: bool(s.get("finished_at")), 120)
     orbit.wait_for(busy, lambda s: s["state"] == "running", 60)
     assert orbit.status(oom)["oom_killed"] is True
 
     home = home_of(orbit)
-    job(home, "j1", ["big", "small", "greedy", "unsure"], ["oracle"])
+    job(home, "j1", ["big", "small", "greedy", "quick", "unsure"], ["oracle"])
     trial(home, "j1", "big", "oracle", 1, 1.0, solve_run=big)
     trial(home, "j1", "small", "oracle", 1, 1.0, solve_run=small)
     trial(home, "j1", "greedy", "oracle", 1, reason="the solve was killed for memory",
           solve_run=oom)  # fmt: skip
+    trial(home, "j1", "quick", "oracle", 1, 1.0, solve_run=quick)
     trial(home, "j1", "unsure", "oracle", 1, solve_run=busy, phase="solving", evaluation="unknown")
     trial(home, "j1", "unsure", "oracle", 2, reason="the solve run was lost", solve_run="9999")
 
@@ -262,6 +264,9 @@ def test_usage_from_the_peaks_of_real_solve_runs(
     assert greedy is not None and greedy["mem_gb"] >= 0.5
     assert greedy["mem_gb"] == math.ceil(usage["greedy"].mem_bytes * 2 / GIB / 0.5) * 0.5
     assert any("killed for memory" in n for n in usage["greedy"].notes())
+    # `true` may end before the shepherd's first sample: it counts all the same, as little use.
+    assert usage["quick"].runs == [quick]
+    assert usage["quick"].suggestion() == {"cpus": 1, "mem_gb": 0.5, "gpus": 0, "timeout_min": 1}
     assert usage["unsure"].suggestion() is None
     assert usage["unsure"].notes() == [
         f"run {busy}: still running",
@@ -271,7 +276,7 @@ def test_usage_from_the_peaks_of_real_solve_runs(
     orbit.wait_for(busy, lambda s: bool(s.get("finished_at")), 60)
 
     document = resources_file(list(usage.values()))
-    assert set(document) == {"big", "small", "greedy", "*"}
+    assert set(document) == {"big", "small", "greedy", "quick", "*"}
     assert document["*"]["mem_gb"] == max(suggested["mem_gb"], greedy["mem_gb"])
     assert document["big"]["measured"]["runs"] == [big]
 
@@ -279,11 +284,11 @@ def test_usage_from_the_peaks_of_real_solve_runs(
     res = orbit("bench", "usage", "j1", "-o", str(out))
     assert res.code == 0, res.err
     assert json.loads(out.read_text()) == json.loads(json.dumps(document))
-    assert f"wrote {out} (4 entries)" in res.out
+    assert f"wrote {out} (5 entries)" in res.out
     assert f"unsure: run {busy}: cancelled (its peaks are partial)" in res.out
     assert "big " in res.out and "1 CPU" in res.out
     data = orbit("bench", "usage", "j1", "--json").json()
     assert set(data) == {"tasks", "resources"}
-    assert [t["task"] for t in data["tasks"]] == ["big", "small", "greedy", "unsure"]
+    assert [t["task"] for t in data["tasks"]] == ["big", "small", "greedy", "quick", "unsure"]
     bad = orbit("bench", "usage", "j1", "-o", str(tmp_path / "no" / "such" / "dir.json"))
     assert bad.code == ExitCode.USAGE and bad.err.count("\n") == 1 and "Traceback" not in bad.err

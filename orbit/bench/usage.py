@@ -1,8 +1,9 @@
 """Measured usage: per task, the peaks of its solve runs, and the resources they suggest.
 
-The solve runs are those the jobs' trials name (every method's); only runs that ended by
-themselves (not cancelled) and were sampled count. The suggestion for a task, from the largest
-figures over its runs:
+The solve runs are those the jobs' trials name (every method's); only runs that started and
+ended by themselves (not cancelled) count. A run that ended before the shepherd's first sample
+counts with its time and no measured use (the minimums below). The suggestion for a task, from
+the largest figures over its runs:
 
     mem_gb       peak memory × 1.25, rounded up to 0.5 GiB (at least 0.5). A run killed for
                  memory peaked at its limit, which was too small: that peak × 2 instead
@@ -49,6 +50,7 @@ class TaskUsage:
     longest_s: float = 0.0
     oom: list[str] = field(default_factory=list)  # runs killed for memory
     timed_out: list[str] = field(default_factory=list)
+    unsampled: list[str] = field(default_factory=list)  # ended before the first sample
 
     def add(self, run: Run) -> None:
         peaks = run.peaks
@@ -64,6 +66,8 @@ class TaskUsage:
         else:
             self.gpus = max(self.gpus, run.resources.gpus)
         self.longest_s = max(self.longest_s, ran)
+        if not peaks.sampled:
+            self.unsampled.append(run.id)
         if run.status.get("oom_killed"):
             self.oom.append(run.id)
         if (run.reason or "").startswith("timed out"):
@@ -90,6 +94,9 @@ class TaskUsage:
             out.append(
                 f"timed out (runs {', '.join(self.timed_out)}): the timeout is a lower bound"
             )
+        if self.unsampled:
+            runs = ", ".join(self.unsampled)
+            out.append(f"ended before the first sample (runs {runs}): counted as using little")
         return out + self.skipped
 
     def to_json(self) -> dict[str, Any]:
@@ -128,8 +135,8 @@ def measure(store: RunStore, jobs: Sequence[JobRecords]) -> list[TaskUsage]:
             usage.skipped.append(f"run {run_id}: still {run.state.value}")
         elif run.state is RunState.CANCELLED:
             usage.skipped.append(f"run {run_id}: cancelled (its peaks are partial)")
-        elif not run.peaks.sampled:
-            usage.skipped.append(f"run {run_id}: not sampled ({run.reason or 'ended at once'})")
+        elif not run.status.get("started_at"):
+            usage.skipped.append(f"run {run_id}: never started ({run.reason or run.state.value})")
         else:
             usage.add(run)
     return list(by_task.values())
