@@ -151,8 +151,10 @@ def copy_new_lines(source: Path, dest: Path, deadline: float) -> int:
 
     `dest` only ever holds a prefix of `source`, so its size is how far the copy got. Stops at
     the last newline (a line still being written waits for the next call) or, between chunks of
-    about a MiB, at `deadline`.
+    about a MiB, at `deadline`: a call made before the deadline copies one chunk at least.
     """
+    if time.monotonic() >= deadline:
+        return 0
     if dest.is_symlink():  # session/ of an --auth run is writable from inside its container
         raise OSError(f"{dest} is a symbolic link: not followed")
     done = dest.stat().st_size if dest.exists() else 0
@@ -164,7 +166,7 @@ def copy_new_lines(source: Path, dest: Path, deadline: float) -> int:
         if done and not _same_tail(src, dest, done):
             raise OSError(f"{source} no longer starts with its copy {dest}: not appended to")
         end = _last_line_end(src, done, size)
-        while pos < end and time.monotonic() < deadline:
+        while pos < end:  # a chunk at least, then until the deadline
             src.seek(pos)
             data = src.read(min(CHUNK, end - pos))
             cut = data.rfind(b"\n")
@@ -182,6 +184,8 @@ def copy_new_lines(source: Path, dest: Path, deadline: float) -> int:
             finally:
                 os.close(fd)
             pos += cut + 1
+            if time.monotonic() >= deadline:
+                break
     return pos - done
 
 

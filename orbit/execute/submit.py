@@ -347,6 +347,9 @@ def submit(home: Home, prepared: Prepared, *, actor: str) -> Run:
             run_secrets.write(home, run_id, secrets)
         for folder in prepared.spec.get("run_dirs") or []:  # mount points of the run directory
             (staging / folder).mkdir(parents=True, exist_ok=True)
+            # Writable by the container's user, which may be neither you nor root (a bench
+            # task's [agent].user), as Harbor makes its /logs folders.
+            (staging / folder).chmod(0o777)
 
     run = store.create(
         prepared.spec,

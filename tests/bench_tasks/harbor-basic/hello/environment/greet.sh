@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "$GREETING, $1!"

@@ -1,0 +1,3 @@
+#!/bin/bash
+echo "all tests passed (but no reward file is written)"
+exit 0
