@@ -179,6 +179,7 @@ def test_bench_json_and_errors(bench: Bench, page: tuple[Any, list[str]]) -> Non
         ("/api/bench/jobs/..%2f..", 404),
         ("/api/bench/compare", 400),
         ("/api/bench/compare?jobs=j1,j9", 404),
+        ("/api/bench/compare?jobs=" + ",".join(f"j{i}" for i in range(1, 23)), 400),
     ):
         res = api.get(bench.base + path)
         assert res.status == status, (path, res.text())

@@ -94,6 +94,8 @@ def _refs() -> list[str]:
     refs = list(dict.fromkeys(r.strip() for r in raw if r.strip()))
     if not refs:
         bottle.abort(400, "choose jobs to compare: /bench/compare?jobs=j1,j2")
+    if len(refs) > JOBS_MAX:
+        bottle.abort(400, f"compare at most {JOBS_MAX} jobs at once")
     for ref in refs:
         _job_id(ref)
     return refs
