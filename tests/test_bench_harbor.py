@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import textwrap
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from conftest import Orbit
 from orbit.bench.harbor import HarborAdapter, instruction_text, score_rewards
 from orbit.bench.harbor_toml import TaskTomlError, parse_config, size_to_mb
 from orbit.bench.model import Benchmark, Method, Phase, Task
+from orbit.errors import UsageError
 from orbit.store.home import Home
 
 ORACLE = Method("oracle", "oracle")
@@ -110,6 +112,8 @@ def test_gpus_are_counted_through_orbits_gpu_list(tmp_path: Path) -> None:
 def test_a_benchmark_folder_that_is_a_task_is_one_task(tmp_path: Path) -> None:
     tasks = adapter(BASIC / "planted", tmp_path).tasks()
     assert [t.name for t in tasks] == ["planted"]
+    with pytest.raises(UsageError, match=r"^benchmark gone: cannot list .*/gone \(No such file"):
+        adapter(tmp_path / "gone", tmp_path).tasks()
 
 
 def test_bad_tasks_are_listed_unsupported_never_raised(tmp_path: Path) -> None:
@@ -287,6 +291,40 @@ PLAIN = "x y"
 """
 
 
+def test_a_named_image_is_used_when_local_else_the_dockerfile_is_built(
+    tmp_path: Path, python_image: str
+) -> None:
+    root = tmp_path / "bench"
+    write_task(root, "absent", "[environment]\ndocker_image = 'orbit-test/absent:0'\n")
+    write_task(root, "upload", UPLOAD, files={"environment/data.csv": "a,b\n"})
+    (root / "upload" / "environment" / "Dockerfile").unlink()
+    write_task(
+        root,
+        "sep-named",
+        "[verifier.environment]\ndocker_image = 'orbit-test/python:3'\n",
+        files={"tests/Dockerfile": "FROM debian:bookworm-slim\n"},
+    )
+    harbor = adapter(root, tmp_path / "home")
+    tasks = {t.name: t for t in harbor.tasks()}
+    assert all(t.supported for t in tasks.values()), [t.reason for t in tasks.values()]
+    absent = harbor.solve(tasks["absent"], EMPTY, tmp_path / "t1")
+    assert (absent.image, absent.dockerfile) == (None, str(root / "absent/environment/Dockerfile"))
+    # A named image without a Dockerfile gets environment/'s files in its working directory.
+    upload = harbor.solve(tasks["upload"], EMPTY, tmp_path / "t2")
+    assert upload.image is None and upload.dockerfile == str(tmp_path / "t2/environment/Dockerfile")
+    assert Path(upload.dockerfile).read_text() == "FROM orbit-test/python:3\nCOPY . /data\n"
+    assert (tmp_path / "t2/environment/data.csv").read_text() == "a,b\n"
+    sep = harbor.verify(tasks["sep-named"], tmp_path / "t3", "solved:1")
+    assert (sep.image, sep.dockerfile) == ("orbit-test/python:3", None)
+
+
+UPLOAD = """
+[environment]
+docker_image = "orbit-test/python:3"
+workdir = "/data"
+"""
+
+
 def test_verify_phases_shared_and_separate(tmp_path: Path) -> None:
     harbor = adapter(BASIC, tmp_path / "home")
     tasks = {t.name: t for t in harbor.tasks()}
@@ -446,14 +484,14 @@ def trial(
     """(solve run dir, verify run dir or None, score or None): one trial by hand."""
     folder = tmp_path / "trials" / f"{task.name.replace('/', '-')}-{method.name}"
     folder.mkdir(parents=True)
-    tag = f"orbit-test-bench/{folder.name}:solved"
+    tag = f"orbit-test-bench/{folder.name}-{uuid.uuid4().hex[:8]}:solved"  # apart from other runs
     solve = harbor.solve(task, method, folder)
     solve_dir = run_phase(orbit, solve, f"{folder.name}.solve", commit=tag)
     record = exit_record(solve_dir)
-    if record.get("oom_killed"):
-        return solve_dir, None, None
     image = record["committed_image"]
     try:
+        if record.get("oom_killed"):
+            return solve_dir, None, None
         if task.data["mode"] == "separate":
             collect(image, solve.collect, folder, solve_dir)
         verify = harbor.verify(task, folder, image)
@@ -484,6 +522,13 @@ def test_oracle_solves_hello_and_empty_does_not(
     assert (verify_dir / "logs" / "verifier" / "test-stdout.txt").is_file()
     _, _, score = trial(orbit, harbor, hello, EMPTY, tmp_path)
     assert (score.valid, score.score, score.scores) == (True, 0.0, {"reward": 0.0})
+    # [verifier.env] EXPECTED = "${ORBIT_TEST_EXPECTED:-…}": the caller's value reaches the
+    # verifier as a secret (the oracle's greeting no longer matches) and is not stored.
+    orbit.environ["ORBIT_TEST_EXPECTED"] = "Hello, moon!"
+    harbor = adapter(BASIC, orbit.home, environ=orbit.environ)
+    _, verify_dir, score = trial(orbit, harbor, hello, Method("again", "oracle"), tmp_path)
+    assert (score.valid, score.score) == (True, 0.0)
+    assert "moon" not in (verify_dir / "run.yaml").read_text()
 
 
 def test_the_agent_and_verifier_users(orbit: Orbit, basic: dict[str, Task], tmp_path: Path) -> None:

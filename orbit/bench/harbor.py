@@ -52,7 +52,12 @@ class HarborAdapter:
         if (self.root / TASK_TOML).is_file():
             folders = [self.root]
         else:
-            children = sorted(p for p in self.root.iterdir() if not p.name.startswith("."))
+            try:
+                children = sorted(p for p in self.root.iterdir() if not p.name.startswith("."))
+            except OSError as exc:
+                raise UsageError(
+                    f"benchmark {self.bench.name}: cannot list {self.root} ({exc.strerror or exc})"
+                ) from None
             folders = [p for p in children if (p / TASK_TOML).is_file()]
         machine = Machine(self.home)
         out: list[Task] = []

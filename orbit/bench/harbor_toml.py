@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -210,7 +211,7 @@ def references(value: str) -> list[tuple[str, str | None]]:
     return [(m.group(1), m.group(2)) for m in TEMPLATE.finditer(value)]
 
 
-def missing_variables(table: dict[str, str], environ: dict[str, str] | Any) -> list[str]:
+def missing_variables(table: dict[str, str], environ: Mapping[str, str]) -> list[str]:
     """Variables `table` needs from the environment that are unset there (and have no default)."""
     out = []
     for value in table.values():
@@ -220,7 +221,7 @@ def missing_variables(table: dict[str, str], environ: dict[str, str] | Any) -> l
     return out
 
 
-def resolve(value: str, environ: Any) -> str:
+def resolve(value: str, environ: Mapping[str, str]) -> str:
     """`value` with ${VAR} / ${VAR:-default} replaced from `environ` (unset → the default or "")."""
 
     def one(match: re.Match[str]) -> str:
