@@ -248,9 +248,9 @@ def test_json_of_doctor_config_and_tick(orbit: Orbit, busybox: str) -> None:
 
 
 def test_every_command_has_json() -> None:
-    """New commands get --json too (completion prints shell code; _shepherd is internal; hook
-    prints what the agent's hook protocol asks for, JSON already)."""
-    exempt = {"orbit completion", "orbit _shepherd", "orbit hook"}
+    """New commands get --json too (completion prints shell code; _shepherd and bench _drive
+    are internal; hook prints what the agent's hook protocol asks for, JSON already)."""
+    exempt = {"orbit completion", "orbit _shepherd", "orbit hook", "orbit bench _drive"}
     missing = []
 
     def walk(parser: argparse.ArgumentParser, inherited: bool) -> None:

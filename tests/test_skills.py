@@ -324,9 +324,9 @@ def test_quoted_command_parses(where: str, args: list[str]) -> None:
 
 
 def test_the_command_check_can_fail() -> None:
-    text = "```bash\norbit bench run tbs -m oracle\norbit ps --no-such-option\n```\n"
+    text = "```bash\norbit bench race tbs -m oracle\norbit ps --no-such-option\n```\n"
     calls = orbit_commands(text)
-    assert calls == [["bench", "run", "tbs", "-m", "oracle"], ["ps", "--no-such-option"]]
+    assert calls == [["bench", "race", "tbs", "-m", "oracle"], ["ps", "--no-such-option"]]
     assert all(parse_error(args) for args in calls)
 
 

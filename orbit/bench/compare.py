@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orbit.bench import jobs
+from orbit.bench.jobs import JOB_ID
 from orbit.bench.model import EVALUATIONS, Job, Trial, job_dir, load_job
-from orbit.errors import CorruptError, NotFoundError, UsageError
+from orbit.errors import CorruptError, UsageError
 from orbit.human import fmt_metric
 from orbit.store.home import Home
 
-JOB_ID = re.compile(r"^j[0-9]+$")
 JOBS_MAX = 20  # at most this many jobs compared at once
 
 
@@ -62,29 +62,12 @@ class JobRecords:
 
 
 # --- reading ----------------------------------------------------------------------------------
-def job_ids(home: Home) -> list[str]:
-    folder = home.root / "bench" / "jobs"
-    names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
-    return sorted((n for n in names if JOB_ID.match(n)), key=lambda n: int(n[1:]))
-
-
 def resolve_job(home: Home, ref: str) -> Job:
-    """A job by id (`j3`) or by its unique name."""
+    """A job by id (`j3`) or by its unique name (jobs.resolve_job), read with load_checked: a
+    damaged job.json is a CorruptError that names no host path, never a TypeError."""
     if JOB_ID.match(ref) and (job_dir(home, ref) / "job.json").exists():
         return load_checked(home, ref)
-    named = []
-    for job_id in job_ids(home):
-        try:
-            job = load_checked(home, job_id)
-        except (CorruptError, NotFoundError):
-            continue
-        if job.name == ref:
-            named.append(job)
-    if len(named) == 1:
-        return named[0]
-    if named:
-        raise NotFoundError(f"job name {ref!r} is ambiguous ({', '.join(j.id for j in named)})")
-    raise NotFoundError(f"no job {ref!r} (see `orbit bench jobs`)")
+    return load_checked(home, jobs.resolve_job(home, ref).id)
 
 
 _TYPES: dict[str, tuple[type, ...]] = {

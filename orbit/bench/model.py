@@ -138,6 +138,7 @@ class Trial:
     phase: str = "pending"  # pending | solving | collecting | verifying | done
     solve_run: str | None = None
     verify_runs: list[str] = field(default_factory=list)  # the last is the current grading
+    verifies: int = 0  # verify runs asked for: one more than verify_runs while one is submitted
     solved_image: str | None = None
     execution: str | None = None
     evaluation: str = "unknown"

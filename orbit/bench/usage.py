@@ -7,8 +7,8 @@ the largest figures over its runs:
 
     mem_gb       peak memory × 1.25, rounded up to 0.5 GiB (at least 0.5). A run killed for
                  memory peaked at its limit, which was too small: that peak × 2 instead
-    cpus         the peak CPU cores (or CPU seconds / seconds run, when larger), rounded up
-                 (at least 1)
+    cpus         the peak CPU cores (or CPU seconds / seconds run, when larger, for runs of 2 s
+                 and more), at most the run's CPU limit, rounded up (at least 1)
     gpus         the GPUs that held memory (the GPUs leased when GPU memory was not measured)
     timeout_min  the longest solve × 1.5, rounded up to a minute (at least 1); a solve that
                  timed out ran as long as its limit, so this is a lower bound (noted)
@@ -35,6 +35,7 @@ MEM_MARGIN = 1.25
 OOM_FACTOR = 2.0
 MEM_STEP_GB = 0.5
 TIME_MARGIN = 1.5
+RATE_MIN_S = 2.0
 
 
 @dataclass
@@ -57,8 +58,13 @@ class TaskUsage:
         ran = duration_s(run.status) or 0.0
         self.runs.append(run.id)
         self.mem_bytes = max(self.mem_bytes, peaks.mem_bytes)
-        rate = peaks.cpu_seconds / ran if ran > 0 else 0.0
-        self.cpu_cores = max(self.cpu_cores, peaks.cpu_cores, round(rate, 2))
+        # A run shorter than two samples has no peak rate, and its start-to-end time is mostly
+        # Docker's: the average over it is only trusted from RATE_MIN_S on. No run uses more
+        # than its CPU limit; a reading above it is sampling jitter.
+        rate = peaks.cpu_seconds / ran if ran >= RATE_MIN_S else 0.0
+        cores = max(peaks.cpu_cores, round(rate, 2))
+        limit = run.resources.cpus
+        self.cpu_cores = max(self.cpu_cores, min(cores, limit) if limit > 0 else cores)
         self.cpu_seconds = max(self.cpu_seconds, peaks.cpu_seconds)
         if peaks.gpu_mem_bytes is not None:
             self.gpu_mem_bytes = max(self.gpu_mem_bytes or 0, peaks.gpu_mem_bytes)

@@ -51,7 +51,9 @@ def add_usage_parser(sub: argparse._SubParsersAction) -> None:
 # --- compare ----------------------------------------------------------------------------------
 def run_compare(args: argparse.Namespace, env: Env) -> int:
     from orbit.bench.compare import compare_jobs
+    from orbit.bench.jobs import revive
 
+    revive(env.home, env.environ)
     cmp = compare_jobs(env.home, args.jobs)
     if args.json:
         print_json(env, cmp.to_json())
@@ -106,9 +108,11 @@ def _print_comparison(env: Env, cmp: Comparison) -> None:
 # --- usage ------------------------------------------------------------------------------------
 def run_usage(args: argparse.Namespace, env: Env) -> int:
     from orbit.bench.compare import read_job, resolve_job
+    from orbit.bench.jobs import revive
     from orbit.bench.usage import measure, resources_file
     from orbit.store.runs import RunStore
 
+    revive(env.home, env.environ)
     ids = list(dict.fromkeys(resolve_job(env.home, r).id for r in args.jobs))
     usage = measure(RunStore(env.home), [read_job(env.home, i) for i in ids])
     document = resources_file(usage)

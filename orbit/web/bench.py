@@ -19,18 +19,17 @@ from typing import Any
 import bottle
 
 from orbit.bench.compare import (
-    JOB_ID,
     JOBS_MAX,
     Comparison,
     cell_text,
     compare,
     compare_jobs,
-    job_ids,
     paired_text,
     read_job,
     resolve_job,
     trial_json,
 )
+from orbit.bench.jobs import JOB_ID, job_ids
 from orbit.bench.model import NAME
 from orbit.errors import CorruptError, NotFoundError, UsageError
 from orbit.human import fmt_metric
