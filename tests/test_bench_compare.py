@@ -203,9 +203,17 @@ def test_compare_command_text_json_and_errors(orbit: Orbit) -> None:
     assert missing.err.strip() == "orbit: no job 'j9' (see `orbit bench jobs`)"
     (job_dir(home, "j2")).mkdir(parents=True)
     (job_dir(home, "j2") / "job.json").write_text('{"id": "j2", "benchmark": "toy", "tasks": 3}')
-    corrupt = orbit("bench", "compare", "j2")
-    assert corrupt.code == ExitCode.CORRUPT and "Traceback" not in corrupt.err
-    assert corrupt.err.strip() == "orbit: job j2: job.json does not hold a job"
+    for text, problem in (
+        ('{"id": "j2", "benchmark": "toy", "tasks": 3}', "job.json does not hold a job"),
+        (
+            '{"id": "j2", "benchmark": "toy", "name": null, "tasks": [], "methods": "abc"}',
+            "job.json: 'methods' is not a list of objects",
+        ),
+    ):
+        (job_dir(home, "j2") / "job.json").write_text(text)
+        corrupt = orbit("bench", "compare", "j2")
+        assert corrupt.code == ExitCode.CORRUPT and "Traceback" not in corrupt.err
+        assert corrupt.err.strip() == f"orbit: job j2: {problem}"
 
 
 # --- usage on real runs ------------------------------------------------------------------------
@@ -292,3 +300,13 @@ def test_usage_from_the_peaks_of_real_solve_runs(
     assert [t["task"] for t in data["tasks"]] == ["big", "small", "greedy", "quick", "unsure"]
     bad = orbit("bench", "usage", "j1", "-o", str(tmp_path / "no" / "such" / "dir.json"))
     assert bad.code == ExitCode.USAGE and bad.err.count("\n") == 1 and "Traceback" not in bad.err
+
+
+def test_peaks_are_read_from_the_containers_own_cgroup_only() -> None:
+    """A pid whose cgroup does not name the container (a short run's pid, reused by then) gives
+    no counters: the root cgroup's would be the whole machine's."""
+    import os
+
+    from orbit.sched.cgroup import locate
+
+    assert locate("0" * 64, os.getpid()) == {}

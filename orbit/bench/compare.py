@@ -88,26 +88,26 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 
 def trial_from(data: Any) -> Trial:
-    """A Trial from a trial file's JSON; UsageError naming the first field that is wrong."""
+    """A Trial from a trial file's JSON; CorruptError naming the first field that is wrong."""
     if not isinstance(data, dict):
-        raise UsageError("not a JSON object")
+        raise CorruptError("not a JSON object")
     for key in ("id", "task", "method", "seed"):
         if key not in data:
-            raise UsageError(f"no {key!r}")
+            raise CorruptError(f"no {key!r}")
     for key, kinds in _TYPES.items():
         value = data.get(key)
         if key in data and (isinstance(value, bool) or not isinstance(value, kinds)):
-            raise UsageError(f"{key!r} is {json.dumps(value)[:40]}")
+            raise CorruptError(f"{key!r} is {json.dumps(value)[:40]}")
     if data.get("evaluation", "unknown") not in EVALUATIONS:
-        raise UsageError(f"'evaluation' is {json.dumps(data['evaluation'])[:40]}")
+        raise CorruptError(f"'evaluation' is {json.dumps(data['evaluation'])[:40]}")
     runs = data.get("verify_runs", [])
     if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
-        raise UsageError("'verify_runs' is not a list of run ids")
+        raise CorruptError("'verify_runs' is not a list of run ids")
     scores = data.get("scores", {})
     if not isinstance(scores, dict):
-        raise UsageError("'scores' is not an object")
+        raise CorruptError("'scores' is not an object")
     if isinstance(data.get("score"), int) and abs(data["score"]) > 2**1000:
-        raise UsageError("'score' is too large")
+        raise CorruptError("'score' is too large")
     known = {k: v for k, v in data.items() if k in Trial.__dataclass_fields__}
     return Trial(**known)
 
@@ -119,7 +119,7 @@ def load_checked(home: Home, job_id: str) -> Job:
     except CorruptError as exc:  # its message names the host path: the web view shows it
         where = str(job_dir(home, job_id) / "job.json")
         raise CorruptError(str(exc).replace(where, f"job {job_id}: job.json")) from None
-    except (TypeError, RecursionError):
+    except (TypeError, AttributeError, RecursionError):  # e.g. "methods": "x" or [1]
         raise CorruptError(f"job {job_id}: job.json does not hold a job") from None
     problem = None
     if not isinstance(job.tasks, list) or not all(isinstance(t, str) for t in job.tasks):
@@ -149,7 +149,7 @@ def read_job(home: Home, job_id: str) -> JobRecords:
             unreadable.append(Unreadable(path.name, f"cannot be read ({exc.strerror or exc})"))
         except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
             unreadable.append(Unreadable(path.name, f"not JSON ({str(exc)[:200]})"))
-        except UsageError as exc:
+        except CorruptError as exc:
             unreadable.append(Unreadable(path.name, str(exc)))
     return JobRecords(job, trials, unreadable)
 
