@@ -43,9 +43,10 @@ def test_a_real_job_compared_measured_and_its_resources_used(bench: Orbit, tmp_p
     usage = {t["task"]: t for t in res.json()["tasks"]}
     hog = usage["hog"]
     assert len(hog["runs"]) == 2 and any("killed for memory" in n for n in hog["notes"])
-    # `true` and `echo` end before the first sample: counted, with no measured use.
+    # Quick solves (often ended before the first sample, then counted with no measured use).
     assert usage["add"]["suggested"] == {"cpus": 1, "mem_gb": 0.5, "gpus": 0, "timeout_min": 1}
-    assert usage["add"]["notes"][0].startswith("ended before the first sample (runs ")
+    assert len(usage["add"]["runs"]) == 2
+    assert all(n.startswith("ended before the first sample") for n in usage["add"]["notes"])
     document = json.loads(out.read_text())
     assert set(document) == {"add", "noreward", "hog", "*"}
     assert document["hog"]["mem_gb"] >= 0.5 and document["*"]["mem_gb"] == max(
