@@ -299,6 +299,7 @@ def test_every_route_but_the_login_is_behind_it(web: Web) -> None:
         "<area:re:files|session>": "files",
         "<path:re:(?:/.*)?>": "/",
         "<path:path>": "orbit.css",
+        "<job>": "j1",
     }
     routes = make_app(web.home).routes
     assert len(routes) >= 15

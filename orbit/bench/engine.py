@@ -228,7 +228,8 @@ class Driver:
         folder = trial_dir(self.home, self.job.id, trial.id)
         folder.mkdir(parents=True, exist_ok=True)
         phase = self.adapter.solve(task, method, folder)
-        phase = _with_resources(phase, self.bench.resources.get(task.name) or {})
+        own = self.bench.resources.get(task.name) or self.bench.resources.get("*")
+        phase = _with_resources(phase, own or {})
         _write_phase(folder / "solve.json", phase)
         in_container = None
         if method.agent in ("codex", "claude-code"):

@@ -208,7 +208,10 @@ def save_job(home: Home, job: Job) -> None:
 def load_job(home: Home, job_id: str) -> Job:
     data = _read(job_dir(home, job_id) / "job.json", f"job {job_id!r} (see `orbit bench jobs`)")
     job = Job(**_known(Job, data))
-    job.methods = [Method(**_known(Method, m)) for m in data.get("methods") or []]
+    methods = data.get("methods") or []
+    if not isinstance(methods, list) or not all(isinstance(m, dict) for m in methods):
+        raise CorruptError(f"job {job_id}: job.json: 'methods' is not a list of objects")
+    job.methods = [Method(**_known(Method, m)) for m in methods]
     return job
 
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orbit.cli.bench_review import add_compare_parser, add_usage_parser
 from orbit.cli.common import add_json, key_value, non_negative_int, print_json, side_tick, table
 from orbit.env import Env
 from orbit.errors import ConflictError, ExitCode, UsageError
@@ -37,6 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         _add_run,
         _add_jobs,
         _add_show,
+        add_compare_parser,
+        add_usage_parser,
         _add_cancel,
         _add_rm_job,
         _add_regrade,

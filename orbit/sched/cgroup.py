@@ -60,7 +60,10 @@ def locate(container_id: str, pid: int | None) -> dict[str, Path]:
     """The container's memory and cpu cgroup directories (empty when none can be found)."""
     found: dict[str, Path] = {}
     if pid:
-        dirs = _dirs_from_pid(pid)
+        # Only the container's own cgroups: a short-lived container's pid may have been reused
+        # by then, e.g. by a process of the root cgroup, whose counters are the whole machine's
+        # (a `true` run measured at 4 GiB). Docker names the container in its cgroup's path.
+        dirs = {k: v for k, v in _dirs_from_pid(pid).items() if container_id in str(v)}
         for ctl in ("memory", "cpuacct"):
             if ctl in dirs and dirs[ctl].is_dir():
                 found[ctl] = dirs[ctl]

@@ -97,6 +97,41 @@ class Lease:
         return [g.get("index") for g in self.gpus]
 
 
+@dataclass(frozen=True)
+class Peaks:
+    """What the shepherd measured of a run (status.yaml `peaks`); 0 when never sampled,
+    `gpu_mem_bytes` None when no GPU was measured, `gpus_used` the GPUs that held memory."""
+
+    mem_bytes: int = 0
+    cpu_cores: float = 0.0
+    cpu_seconds: float = 0.0
+    gpu_mem_bytes: int | None = None
+    gpus_used: int = 0
+
+    @property
+    def sampled(self) -> bool:
+        return bool(self.mem_bytes or self.cpu_cores or self.cpu_seconds)
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def peaks_of(status: Mapping[str, Any]) -> Peaks:
+    peaks = status.get("peaks")
+    if not isinstance(peaks, dict):
+        return Peaks()
+    gpus = [g for g in peaks.get("gpus") or [] if isinstance(g, dict)]
+    gpu_mem = peaks.get("gpu_mem_bytes")
+    return Peaks(
+        mem_bytes=int(_number(peaks.get("mem_bytes"))),
+        cpu_cores=_number(peaks.get("cpu_cores")),
+        cpu_seconds=_number(peaks.get("cpu_seconds")),
+        gpu_mem_bytes=int(_number(gpu_mem)) if gpu_mem is not None else None,
+        gpus_used=sum(_number(g.get("mem_bytes")) > 0 for g in gpus),
+    )
+
+
 def resources_of(spec: Mapping[str, Any]) -> Resources:
     res = spec.get("resources") or {}
     ids = res.get("gpu_ids")
@@ -161,6 +196,10 @@ class Run:
     @property
     def folder(self) -> str | None:
         return folder_of(self.spec, self.status)
+
+    @property
+    def peaks(self) -> Peaks:
+        return peaks_of(self.status)
 
     @property
     def group(self) -> str | None:

@@ -12,7 +12,7 @@ from urllib.parse import quote
 import bottle
 
 from orbit.store.home import Home
-from orbit.web import browse, compare, failures, lessons, listing, run_page, session
+from orbit.web import bench, browse, compare, failures, lessons, listing, run_page, session
 from orbit.web.auth import SESSION_MAX_AGE_S, Auth, load_or_create_token, write_token
 from orbit.web.context import (
     CONFIG_KEY,
@@ -200,6 +200,7 @@ PAGES: list[Route] = [
     *compare.ROUTES,
     *lessons.ROUTES,
     *failures.ROUTES,
+    *bench.ROUTES,
 ]
 
 

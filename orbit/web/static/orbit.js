@@ -106,7 +106,7 @@
     return true;
   }
   var pageKeys = { listing: listKey, compare: compareKey };
-  var pending = 0; // the time "g" was pressed: "g r" goes to the runs
+  var pending = 0; // the time "g" was pressed: "g r" goes to the runs, "g b" to the bench
   document.addEventListener("keydown", function (e) {
     var t = e.target;
     if (e.ctrlKey || e.metaKey || e.altKey) return;
@@ -114,9 +114,10 @@
       if (e.key === "Escape") t.blur();
       return;
     }
-    if (pending && Date.now() - pending < 1500 && e.key === "r") {
+    var goto = { r: "/", b: "/bench" }; // "g r" the runs, "g b" the bench jobs
+    if (pending && Date.now() - pending < 1500 && goto.hasOwnProperty(e.key)) {
       pending = 0;
-      window.location.href = "/";
+      window.location.href = goto[e.key];
       return;
     }
     pending = e.key === "g" ? Date.now() : 0;

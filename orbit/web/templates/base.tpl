@@ -17,6 +17,7 @@
   <nav>
     <a href="/">Runs</a>
     <a href="/failures">Failures</a>
+    <a href="/bench">Bench</a>
     <a href="/resources">Resources</a>
     <a href="/settings">Settings</a>
 % if authed:
@@ -50,6 +51,7 @@
     <dt>1 … 9</dt><dd>open the n-th run</dd>
 % end
     <dt>g r</dt><dd>go to the runs</dd>
+    <dt>g b</dt><dd>go to the bench jobs</dd>
     <dt>?</dt><dd>show or hide this list</dd>
   </dl>
 </div>
