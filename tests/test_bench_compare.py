@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import SMALL, Orbit
 
-from orbit.bench.compare import compare, compare_jobs, read_job
+from orbit.bench.compare import compare, compare_jobs
 from orbit.bench.model import Job, Method, Trial, job_dir, save_job, save_trial, trial_id
+from orbit.bench.records import read_job
 from orbit.bench.usage import measure, resources_file
 from orbit.errors import ExitCode, NotFoundError
 from orbit.store.home import Home
@@ -174,6 +175,26 @@ def test_unreadable_trial_files_are_listed_not_fatal(orbit: Orbit) -> None:
     assert problems["list.json"] == "not a JSON object"
     assert rec.summary()["trials"] == 4
     assert compare([rec]).cell("a", "oracle").mean == 1.0
+
+    # `bench show` and `bench jobs` read the same way: the damaged files named, the rest shown.
+    save_trial(home, "j1", Trial(trial_id("a", "oracle", 3), "a", "oracle", 3, phase="done",
+                                 evaluation="valid", score=None))  # fmt: skip
+    res = orbit("bench", "show", "j1", "--json")
+    assert res.code == 0, res.err
+    shown = res.json()
+    assert {u["file"] for u in shown["job"]["unreadable"]} == {
+        "cut.json",
+        "typed.json",
+        "list.json",
+    }
+    assert (shown["job"]["valid"], shown["job"]["invalid"], shown["job"]["trials"]) == (1, 1, 5)
+    by_seed = {t["seed"]: t for t in shown["trials"]}
+    assert (by_seed[3]["evaluation"], by_seed[3]["reason"]) == ("invalid", "valid, but no score")
+    res = orbit("bench", "show", "j1")
+    assert res.code == 0 and "trial file cut.json: not JSON" in res.err, res.err
+    assert "valid, but no score" in res.out
+    jobs = orbit("bench", "jobs", "--json").json()["jobs"]
+    assert [(j["id"], j["valid"], len(j["unreadable"])) for j in jobs] == [("j1", 1, 3)]
 
 
 def test_compare_command_text_json_and_errors(orbit: Orbit) -> None:

@@ -1,6 +1,6 @@
 """Comparing jobs: per task × method the score over seeds, validity, and paired means.
 
-Pure functions over Job and Trial records (`read_job` reads them). Only valid trials count:
+Pure functions over Job and Trial records (records.py reads them). Only valid trials count:
 
     cell         one task × one method: the mean of its valid trials' scores over seeds, their
                  sample standard deviation (None below 2), n; invalid trials are listed with
@@ -13,145 +13,18 @@ Pure functions over Job and Trial records (`read_job` reads them). Only valid tr
 
 from __future__ import annotations
 
-import json
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orbit.bench import jobs
-from orbit.bench.jobs import JOB_ID
-from orbit.bench.model import EVALUATIONS, Job, Trial, job_dir, load_job
-from orbit.errors import CorruptError, UsageError
+from orbit.bench.model import EVALUATIONS, Trial
+from orbit.bench.records import JobRecords, counted, read_job, resolve_job, trial_json, why_invalid
+from orbit.errors import UsageError
 from orbit.human import fmt_metric
 from orbit.store.home import Home
 
 JOBS_MAX = 20  # at most this many jobs compared at once
-
-
-@dataclass
-class Unreadable:
-    """A trial file that cannot be read: listed with its problem, never fatal."""
-
-    file: str
-    problem: str
-
-
-@dataclass
-class JobRecords:
-    job: Job
-    trials: list[Trial]
-    unreadable: list[Unreadable] = field(default_factory=list)
-
-    def summary(self) -> dict[str, Any]:
-        counts = {e: sum(t.evaluation == e for t in self.trials) for e in EVALUATIONS}
-        return {
-            "id": self.job.id,
-            "name": self.job.name,
-            "benchmark": self.job.benchmark,
-            "state": self.job.state,
-            "created_at": self.job.created_at,
-            "methods": [m.name for m in self.job.methods],
-            "seeds": self.job.seeds,
-            "trials": len(self.trials) + len(self.unreadable),
-            "done": sum(t.phase == "done" for t in self.trials),
-            **counts,
-            "unreadable": [{"file": u.file, "problem": u.problem} for u in self.unreadable],
-        }
-
-
-# --- reading ----------------------------------------------------------------------------------
-def resolve_job(home: Home, ref: str) -> Job:
-    """A job by id (`j3`) or by its unique name (jobs.resolve_job), read with load_checked: a
-    damaged job.json is a CorruptError that names no host path, never a TypeError."""
-    if JOB_ID.match(ref) and (job_dir(home, ref) / "job.json").exists():
-        return load_checked(home, ref)
-    return load_checked(home, jobs.resolve_job(home, ref).id)
-
-
-_TYPES: dict[str, tuple[type, ...]] = {
-    "id": (str,),
-    "task": (str,),
-    "method": (str,),
-    "seed": (int,),
-    "phase": (str,),
-    "solve_run": (str, type(None)),
-    "solved_image": (str, type(None)),
-    "execution": (str, type(None)),
-    "evaluation": (str,),
-    "reason": (str, type(None)),
-    "score": (int, float, type(None)),
-    "cleanup": (str,),
-    "updated_at": (str,),
-}
-
-
-def trial_from(data: Any) -> Trial:
-    """A Trial from a trial file's JSON; CorruptError naming the first field that is wrong."""
-    if not isinstance(data, dict):
-        raise CorruptError("not a JSON object")
-    for key in ("id", "task", "method", "seed"):
-        if key not in data:
-            raise CorruptError(f"no {key!r}")
-    for key, kinds in _TYPES.items():
-        value = data.get(key)
-        if key in data and (isinstance(value, bool) or not isinstance(value, kinds)):
-            raise CorruptError(f"{key!r} is {json.dumps(value)[:40]}")
-    if data.get("evaluation", "unknown") not in EVALUATIONS:
-        raise CorruptError(f"'evaluation' is {json.dumps(data['evaluation'])[:40]}")
-    runs = data.get("verify_runs", [])
-    if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
-        raise CorruptError("'verify_runs' is not a list of run ids")
-    scores = data.get("scores", {})
-    if not isinstance(scores, dict):
-        raise CorruptError("'scores' is not an object")
-    if isinstance(data.get("score"), int) and abs(data["score"]) > 2**1000:
-        raise CorruptError("'score' is too large")
-    known = {k: v for k, v in data.items() if k in Trial.__dataclass_fields__}
-    return Trial(**known)
-
-
-def load_checked(home: Home, job_id: str) -> Job:
-    """The job, or CorruptError when its job.json does not hold a job."""
-    try:
-        job = load_job(home, job_id)
-    except CorruptError as exc:  # its message names the host path: the web view shows it
-        where = str(job_dir(home, job_id) / "job.json")
-        raise CorruptError(str(exc).replace(where, f"job {job_id}: job.json")) from None
-    except (TypeError, AttributeError, RecursionError):  # e.g. "methods": "x" or [1]
-        raise CorruptError(f"job {job_id}: job.json does not hold a job") from None
-    problem = None
-    if not isinstance(job.tasks, list) or not all(isinstance(t, str) for t in job.tasks):
-        problem = "'tasks' is not a list of names"
-    elif not all(isinstance(m.name, str) for m in job.methods):
-        problem = "a method has no name"
-    elif job.name is not None and not isinstance(job.name, str):
-        problem = "'name' is not text"
-    elif isinstance(job.seeds, bool) or not isinstance(job.seeds, int):
-        problem = "'seeds' is not a number"
-    elif not all(isinstance(v, str) for v in (job.state, job.benchmark, job.created_at)):
-        problem = "'state', 'benchmark' or 'created_at' is not text"
-    if problem:
-        raise CorruptError(f"job {job_id}: job.json: {problem}")
-    return job
-
-
-def read_job(home: Home, job_id: str) -> JobRecords:
-    """The job and its trials; a trial file that cannot be read is listed as unreadable."""
-    job = load_checked(home, job_id)
-    folder = job_dir(home, job_id) / "trials"
-    trials, unreadable = [], []
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            trials.append(trial_from(json.loads(path.read_text())))
-        except OSError as exc:
-            unreadable.append(Unreadable(path.name, f"cannot be read ({exc.strerror or exc})"))
-        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested too deep
-            unreadable.append(Unreadable(path.name, f"not JSON ({str(exc)[:200]})"))
-        except CorruptError as exc:
-            unreadable.append(Unreadable(path.name, str(exc)))
-    return JobRecords(job, trials, unreadable)
 
 
 # --- comparing --------------------------------------------------------------------------------
@@ -177,7 +50,7 @@ class Cell:
 
     @property
     def valid_trials(self) -> list[Trial]:
-        return [t for t in self.trials if _counted(t)]
+        return [t for t in self.trials if counted(t)]
 
     @property
     def n(self) -> int:
@@ -195,16 +68,16 @@ class Cell:
         if evaluation == "valid":
             return self.n
         if evaluation == "invalid":  # a "valid" trial without a finite score is not one
-            return sum(t.evaluation != "unknown" and not _counted(t) for t in self.trials)
+            return sum(t.evaluation != "unknown" and not counted(t) for t in self.trials)
         return sum(t.evaluation == "unknown" for t in self.trials)
 
     def why_not(self) -> str:
         """Why this cell has no valid trial."""
         if not self.trials:
             return "not run"
-        invalid = [t for t in self.trials if t.evaluation != "unknown" and not _counted(t)]
+        invalid = [t for t in self.trials if t.evaluation != "unknown" and not counted(t)]
         if invalid:
-            reasons = sorted({_reason(t) for t in invalid})
+            reasons = sorted({why_invalid(t) for t in invalid})
             return f"{len(invalid)} invalid ({'; '.join(reasons)})"
         return "not graded yet"
 
@@ -239,37 +112,6 @@ def cell_text(cell: Cell) -> str:
 def paired_text(cmp: Comparison, label: str) -> str:
     mean, spread = cmp.paired(label)
     return fmt_metric(mean) + (f" ± {fmt_metric(spread)}" if spread is not None else "")
-
-
-def _counted(t: Trial) -> bool:
-    score = t.score
-    return (
-        t.evaluation == "valid"
-        and isinstance(score, int | float)
-        and not isinstance(score, bool)
-        and math.isfinite(score)
-    )
-
-
-def _reason(t: Trial) -> str:
-    if t.evaluation == "valid":
-        return "valid, but no score"
-    return t.reason or "no reason given"
-
-
-def trial_json(t: Trial) -> dict[str, Any]:
-    return {
-        "id": t.id,
-        "seed": t.seed,
-        "phase": t.phase,
-        "execution": t.execution,
-        "evaluation": t.evaluation if _counted(t) or t.evaluation != "valid" else "invalid",
-        "reason": None if _counted(t) else (_reason(t) if t.evaluation != "unknown" else None),
-        "score": float(t.score) if _counted(t) and t.score is not None else None,
-        "solve_run": t.solve_run,
-        "verify_run": t.verify_runs[-1] if t.verify_runs else None,
-        "verify_runs": list(t.verify_runs),
-    }
 
 
 @dataclass

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orbit.bench.compare import JobRecords
+from orbit.bench.records import JobRecords
 from orbit.store.describe import duration_s
 from orbit.store.model import Run, RunState
 from orbit.store.runs import RunStore

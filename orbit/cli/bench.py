@@ -280,6 +280,7 @@ def _wait_and_report(args: argparse.Namespace, env: Env, job_id: str) -> int:
     1 (RUN_FAILED) otherwise."""
     from orbit.bench.jobs import driver_alive, start_driver
     from orbit.bench.model import load_job, load_trials
+    from orbit.bench.records import counted
     from orbit.cli.bench_show import job_json, print_job
 
     last_tick = time.monotonic()
@@ -296,7 +297,7 @@ def _wait_and_report(args: argparse.Namespace, env: Env, job_id: str) -> int:
         print_json(env, job_json(env.home, job_id))
     else:
         print_job(env, job_id)
-    valid = all(t.evaluation == "valid" for t in load_trials(env.home, job_id))
+    valid = all(counted(t) for t in load_trials(env.home, job_id))
     return ExitCode.OK if valid else ExitCode.RUN_FAILED
 
 

@@ -107,8 +107,8 @@ def _print_comparison(env: Env, cmp: Comparison) -> None:
 
 # --- usage ------------------------------------------------------------------------------------
 def run_usage(args: argparse.Namespace, env: Env) -> int:
-    from orbit.bench.compare import read_job, resolve_job
     from orbit.bench.jobs import revive
+    from orbit.bench.records import read_job, resolve_job
     from orbit.bench.usage import measure, resources_file
     from orbit.store.runs import RunStore
 

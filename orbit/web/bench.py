@@ -25,12 +25,10 @@ from orbit.bench.compare import (
     compare,
     compare_jobs,
     paired_text,
-    read_job,
-    resolve_job,
-    trial_json,
 )
 from orbit.bench.jobs import JOB_ID, job_ids
 from orbit.bench.model import NAME
+from orbit.bench.records import read_job, resolve_job, trial_json
 from orbit.errors import CorruptError, NotFoundError, UsageError
 from orbit.human import fmt_metric
 from orbit.web.context import RUN_ID, Route, current

@@ -19,7 +19,7 @@
 <td class="valid">{{j['valid']}}</td>
 <td class="invalid">{{j['invalid']}}{{(' + %d unreadable' % len(j['unreadable'])) if j['unreadable'] else ''}}</td>
 <td>{{j['unknown']}}</td>
-<td>{{' '.join(j['methods'])}}</td>
+<td>{{' '.join(m['name'] for m in j['methods'])}}</td>
 <td class="time">{{(j['created_at'] or '')[:19].replace('T', ' ')}}</td>
 </tr>
 % end

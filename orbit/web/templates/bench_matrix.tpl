@@ -39,11 +39,11 @@ benchmark {{s['benchmark']}}, <span class="state state-{{s['state']}}">{{s['stat
 %           else:
 <span class="muted">{{t['phase']}}</span>
 %           end
-%           if run_link(t['solve_run']):
-<a class="solve" href="/runs/{{t['solve_run']}}">solve {{t['solve_run']}}</a>
+%           if run_link(t['runs']['solve']):
+<a class="solve" href="/runs/{{t['runs']['solve']}}">solve {{t['runs']['solve']}}</a>
 %           end
-%           if run_link(t['verify_run']):
-<a class="verify" href="/runs/{{t['verify_run']}}">verify {{t['verify_run']}}</a>
+%           if t['runs']['verify'] and run_link(t['runs']['verify'][-1]):
+<a class="verify" href="/runs/{{t['runs']['verify'][-1]}}">verify {{t['runs']['verify'][-1]}}</a>
 %           end
 </li>
 %         end
