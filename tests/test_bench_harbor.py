@@ -404,27 +404,11 @@ def test_score_reads_json_before_txt_and_never_guesses(
 # --- the phases, run for real ---------------------------------------------------------------------
 def run_phase(orbit: Orbit, phase: Phase, label: str, commit: str | None = None) -> Path:
     """Submit the phase as an Orbit run, as the bench engine does; wait; the run directory."""
-    from orbit.execute.submit import Request, prepare, submit
+    from orbit.bench.runs import phase_request
+    from orbit.execute.submit import prepare, submit
 
-    req = Request(
-        command=list(phase.command),
-        image=phase.image,
-        dockerfile=phase.dockerfile,
-        cpus=phase.cpus or 1,
-        mem_gb=phase.mem_gb or 0.5,
-        name=label,
-        env=[f"{k}={v}" for k, v in phase.env.items()],
-        pass_env=list(phase.pass_env),
-        no_project=True,
-        network=phase.network,
-        timeout_min=phase.timeout_min,
-        root=phase.user is None,
-        user=phase.user,
-        workdir=phase.workdir,
-        run_mounts=list(phase.mounts),
-        run_dirs=list(phase.run_dirs),
-        commit=commit,
-    )
+    req = phase_request(phase, label, commit=commit)
+    req.cpus, req.mem_gb = phase.cpus or 1, phase.mem_gb or 0.5
     home = Home(orbit.home, orbit.environ)
     prepared = prepare(home, req, cwd=orbit.cwd, environ=orbit.environ, progress=lambda _: None)
     run = submit(home, prepared, actor="test")

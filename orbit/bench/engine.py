@@ -39,9 +39,9 @@ from orbit.bench.model import (
     load_trials,
     save_trial,
 )
-from orbit.bench.runs import execution_of, solved_tag, verify_problem
+from orbit.bench.runs import execution_of, phase_request, solved_tag, verify_problem
 from orbit.errors import OrbitError
-from orbit.execute.submit import InContainer, Request, prepare, submit
+from orbit.execute.submit import InContainer, prepare, submit
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
 from orbit.store.model import now_iso
@@ -258,27 +258,12 @@ class Driver:
         """Submit one run of the trial; its id, or None when it could not be (the trial is then
         done, invalid, with the reason; a failed build leaves its failed run named)."""
         job = self.job.id
-        req = Request(
-            command=list(phase.command),
-            image=phase.image,
-            dockerfile=phase.dockerfile,
-            cpus=phase.cpus,
-            mem_gb=phase.mem_gb,
-            name=f"{trial.id}.{label}",
+        req = phase_request(
+            phase,
+            f"{trial.id}.{label}",
             group=f"bench-{job}",
             tags={"bench": job, "trial": trial.id, "phase": label},
-            env=[f"{k}={v}" for k, v in phase.env.items()],
-            pass_env=list(phase.pass_env),
-            no_project=True,
-            network=phase.network,
-            timeout_min=phase.timeout_min,
-            root=phase.user is None,
-            gpus=phase.gpus,
             in_container=in_container,
-            user=phase.user,
-            workdir=phase.workdir,
-            run_mounts=list(phase.mounts),
-            run_dirs=list(phase.run_dirs),
             commit=commit,
             record={"bench": {"job": job, "trial": trial.id, "phase": label.split("-")[0]}},
         )

@@ -15,13 +15,40 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Any
 
 from orbit.bench.model import Phase
+from orbit.execute.submit import Request
 from orbit.store.exitrecord import read_exit
 from orbit.store.home import Home
 from orbit.store.model import Run, RunState
 
 MAX_REPOSITORY = 120
+
+
+def phase_request(phase: Phase, name: str, **extra: Any) -> Request:
+    """The Orbit run of one phase as the adapter asked for it (`extra`: the Request's other
+    fields, e.g. group, tags, in_container, commit, record)."""
+    return Request(
+        command=list(phase.command),
+        image=phase.image,
+        dockerfile=phase.dockerfile,
+        cpus=phase.cpus,
+        mem_gb=phase.mem_gb,
+        name=name,
+        env=[f"{k}={v}" for k, v in phase.env.items()],
+        pass_env=list(phase.pass_env),
+        no_project=True,
+        network=phase.network,
+        timeout_min=phase.timeout_min,
+        root=phase.user is None,
+        gpus=phase.gpus,
+        user=phase.user,
+        workdir=phase.workdir,
+        run_mounts=list(phase.mounts),
+        run_dirs=list(phase.run_dirs),
+        **extra,
+    )
 
 
 def solved_tag(home: Home, job_id: str, trial: str) -> str:
