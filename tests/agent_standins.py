@@ -60,6 +60,11 @@ def install(prefix: Path) -> Path:
     (prefix / "bin").mkdir(parents=True, exist_ok=True)
     _package(prefix, CLAUDE_PACKAGE, CLAUDE_VERSION, "claude", "bin/claude.exe", "claude.py")
     _package(prefix, CODEX_PACKAGE, CODEX_VERSION, "codex", "bin/codex.js", "codex.py")
+    # Readable by any container user whatever the umask: an in-process `orbit` command earlier
+    # in the test session leaves the private home's umask (077) on this process.
+    for path in [prefix, *prefix.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() or os.access(path, os.X_OK) else 0o644)
     return prefix / "bin"
 
 
