@@ -199,7 +199,11 @@ def test_a_stuck_scheduler_lock_is_named(tmp_path: Path, busybox: str) -> None:
     tick_b = b.proc("scheduler", "tick")
     try:
         wait_until(lambda: is_locked(b.home / "locks" / "scheduler.lock"), what="B's tick")
-        time.sleep(0.5)
+        # Stopped only once it has noted itself as the holder (it does so right after taking
+        # the lock; on a loaded machine that can take more than a moment).
+        note = b.home / "locks" / "scheduler.lock.holder"
+        wait_until(lambda: note.exists() and f'"pid": {tick_b.pid},' in note.read_text(),
+                   what="B's holder note")  # fmt: skip
         os.kill(tick_b.pid, signal.SIGSTOP)
         wait_until(lambda: is_locked(lock_a), what="flock")
         run_a = a.submit("--image", busybox, *SMALL, "--", "echo", "ran")
