@@ -62,7 +62,7 @@ class Groups:
 def events(home: Home) -> list[Path]:
     try:
         return sorted(
-            (p for p in outbox_dir(home).iterdir() if not p.name.startswith(".")),
+            (p for p in outbox_dir(home).iterdir() if not p.name.endswith(".tmp")),
             key=lambda p: p.stat().st_mtime_ns,
         )
     except OSError:

@@ -43,10 +43,12 @@ def profile_dir(home: Home, profile: str) -> Path:
 
 
 def profiles_with_work(home: Home) -> list[str]:
+    """The profiles with a queued delivery or a batch in flight."""
     try:
-        return sorted(p.name for p in queue_dir(home).iterdir() if p.is_dir())
+        folders = [p for p in queue_dir(home).iterdir() if p.is_dir()]
     except OSError:
         return []
+    return sorted(p.name for p in folders if _deliveries(p) or (p / BATCH).exists())
 
 
 # --- deliveries ---------------------------------------------------------------------------

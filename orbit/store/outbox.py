@@ -107,7 +107,8 @@ def ready(home: Home, path: Path) -> bool:
 def _entries(folder: Path) -> list[Path]:
     try:
         with os.scandir(folder) as it:
-            return [Path(e.path) for e in it if not e.name.startswith(".")]
+            # Everything but the temporary files of atomic writes (`.NAME.RANDOM.tmp`).
+            return [Path(e.path) for e in it if not e.name.endswith(".tmp")]
     except OSError:
         return []
 
