@@ -15,7 +15,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from orbit.human import fmt_metric
 from orbit.notify.message import Message, group_message, merge, run_message, sparkline
+from orbit.review.series import read_metrics, read_tail
 from orbit.store.home import Home
 from orbit.store.model import Run, RunState
 from orbit.store.runs import RunStore
@@ -160,6 +162,30 @@ def test_a_huge_log_is_read_from_its_tail_only(store: RunStore) -> None:
     lines = (run_message(run, None, log_lines=100).code or "").split("\n")
     assert 50 < len(lines) < 70  # only the last 64 KiB were read
     assert all(line.startswith("L") for line in lines)  # not the cut line the read began in
+
+
+def test_a_huge_metrics_file_is_summarised_from_its_tail(store: RunStore) -> None:
+    run = finished(store, RunState.SUCCEEDED)
+    with open(run.path("metrics.jsonl"), "w") as fh:
+        for i in range(300_000):  # about 12 MB, beyond the 8 MiB read
+            fh.write(json.dumps({"step": i, "loss": 1 / (i + 1), "note": "x" * 10}) + "\n")
+    started = time.monotonic()
+    m = run_message(run, None)
+    assert time.monotonic() - started < 2.0
+    assert dict(m.fields)["loss"] == fmt_metric(1 / 300_000)
+    count = int(m.lines[0].split("last ")[1].split()[0])
+    assert 100_000 < count < 300_000  # the tail's points, and it says so
+
+
+def test_the_tail_reader_agrees_with_the_whole_file_reader(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps({"step": i, "a": (i * 7) % 13}) + "\n" for i in range(500)))
+    whole, tail = read_metrics(path, max_points=20), read_tail(path, 1 << 20, max_points=20)
+    assert tail.series == whole.series and tail.skipped_bytes == 0
+    cut = read_tail(path, 1000, max_points=20)
+    assert cut.skipped_bytes > path.stat().st_size - 1000
+    assert cut.series["a"].last == whole.series["a"].last
+    assert cut.series["a"].count == len(path.read_bytes()[cut.skipped_bytes :].splitlines())
 
 
 def test_sparkline() -> None:
