@@ -3,9 +3,10 @@
 A Message is plain data: the outbox stores it as JSON (to_json / from_json), so a message
 written by one process is sent, merged or retried by another.
 
-Building one reads only bounded parts of a run directory: metric summaries through the one
-metrics parser (orbit/review/series.py, the same numbers `orbit show` gives) and the tail of
-log.txt. A damaged or missing file gives a shorter message, never an exception.
+Building one reads only bounded parts of a run directory: the last METRICS_TAIL_BYTES of
+metrics.jsonl through the one metrics parser (orbit/review/series.py, as `orbit show` and
+the charts read it) and the last LOG_TAIL_BYTES of log.txt. A damaged or missing file gives
+a shorter message, never an exception.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from urllib.parse import urlencode
 
 from orbit.human import fmt_cpus, fmt_metric, fmt_num, human_bytes, human_seconds
 from orbit.review.best import AXES, best_run, main_metric
-from orbit.review.series import Series, read_metrics
+from orbit.review.series import Series, read_tail
 from orbit.store.describe import duration_s, latest_metrics
 from orbit.store.excerpt import clean_lines
 from orbit.store.model import LOG, METRICS, Run, RunState
@@ -48,6 +49,7 @@ class Message:
 
 
 LOG_TAIL_BYTES = 64 * 1024  # of log.txt read for a failure's last lines
+METRICS_TAIL_BYTES = 8 << 20  # of metrics.jsonl summarised (about 0.2 s of parsing)
 LINE_CHARS = 500  # a log line longer than this is cut (a progress bar without newlines)
 SPARK = "▁▂▃▄▅▆▇█"
 SPARK_POINTS = 20
@@ -120,9 +122,10 @@ def _peaks(run: Run) -> str | None:
 
 
 def _metric_fields(
-    series: dict[str, Series], main: str | None
+    series: dict[str, Series], main: str | None, *, partial: bool
 ) -> tuple[list[tuple[str, str]], list[str]]:
-    """The final value of each metric (the main one first) and the main one's sparkline."""
+    """The final value of each metric (the main one first) and the main one's sparkline
+    (`partial`: of the file's last part only, and it says so)."""
     keys = [k for k in series if k not in AXES]
     if main in series:
         keys = [main, *(k for k in keys if k != main)]
@@ -135,7 +138,8 @@ def _metric_fields(
         first = fmt_metric(s.y[0]) if s.y else "-"
         lines.append(
             f"{main} {sparkline(s.y)} {first} → {fmt_metric(s.last)}"
-            f" (min {fmt_metric(s.min)}, max {fmt_metric(s.max)}, {s.count} points)"
+            f" (min {fmt_metric(s.min)}, max {fmt_metric(s.max)},"
+            f" {'last ' if partial else ''}{s.count} points)"
         )
     return fields, lines
 
@@ -160,9 +164,10 @@ def run_message(
     peaks = _peaks(run)
     if peaks:
         fields.append(("peaks", peaks))
-    series = read_metrics(run.path(METRICS), max_points=SPARK_POINTS).series
+    metrics = read_tail(run.path(METRICS), METRICS_TAIL_BYTES, max_points=SPARK_POINTS)
+    series = metrics.series
     main = metric if metric is not None else next((k for k in series if k not in AXES), None)
-    more, lines = _metric_fields(series, main)
+    more, lines = _metric_fields(series, main, partial=metrics.skipped_bytes > 0)
     fields.extend(more)
     return Message(
         key=f"run-{run.id}-{state}",
