@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -256,3 +258,27 @@ def test_no_profiles_no_outbox(world: World, tmp_path: Path) -> None:
     run = world.new_run()
     world.settle(run)
     assert not (world.orbit.home / "notify").exists()
+
+
+def test_a_settle_imports_no_http_and_no_notify_code(world: World) -> None:
+    """The settle is on the run's path: it writes a file and starts a process, nothing more."""
+    world.profile("team", "http://127.0.0.1:9/x", "--on", "failed")
+    run = world.new_run()
+    code = (
+        "import sys\n"
+        "from orbit.store.home import Home\n"
+        "from orbit.store.model import RunState, now_iso\n"
+        "from orbit.store.runs import RunStore\n"
+        f"RunStore(Home.from_environ({{'ORBIT_HOME': {str(world.orbit.home)!r}}})).transition(\n"
+        f"    {run!r}, RunState.FAILED, actor='t', reason='x', finished_at=now_iso())\n"
+        "bad = [m for m in sys.modules if m.startswith(('orbit.notify', 'urllib.request', "
+        "'http.client'))]\n"
+        "print(','.join(bad))\n"
+    )
+    env = {**world.orbit.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ""
+    assert (world.orbit.home / "notify" / "outbox").exists()
