@@ -282,3 +282,29 @@ def test_a_settle_imports_no_http_and_no_notify_code(world: World) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ""
     assert (world.orbit.home / "notify" / "outbox").exists()
+
+
+def test_doctor_reports_the_profiles_and_the_backlog(world: World) -> None:
+    def notify_check() -> dict[str, str]:
+        res = world.orbit("doctor", "--json")  # its exit code says what failed: JSON always
+        (check,) = [c for c in res.json()["checks"] if c["name"] == "notify"]
+        return check
+
+    world.profile("team", "http://127.0.0.1:9/x", "--on", "failed")
+    assert notify_check() == {
+        "name": "notify",
+        "status": "OK",
+        "detail": "team (webhook); nothing waiting",
+        "fix": "",
+    }
+    handle = try_lock(outbox.sender_lock(world.home))  # a sender that is busy elsewhere
+    assert handle is not None
+    try:
+        world.settle(world.new_run())
+        busy = notify_check()
+        assert busy["status"] == "OK" and "1 run(s) not yet turned into messages" in busy["detail"]
+    finally:
+        release(handle)
+    stop_sender(world.orbit.home)  # none may start: the doctor only reads
+    (world.orbit.home / "notify.yaml").chmod(0o644)
+    assert notify_check()["status"] == "FAIL"

@@ -81,6 +81,10 @@ def _deliveries(folder: Path) -> list[Path]:
         return []
 
 
+def delivery_files(home: Home, profile: str) -> list[Path]:
+    return _deliveries(profile_dir(home, profile))
+
+
 def pending(home: Home, profile: str) -> list[tuple[Path, Message]]:
     """The queued deliveries, oldest first (a damaged file is dropped)."""
     out = []
