@@ -131,11 +131,18 @@ def wait_sender(home: Path, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
-def stop_sender(home: Path) -> None:
-    """End the home's sender, if one lives (a test must not leave one behind)."""
-    pid = sender_pid(home)
-    if pid:
+def stop_sender(home: Path, timeout: float = 10) -> None:
+    """End the home's sender, if one lives (a test must not leave one behind). Until the
+    sender has taken the lock as its own, /proc/locks names its starter: wait for that."""
+    from orbit.store.locks import is_locked
+
+    deadline = time.monotonic() + timeout
+    while is_locked(home / "notify" / "sender.lock") and time.monotonic() < deadline:
+        pid = sender_pid(home)
         try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"orbit.notify.sender" in f.read():
+                    os.kill(pid, signal.SIGKILL)
+        except (OSError, TypeError):
             pass
+        time.sleep(0.05)

@@ -281,6 +281,9 @@ def test_a_settle_imports_no_http_and_no_notify_code(world: World) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ""
+    deadline = time.monotonic() + 10  # the sender it started: seen once it holds its lock
+    while sender_pid(world.orbit.home) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert (world.orbit.home / "notify" / "outbox").exists()
 
 
