@@ -355,6 +355,36 @@ def check_auth(home: Home, environ: Mapping[str, str]) -> list[Check]:
     return checks
 
 
+def check_notify(home: Home) -> list[Check]:
+    """The notification profiles and what waits to be sent (only once there are profiles)."""
+    from orbit.errors import OrbitError
+    from orbit.notify import profiles
+    from orbit.notify.status import backlog
+
+    path = profiles.path_of(home)
+    try:
+        found = profiles.load(home)
+    except OrbitError as exc:
+        return [Check("notify", FAIL, str(exc), f"fix or remove {path}")]
+    if not found:
+        return []
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        return [Check("notify", FAIL, f"{path} is mode {mode:o}", f"chmod 600 {path}")]
+    names = ", ".join(f"{n} ({p.kind})" for n, p in sorted(found.items()))
+    waiting = backlog(home)
+    if not waiting.queued and not waiting.ready_events:
+        return [Check("notify", OK, f"{names}; nothing waiting")]
+    detail = (
+        f"{names}; {waiting.queued} message(s) queued, {waiting.ready_events} run(s) not yet "
+        f"turned into messages, oldest {waiting.oldest_s or 0:.0f} s; sender "
+        f"{'running' if waiting.sender_alive else 'not running'}"
+    )
+    stuck = not waiting.sender_alive or (waiting.oldest_s or 0) > 3600
+    fix = "`orbit scheduler tick` starts a sender; `orbit notify log` shows the answers"
+    return [Check("notify", WARN if stuck else OK, detail, fix if stuck else "")]
+
+
 def run_checks(home: Home, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     checks: list[Check] = []
     docker_checks, info, client = check_docker()
@@ -370,4 +400,5 @@ def run_checks(home: Home, environ: Mapping[str, str] | None = None) -> list[dic
     checks.extend(check_python())
     checks.extend(check_agents(home, os.environ if environ is None else environ))
     checks.extend(check_auth(home, os.environ if environ is None else environ))
+    checks.extend(check_notify(home))
     return [asdict(c) for c in checks]

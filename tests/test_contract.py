@@ -84,6 +84,7 @@ FAILURE = {  # each of failures --json's failures
 CONFIG = {
     "home",
     "data_dir",
+    "web_url",
     "default_image",
     "default_cpus",
     "default_mem_gb",

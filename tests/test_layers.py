@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("orbit.service",),
     ("orbit.agents",),
     ("orbit.bench",),
+    ("orbit.notify",),
     ("orbit.env", "orbit.doctor"),
     ("orbit.web",),
     ("orbit.cli",),

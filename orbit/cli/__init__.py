@@ -38,6 +38,7 @@ COMMANDS = {
     "doctor": "doctor",
     "plugin": "plugin",
     "auth": "auth",
+    "notify": "notify",
     "bench": "bench",
     "config": "config",
     "web": "web",

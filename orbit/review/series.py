@@ -274,6 +274,27 @@ def _extremes(
     return lo, hi, lo_i, hi_i
 
 
+def read_tail(path: Path, max_bytes: int, *, max_points: int = 1000) -> Metrics:
+    """Like read_metrics, but of the file's last `max_bytes` only (the first, probably cut,
+    line of that part skipped and counted in `skipped_bytes`), parsed afresh and not cached:
+    for a caller that needs a bounded cost more than the whole history (a notification)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            start = max(0, size - max_bytes)
+            fh.seek(start)
+            block = fh.read(max_bytes)
+    except OSError:
+        return Metrics()
+    state = _Parsed(start)
+    if start:
+        first = block.find(b"\n") + 1
+        state.skipped_bytes = start + first if first else size
+        block = block[first:] if first else b""
+    state.consume(block)
+    return state.metrics(max_points, memo=False)
+
+
 def read_metrics(path: Path, *, max_points: int = 1000) -> Metrics:
     """Every numeric key of a metrics.jsonl against `step` (or `time`, or the line number):
     its count, last, min and max (with their x) over every point, and its points

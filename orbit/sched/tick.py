@@ -23,7 +23,7 @@ from orbit.errors import OrbitError, from_os_error
 from orbit.sched import clock, pool
 from orbit.sched.plan import Admit, Demand, Wait, plan
 from orbit.sched.resources import Amount, machine_totals
-from orbit.store import index
+from orbit.store import index, outbox
 from orbit.store.excerpt import log_excerpt
 from orbit.store.exitrecord import finalize_from_exit, read_exit, rebuild_status
 from orbit.store.files import atomic_write, touch_exclusive, unlink_quiet
@@ -133,6 +133,8 @@ def tick(
         if not flag.exists():
             # Runs left waiting, and no clock to tick for them: the ticker moves them.
             clock.keep_moving(home)
+            # Messages left by a sender that died (or due for a retry) get a new one.
+            outbox.wake_sender(home)
             return report
         lock_timeout = 0.0  # someone asked while we were releasing: only retry if free
 

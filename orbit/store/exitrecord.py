@@ -14,7 +14,7 @@ from typing import Any
 
 from orbit.errors import DISK_FULL, ConflictError, CorruptError, OrbitError
 from orbit.human import fmt_num
-from orbit.store import index
+from orbit.store import index, outbox
 from orbit.store.excerpt import log_excerpt
 from orbit.store.files import atomic_write, read_yaml, write_yaml
 from orbit.store.locks import locked
@@ -147,9 +147,16 @@ def rebuild_status(store: RunStore, run_id: str, *, actor: str) -> Run | None:
                 atomic_write(run_dir / "status.yaml.broken", (run_dir / "status.yaml").read_bytes())
             except FileNotFoundError:
                 pass
+            # A rebuilt status may settle the run (from exit.json): its event first, as in
+            # RunStore.update. Were it settled before the damage, the message's key was sent.
+            notify = status.get("state") in outbox.FINISHED and outbox.record_settled(
+                store.home, run_id, str(status["state"]), str(status["updated_at"])
+            )
             write_yaml(run_dir / "status.yaml", status)
             store.append_event(run_id, "repaired", actor=actor, state=status["state"])
         run = store.load(run_id)
+        if notify:
+            outbox.wake_sender(store.home)
     except (OrbitError, OSError) as exc:
         log.warning("run %s: cannot rebuild status.yaml: %s", run_id, exc)
         return None

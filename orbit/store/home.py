@@ -49,6 +49,8 @@ DEFAULTS: dict[str, Any] = {
     "fake_gpus": None,  # path of a YAML stand-in for NVML; ORBIT_FAKE_GPUS overrides
     "allowed_gpus": None,  # GPU indices Orbit may use, e.g. [0, 1]; ORBIT_GPUS overrides
     "gpu_outside_min_gb": 1.0,  # a GPU is busy outside Orbit above this much foreign memory
+    # Notifications (docs/notify.md)
+    "web_url": None,  # how people reach `orbit web`, e.g. http://gpu1:7777: messages link to it
 }
 
 
@@ -61,7 +63,7 @@ POSITIVE = (
     "scheduler_interval_s",
     "pids_limit",
 )
-OPTIONAL_TEXT = ("data_dir", "default_image", "fake_gpus")
+OPTIONAL_TEXT = ("data_dir", "default_image", "fake_gpus", "web_url")
 NON_NEGATIVE = ("outside_cpu_min", "outside_mem_min_gb", "gpu_outside_min_gb")
 BOOLEAN = ("count_outside_use",)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from orbit.errors import ConflictError, CorruptError, NotFoundError
-from orbit.store import index, secrets
+from orbit.store import index, outbox, secrets
 from orbit.store.files import (
     append_jsonl,
     atomic_write,
@@ -162,6 +162,8 @@ class RunStore:
             # rename, the tick skips the marker (and clears it if the submit was abandoned).
             if state is RunState.QUEUED:
                 touch_exclusive(self.home.queue_dir / run_id)
+            # A run born finished (a failed build) is settled by the rename: its event first.
+            notify = state.finished and outbox.record_settled(self.home, run_id, state.value, now)
             os.rename(staging, final)  # replaces the empty directory that claimed the id
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
@@ -174,6 +176,8 @@ class RunStore:
             raise
         run = Run(run_id, final, spec, status)
         self._index(run)
+        if notify:
+            outbox.wake_sender(self.home)
         return run
 
     def settle_unfinished_submit(self, run_id: str) -> bool:
@@ -415,6 +419,12 @@ class RunStore:
             status = {**run.status, **fields, "format": FORMAT}
             status.pop("updated_at", None)
             status["updated_at"] = now_iso()  # always the last key: a file cut short lacks it
+            settles = status["state"] != run.state.value and RunState(status["state"]).finished
+            # The notification event goes first: a crash before the status write leaves it
+            # pending (the sender waits for the run to be finished), never missing.
+            notify = settles and outbox.record_settled(
+                self.home, run_id, status["state"], status["updated_at"]
+            )
             write_yaml(path / "status.yaml", status)
             run.status = status
             if event:
@@ -422,6 +432,8 @@ class RunStore:
                 line.update({k: v for k, v in fields.items() if k not in ("state",)})
                 append_jsonl(path / "events.jsonl", line)
             self._index(run)
+        if notify:
+            outbox.wake_sender(self.home)  # after the lock: a spawn costs the run nothing more
         return run
 
     def append_event(self, run_id: str, event: str, *, actor: str, **fields: Any) -> None:

@@ -1,0 +1,246 @@
+"""orbit notify add|list|test|rm|log: messages to chat tools when runs and groups finish."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import time
+
+from orbit.cli.common import add_json, non_negative_int, print_json, table
+from orbit.env import Env
+from orbit.errors import ExitCode, UsageError
+
+KINDS = ("feishu", "dingtalk", "wecom", "slack", "webhook")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "notify",
+        help="messages to Feishu, DingTalk, WeCom, Slack or a webhook when runs finish",
+        description="Notification profiles: a message when a run succeeds or fails, and one "
+        "summary when a group has finished. URLs and secrets are read from an environment "
+        "variable or stdin and kept in ORBIT_HOME/notify.yaml (mode 0600). See docs/notify.md.",
+    )
+    p.set_defaults(func=no_action)
+    nsub = p.add_subparsers(dest="action", metavar="ACTION")
+    a = nsub.add_parser("add", help="add a profile")
+    a.add_argument("name", help="profile name")
+    a.add_argument("--kind", required=True, choices=KINDS)
+    url = a.add_mutually_exclusive_group(required=True)
+    url.add_argument("--url-env", metavar="VAR", help="take the webhook URL from this variable")
+    url.add_argument(
+        "--url-stdin",
+        action="store_true",
+        help="read the URL from stdin (first line; the secret on the second with --secret-stdin)",
+    )
+    url.add_argument("--url", help="the URL itself (warns: process arguments are visible)")
+    secret = a.add_mutually_exclusive_group()
+    secret.add_argument("--secret-env", metavar="VAR", help="the signing secret from a variable")
+    secret.add_argument("--secret-stdin", action="store_true", help="the signing secret from stdin")
+    a.add_argument(
+        "--on",
+        default="failed,group",
+        metavar="EVENTS",
+        help="comma-separated: succeeded, failed, group (default failed,group)",
+    )
+    a.add_argument(
+        "-g", "--group", action="append", default=[], metavar="GROUP",
+        help="only runs and summaries of this group (repeatable; default all)",
+    )  # fmt: skip
+    a.add_argument("--metric", metavar="NAME", help="the group summary's best run by this metric")
+    a.add_argument("--min", action="store_true", help="with --metric: lower is better")
+    a.add_argument("--replace", action="store_true", help="replace a profile of this name")
+    add_json(a)
+    a.set_defaults(func=add)
+    ls = nsub.add_parser("list", help="the profiles, URLs and secrets masked")
+    add_json(ls)
+    ls.set_defaults(func=list_profiles)
+    t = nsub.add_parser("test", help="send a real sample message and show the endpoint's answer")
+    t.add_argument("name")
+    add_json(t)
+    t.set_defaults(func=test)
+    r = nsub.add_parser("rm", help="remove a profile (and the messages queued for it)")
+    r.add_argument("name")
+    add_json(r)
+    r.set_defaults(func=rm)
+    lg = nsub.add_parser("log", help="recent deliveries: sent, retrying, given up")
+    lg.add_argument("name", nargs="?", help="only this profile's")
+    lg.add_argument("-n", type=non_negative_int, default=20, metavar="N", help="default 20")
+    add_json(lg)
+    lg.set_defaults(func=show_log)
+
+
+def no_action(args: argparse.Namespace, env: Env) -> int:
+    raise UsageError("choose an action: add, list, test, rm or log (see `orbit notify --help`)")
+
+
+def add(args: argparse.Namespace, env: Env) -> int:
+    from orbit.notify import profiles as pf
+
+    stdin_lines: list[str] = []
+    if args.url_stdin or args.secret_stdin:
+        stdin_lines = [line.strip() for line in env.stdin.read().splitlines() if line.strip()]
+    if args.url_stdin and args.secret_stdin and len(stdin_lines) < 2:
+        raise UsageError(
+            "--url-stdin with --secret-stdin: give the URL, then the secret, one a line"
+        )
+    url_text = stdin_lines[0] if args.url_stdin and stdin_lines else None
+    secret_lines = stdin_lines[1:] if args.url_stdin else stdin_lines
+    if args.url is not None:
+        print(
+            "orbit: warning: --url puts the webhook URL (a credential) in process arguments, "
+            "which other users can see; prefer --url-env VAR or --url-stdin",
+            file=env.stderr,
+        )
+        url, source = args.url.strip(), "argument"
+    else:
+        url_value, source = pf.read_value(
+            "url", env_var=args.url_env, from_stdin=args.url_stdin, environ=env.environ,
+            stdin_text=url_text,
+        )  # fmt: skip
+        url = url_value or ""
+    secret, _ = pf.read_value(
+        "secret", env_var=args.secret_env, from_stdin=args.secret_stdin, environ=env.environ,
+        stdin_text=secret_lines[0] if secret_lines else None,
+    )  # fmt: skip
+    if args.min and not args.metric:
+        raise UsageError("--min needs --metric NAME")
+    profile = pf.Profile(
+        name=args.name,
+        kind=args.kind,
+        url=url,
+        secret=secret,
+        on=pf.parse_on(args.on),
+        groups=list(dict.fromkeys(args.group)),
+        metric=args.metric,
+        metric_mode="min" if args.min else "max",
+        source=source,
+    )
+    pf.add(env.home, profile, replace=args.replace)
+    shown = pf.describe(profile)
+    if args.json:
+        print_json(env, shown)
+    else:
+        scope = f" of group {', '.join(profile.groups)}" if profile.groups else ""
+        print(
+            f"notify profile {profile.name}: {profile.kind} {shown['url']}, on "
+            f"{','.join(profile.on)}{scope}; try it with `orbit notify test {profile.name}`",
+            file=env.stdout,
+        )
+    return ExitCode.OK
+
+
+def list_profiles(args: argparse.Namespace, env: Env) -> int:
+    from orbit.notify import profiles as pf
+
+    shown = [pf.describe(p) for p in pf.load(env.home).values()]
+    if args.json:
+        print_json(env, shown)
+        return ExitCode.OK
+    if not shown:
+        print(
+            "no notify profiles; add one with `orbit notify add` (docs/notify.md)", file=env.stdout
+        )
+        return ExitCode.OK
+    rows = [
+        [
+            p["name"],
+            p["kind"],
+            p["url"],
+            p["secret"],
+            ",".join(p["on"]),
+            ",".join(p["groups"]) or "all",
+        ]
+        for p in shown
+    ]
+    table(env.stdout, ["NAME", "KIND", "URL", "SECRET", "ON", "GROUPS"], rows)
+    return ExitCode.OK
+
+
+def test(args: argparse.Namespace, env: Env) -> int:
+    """Post a sample message now, from this process, and report the answer as it came."""
+    from orbit.notify import journal
+    from orbit.notify import profiles as pf
+    from orbit.notify.message import Message
+    from orbit.notify.post import post, request_for
+
+    profile = pf.get(env.home, args.name)
+    now = time.time()
+    message = Message(
+        key=f"test-{profile.name}-{int(now)}",
+        event="succeeded",
+        title=f"Orbit test message for profile {profile.name}",
+        state="succeeded",
+        fields=[("host", socket.gethostname()), ("home", str(env.home.root))],
+        lines=["If you can read this, `orbit notify` reaches this chat."],
+    )
+    started = time.monotonic()
+    verdict = post(
+        profile.kind, request_for(profile.kind, profile.url, profile.secret, message, now)
+    )
+    took = time.monotonic() - started
+    detail = pf.scrub(verdict.detail, profile)
+    journal.note(
+        env.home, profile.name, message.key, message.title,
+        "sent" if verdict.ok else "failed", 1, detail,
+    )  # fmt: skip
+    result = {
+        "profile": profile.name,
+        "ok": verdict.ok,
+        "retry": verdict.retry,
+        "answer": detail,
+        "seconds": round(took, 2),
+    }
+    if args.json:
+        print_json(env, result)
+    elif verdict.ok:
+        print(f"notify {profile.name}: ok ({detail}; {took:.1f} s)", file=env.stdout)
+    else:
+        hint = " (a temporary failure: try again later)" if verdict.retry else ""
+        print(f"notify {profile.name}: FAILED: {detail}{hint}", file=env.stderr)
+    return ExitCode.OK if verdict.ok else ExitCode.RUN_FAILED
+
+
+def rm(args: argparse.Namespace, env: Env) -> int:
+    from orbit.notify import profiles as pf
+    from orbit.notify.queue import drop_profile
+
+    profile = pf.remove(env.home, args.name)
+    dropped = drop_profile(env.home, profile.name)
+    if args.json:
+        print_json(env, {"removed": profile.name, "dropped": dropped})
+    else:
+        extra = f" ({dropped} queued message(s) dropped)" if dropped else ""
+        print(f"notify profile {profile.name} removed{extra}", file=env.stdout)
+    return ExitCode.OK
+
+
+def show_log(args: argparse.Namespace, env: Env) -> int:
+    from orbit.notify import journal
+    from orbit.notify import profiles as pf
+
+    if args.name:
+        pf.get(env.home, args.name)  # an unknown name is an error, not an empty log
+    rows = journal.recent(env.home, args.name, args.n) if args.n else []
+    if args.json:
+        print_json(env, rows)
+        return ExitCode.OK
+    if not rows:
+        print("no deliveries yet", file=env.stdout)
+        return ExitCode.OK
+    table(
+        env.stdout,
+        ["TIME", "PROFILE", "OUTCOME", "TRY", "MESSAGE", "ANSWER"],
+        [
+            [
+                str(r.get("time", ""))[:19],
+                str(r.get("profile", "")),
+                str(r.get("outcome", "")),
+                str(r.get("attempt", "")),
+                str(r.get("title", ""))[:60],
+                str(r.get("detail", ""))[:80],
+            ]
+            for r in rows
+        ],
+    )
+    return ExitCode.OK

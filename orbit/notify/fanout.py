@@ -1,0 +1,123 @@
+"""From outbox events to deliveries: which profile gets which message, and when a group is done.
+
+An event (store/outbox.py) says "run N is settled as STATE". It is acted on only once the run's
+status.yaml agrees; then each profile that wants the run (by --on and -g) gets the run's
+message queued, and, when the run belongs to a group none of whose runs is queued, starting or
+running any more, each profile that wants groups gets the group's summary. The event file is
+removed last, so a sender killed in between does it again: queueing is idempotent by the
+message's key.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orbit.notify import queue
+from orbit.notify.message import Message, group_message, run_message
+from orbit.notify.profiles import Profile
+from orbit.store.files import unlink_quiet
+from orbit.store.home import Home
+from orbit.store.model import ACTIVE, Run, RunState
+from orbit.store.outbox import FINISHED, outbox_dir, read_event, run_state
+from orbit.store.runs import Broken, RunStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Groups:
+    """Group membership read once per pass (a listing is O(runs), not O(events))."""
+
+    store: RunStore
+    _rows: dict[str, list[str]] | None = None
+    _busy: set[str] = field(default_factory=set)
+
+    def _read(self) -> dict[str, list[str]]:
+        if self._rows is None:
+            self._rows = {}
+            for row in self.store.list_rows():
+                if isinstance(row, Broken):
+                    continue  # unreadable: neither blocks nor joins a summary
+                group = row.get("group")
+                if not group:
+                    continue
+                self._rows.setdefault(str(group), []).append(str(row["id"]))
+                if RunState(str(row.get("state"))) in ACTIVE:
+                    self._busy.add(str(group))
+        return self._rows
+
+    def finished_runs(self, group: str) -> list[Run] | None:
+        """The runs of `group` when it is finished, else None."""
+        ids = self._read().get(group, [])
+        if not ids or group in self._busy:
+            return None
+        runs = [r for r in self.store.load_many(ids) if isinstance(r, Run)]
+        if any(r.state.active for r in runs):  # settled since the listing? then not yet
+            return None
+        return runs
+
+
+def events(home: Home) -> list[Path]:
+    try:
+        return sorted(
+            (p for p in outbox_dir(home).iterdir() if not p.name.endswith(".tmp")),
+            key=lambda p: p.stat().st_mtime_ns,
+        )
+    except OSError:
+        return []
+
+
+def fan_out(home: Home, profiles: dict[str, Profile], web_url: str | None) -> int:
+    """Turn every ready event into deliveries; how many messages were queued."""
+    store = RunStore(home)
+    groups = Groups(store)
+    queued = 0
+    for path in events(home):
+        event = read_event(path)
+        if event is None:
+            log.warning("dropping the unreadable outbox event %s", path.name)
+            unlink_quiet(path)
+            continue
+        state = run_state(home, event["run"])
+        if state is not None and state not in FINISHED:
+            continue  # pending: written just before a status write that has not happened yet
+        if state != event["state"]:
+            unlink_quiet(path)  # the run is gone, or settled otherwise (that event covers it)
+            continue
+        try:
+            run = store.load(event["run"])
+        except Exception as exc:  # damaged since: nothing to say about it
+            log.warning("run %s cannot be read (%s): no message", event["run"], exc)
+            unlink_quiet(path)
+            continue
+        queued += _for_run(home, run, profiles, web_url, groups)
+        unlink_quiet(path)
+    return queued
+
+
+def _for_run(
+    home: Home, run: Run, profiles: dict[str, Profile], web_url: str | None, groups: Groups
+) -> int:
+    queued = 0
+    wanting = [p for p in profiles.values() if p.wants_run(run.state.value, run.group)]
+    if wanting:
+        message = run_message(run, web_url)
+        queued += sum(queue.enqueue(home, p.name, message) for p in wanting)
+    group = run.group
+    summarizing = [p for p in profiles.values() if group and p.wants_group(group)]
+    if group and summarizing:
+        members = groups.finished_runs(group)
+        if members:
+            made: dict[tuple[str | None, str], Message] = {}
+            for p in summarizing:
+                how = (p.metric, p.metric_mode)
+                if how not in made:
+                    # Its key names the runs and their states: a group that gains runs and
+                    # finishes again is announced again, one that is looked at twice is not.
+                    made[how] = group_message(
+                        group, members, web_url, metric=p.metric, mode=p.metric_mode
+                    )
+                queued += queue.enqueue(home, p.name, made[how])
+    return queued

@@ -1,0 +1,233 @@
+"""The sender: one short-lived process per home that delivers notifications. No daemon.
+
+Started by whoever settles a run (store/outbox.py:wake_sender) and by every tick while work
+waits, it holds notify/sender.lock for its whole life (the lock is its liveness, as the
+ticker's is), turns ready outbox events into deliveries (fanout.py), and sends each profile's
+queue in a thread of its own, so a slow or dead endpoint delays only its own messages. Each
+endpoint is posted to no faster than its platform allows (RATES, as a minimum spacing between
+requests); what queues up meanwhile is merged into one message. It exits once no event is
+ready and no delivery is queued: an event still pending (its run not settled yet) does not
+keep it alive, its settle starts a sender again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from typing import IO, Any
+
+from orbit.notify import journal, queue
+from orbit.notify.fanout import fan_out
+from orbit.notify.message import merge
+from orbit.notify.platforms import RATES
+from orbit.notify.post import post, request_for
+from orbit.notify.profiles import Profile, load, scrub
+from orbit.store.home import Home
+from orbit.store.locks import release, try_lock
+from orbit.store.outbox import LOCK_FD, sender_lock, work_waiting
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.5  # how often the outbox is looked at while the sender lives
+MAX_ATTEMPTS = 10  # then the message is given up (about 25 minutes of backoff)
+BACKOFF_S = (2, 5, 15, 30, 60, 120, 300, 300, 600)  # before attempt 2, 3, …
+MAX_RETRY_AFTER_S = 600.0
+
+
+def spacing(kind: str) -> float:
+    """The least time between two requests to one endpoint of this kind."""
+    rate = RATES.get(kind)
+    gaps = [0.0]
+    if rate and rate.per_second:
+        gaps.append(1.0 / rate.per_second)
+    if rate and rate.per_minute:
+        gaps.append(60.0 / rate.per_minute)
+    return max(gaps)
+
+
+def backoff(attempts: int) -> float:
+    return float(BACKOFF_S[min(attempts, len(BACKOFF_S)) - 1])
+
+
+class Worker(threading.Thread):
+    """Sends one profile's queue, one batch at a time, until it is empty."""
+
+    def __init__(self, sender: Sender, name: str) -> None:
+        super().__init__(name=f"notify-{name}", daemon=True)
+        self.sender = sender
+        self.profile_name = name
+
+    def run(self) -> None:
+        try:
+            while not self.sender.stop.is_set():
+                if not self._step():
+                    return
+        except Exception:  # a bug or a refusing disk: the next sender tries again
+            log.exception("delivery to %s stopped", self.profile_name)
+
+    def _step(self) -> bool:
+        """Send (or wait for) the next batch; False once the queue is empty."""
+        home, name = self.sender.home, self.profile_name
+        profile = self.sender.profiles.get(name)
+        if profile is None:
+            dropped = queue.drop_profile(home, name)
+            log.info("profile %s was removed: %d queued message(s) dropped", name, dropped)
+            return False
+        batch = queue.load_batch(home, name)
+        now = time.time()
+        ready_at = queue.last_post(home, name) + spacing(profile.kind)
+        if batch is None:
+            deliveries = queue.pending(home, name)
+            if not deliveries:
+                return False
+            if now < ready_at:  # the endpoint's pace: what comes meanwhile joins this batch
+                self.sender.stop.wait(ready_at - now)
+                return True
+            messages = [m for _, m in deliveries]
+            message = messages[0] if len(messages) == 1 else merge(messages)
+            batch = queue.Batch(message, [m.key for m in messages])
+            queue.take(home, name, batch, [p for p, _ in deliveries])
+        due = max(batch.next_at, ready_at)
+        if now < due:
+            self.sender.stop.wait(due - now)
+            return True
+        self._attempt(profile, batch)
+        return True
+
+    def _attempt(self, profile: Profile, batch: queue.Batch) -> None:
+        home, name = self.sender.home, profile.name
+        now = time.time()
+        queue.note_post(home, name, now)
+        try:
+            req = request_for(profile.kind, profile.url, profile.secret, batch.message, now)
+        except Exception as exc:  # a message the platform cannot carry: never retried
+            ok, retry, detail = False, False, f"not rendered: {exc}"
+        else:
+            verdict = post(profile.kind, req)
+            ok, retry, detail = verdict.ok, verdict.retry, verdict.detail
+        detail = scrub(detail, profile)
+        batch.attempts += 1
+        m = batch.message
+        if ok:
+            queue.finish(home, name, batch)
+            outcome = "sent"
+        elif retry and batch.attempts < MAX_ATTEMPTS:
+            batch.next_at = time.time() + backoff(batch.attempts)
+            queue.save_batch(home, name, batch)
+            outcome = "retrying"
+        else:
+            queue.finish(home, name, batch)
+            outcome = "given up"
+        journal.note(home, name, m.key, m.title, outcome, batch.attempts, detail)
+        log.info("%s %s to %s (attempt %d): %s", outcome, m.key, name, batch.attempts, detail)
+
+
+class Sender:
+    """The loop, with the lock `handle` already held."""
+
+    def __init__(self, home: Home, handle: IO[str]) -> None:
+        self.home = home
+        self.handle: IO[str] | None = handle
+        self.stop = threading.Event()
+        self.profiles: dict[str, Profile] = {}
+        self.workers: dict[str, Worker] = {}
+
+    def run(self) -> str:
+        """Deliver until there is nothing to do; why it stopped.
+
+        The exit cannot strand a message: a settle writes its event, then status.yaml, then
+        calls wake_sender, which starts a sender unless the lock is held. This sender releases
+        its lock first and only then looks once more: an event made ready before the release
+        is seen by that look; one made ready after it finds the lock free and starts a sender.
+        """
+        while True:
+            why = self._loop()
+            self.close()
+            if self.stop.is_set() or not work_waiting(self.home):
+                return why
+            handle = try_lock(sender_lock(self.home))
+            if handle is None:
+                return "another sender took over"
+            self.handle = handle
+            log.info("work came as the sender stopped: sending on")
+
+    def _loop(self) -> str:
+        while not self.stop.is_set():
+            try:
+                self.profiles = load(self.home)
+                web_url = self._web_url()
+                fan_out(self.home, self.profiles, web_url)
+            except Exception as exc:  # a broken notify.yaml: said in the log, tried again
+                log.warning("cannot read the notifications to send: %s", exc)
+                if not self.profiles:
+                    return f"stopped: {exc}"
+            for name in queue.profiles_with_work(self.home):
+                worker = self.workers.get(name)
+                if worker is None or not worker.is_alive():
+                    self.workers[name] = Worker(self, name)
+                    self.workers[name].start()
+            busy = any(w.is_alive() for w in self.workers.values())
+            if not busy and not work_waiting(self.home):
+                return "nothing left to send"
+            self.stop.wait(POLL_S)
+        return "stopped by a signal"
+
+    def _web_url(self) -> str | None:
+        try:
+            value = Home(self.home.root, self.home.environ).config.get("web_url")
+        except Exception:  # a broken config.yaml: messages without links
+            return None
+        return str(value) if value else None
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.join(timeout=30)
+        self.workers = {}
+        journal.bound(self.home)
+        if self.handle is not None:
+            release(self.handle)
+            self.handle = None
+
+
+def _adopt_lock(home: Home) -> IO[str] | None:
+    """This process's own lock on notify/sender.lock, or None when another sender holds it
+    (the starter's copy at LOCK_FD is swapped for one the kernel names this process for)."""
+    path = sender_lock(home)
+    try:
+        inherited = os.fstat(LOCK_FD).st_ino == os.stat(path).st_ino
+    except OSError:
+        inherited = False
+    if inherited:
+        release(os.fdopen(LOCK_FD, "a"))
+    return try_lock(path)
+
+
+def main() -> None:
+    """`python -m orbit.notify.sender`: deliver ORBIT_HOME's notifications, then exit."""
+    home = Home.from_environ(os.environ)
+    home.apply_umask()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s sender %(process)d %(message)s")
+    handle = _adopt_lock(home)
+    if handle is None:
+        return  # another sender delivers this home's messages
+    sender = Sender(home, handle)
+
+    def stop(signum: int, frame: Any) -> None:
+        sender.stop.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    log.info("sending for %s", home.root)
+    try:
+        why = sender.run()
+    finally:
+        sender.close()
+    log.info("stopped: %s", why)
+
+
+if __name__ == "__main__":
+    main()

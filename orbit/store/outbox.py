@@ -1,0 +1,169 @@
+"""The notification outbox, as the low layers see it: a settled run is noted, a sender started.
+
+    ORBIT_HOME/notify.yaml            the profiles (orbit/notify/profiles.py); its presence
+                                      alone turns the outbox on: one stat per settle
+    ORBIT_HOME/notify/outbox/<id>-<state>.json   {"format": 1, "run": ID, "state": STATE,
+                                      "written_at": ...}: run ID is (being) settled as STATE
+    ORBIT_HOME/notify/sender.lock     held by the sender for its whole life
+
+The store cannot know about chat tools (orbit.notify sits above it): it only records the fact
+and starts `python -m orbit.notify.sender`, which turns facts into messages. The event is
+written *before* status.yaml (RunStore.update), so a crash between the two loses nothing: the
+event is then "pending" (its run is not finished yet), the sender leaves it alone, and the
+process that settles the run later writes it again. The sender acts on an event only once the
+run's status.yaml says it is finished, and only in the state the event names (docs/notify.md).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import IO
+
+from orbit.detach import close_inherited, detach_stdio, double_fork
+from orbit.store.childenv import child_environ
+from orbit.store.files import atomic_write, read_yaml
+from orbit.store.home import Home
+from orbit.store.locks import is_locked, try_lock
+
+log = logging.getLogger(__name__)
+
+PROFILES_FILE = "notify.yaml"  # in ORBIT_HOME
+NOTIFY_DIR = "notify"  # in ORBIT_HOME
+SENDER_MODULE = "orbit.notify.sender"
+FINISHED = ("succeeded", "failed", "cancelled", "lost")
+LOCK_FD = 3  # the sender finds the lock its starter took at this descriptor
+
+
+def notify_dir(home: Home) -> Path:
+    return home.root / NOTIFY_DIR
+
+
+def outbox_dir(home: Home) -> Path:
+    return notify_dir(home) / "outbox"
+
+
+def queue_dir(home: Home) -> Path:
+    """Deliveries: one folder per profile, one file per message (orbit/notify/queue.py)."""
+    return notify_dir(home) / "queue"
+
+
+def sender_lock(home: Home) -> Path:
+    return notify_dir(home) / "sender.lock"
+
+
+def enabled(home: Home) -> bool:
+    return (home.root / PROFILES_FILE).exists()
+
+
+def event_name(run_id: str, state: str) -> str:
+    return f"{run_id}-{state}.json"
+
+
+def record_settled(home: Home, run_id: str, state: str, now: str) -> bool:
+    """Note that run `run_id` is being settled as `state`; True when notifications are on.
+
+    Called before status.yaml is replaced. Writing the same event twice is harmless (same
+    name, same content but the time)."""
+    if not enabled(home):
+        return False
+    folder = outbox_dir(home)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    body = {"format": 1, "run": run_id, "state": state, "written_at": now}
+    atomic_write(folder / event_name(run_id, state), json.dumps(body).encode())
+    return True
+
+
+def read_event(path: Path) -> dict[str, str] | None:
+    """An outbox event, or None for one cut short or hand-broken (the sender removes it)."""
+    try:
+        data = json.loads(path.read_text())
+        return {"run": str(data["run"]), "state": str(data["state"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def run_state(home: Home, run_id: str) -> str | None:
+    """The state status.yaml records, or None when the run is gone or unreadable."""
+    try:
+        return str(read_yaml(home.runs_dir / run_id / "status.yaml").get("state"))
+    except Exception:  # a removed or damaged run: the sender drops its event
+        return None
+
+
+def ready(home: Home, path: Path) -> bool:
+    """An event the sender can act on now: its run is finished (in any state: a state other
+    than the event's makes the event stale, which the sender removes) or gone."""
+    event = read_event(path)
+    if event is None:
+        return True
+    state = run_state(home, event["run"])
+    return state is None or state in FINISHED
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        with os.scandir(folder) as it:
+            # Everything but the temporary files of atomic writes (`.NAME.RANDOM.tmp`).
+            return [Path(e.path) for e in it if not e.name.endswith(".tmp")]
+    except OSError:
+        return []
+
+
+def work_waiting(home: Home) -> bool:
+    """A delivery is queued, or an outbox event is ready."""
+    for profile in _entries(queue_dir(home)):
+        if _entries(profile):
+            return True
+    return any(ready(home, p) for p in _entries(outbox_dir(home)))
+
+
+def wake_sender(home: Home) -> bool:
+    """Start the sender when notifications are on, work waits and no sender lives; True when
+    one was started. Cheap when there is nothing to do: a stat, then a listing or two.
+
+    Called by whoever settles a run (after status.yaml is written) and by every tick, so a
+    sender that died is replaced. A failure to start is logged, never raised: a run's settle
+    must not fail for a notification.
+    """
+    try:
+        if not enabled(home) or is_locked(sender_lock(home)) or not work_waiting(home):
+            return False
+        handle = try_lock(sender_lock(home))
+        if handle is None:
+            return False  # another caller is starting one this instant
+        try:
+            _start(home, handle)
+        finally:
+            handle.close()  # only this process's descriptor: the sender's copy keeps the lock
+    except OSError as exc:
+        log.warning("could not start the notification sender: %s", exc)
+        return False
+    return True
+
+
+def _start(home: Home, handle: IO[str]) -> None:
+    """Double fork, then exec the sender in a new session with stdio on notify/sender.log and
+    none of the caller's descriptors but the lock, at LOCK_FD: of racing starters, only the
+    one that took the lock starts a sender (as the ticker is started, sched/clock.py)."""
+    argv = [sys.executable, "-m", SENDER_MODULE]
+    env = child_environ(home, home.environ)
+    log_path = str(notify_dir(home) / "sender.log")
+    lock_fd = handle.fileno()
+    if not double_fork():
+        return
+    try:
+        detach_stdio(log_path)
+        if lock_fd == LOCK_FD:
+            os.set_inheritable(LOCK_FD, True)
+        else:
+            os.dup2(lock_fd, LOCK_FD)  # a dup2 copy is inheritable
+        close_inherited(keep=LOCK_FD)
+        os.chdir(home.root)
+        os.execve(sys.executable, argv, env)
+    except BaseException:
+        pass
+    os._exit(1)

@@ -1,0 +1,313 @@
+"""Delivery: the outbox, the sender process and real local HTTP endpoints. Runs are written and
+settled through the real store (no container needed: a queued run settled as failed or
+cancelled takes the same path a shepherd's settle does); the sender is the real detached
+process the settle starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import Orbit
+from notify_server import (
+    DINGTALK_OK,
+    HOLD,
+    OK,
+    Endpoint,
+    sender_pid,
+    stop_sender,
+    wait_sender,
+)
+
+from orbit.notify import fanout, profiles, queue
+from orbit.store import outbox
+from orbit.store.home import Home
+from orbit.store.locks import is_locked, release, try_lock
+from orbit.store.model import RunState, now_iso
+from orbit.store.runs import RunStore
+
+
+@dataclass
+class World:
+    orbit: Orbit
+    home: Home
+    store: RunStore
+    made: list[Endpoint]
+
+    def endpoint(self, *script: object) -> Endpoint:
+        e = Endpoint(list(script))
+        self.made.append(e)
+        return e
+
+    def profile(self, name: str, e: Endpoint | str, *args: str, kind: str = "webhook") -> None:
+        self.orbit.environ["HOOK"] = e.url if isinstance(e, Endpoint) else e
+        res = self.orbit("notify", "add", name, "--kind", kind, "--url-env", "HOOK", *args)
+        assert res.code == 0, res.err
+
+    def new_run(self, group: str | None = "g") -> str:
+        spec = {"name": None, "group": group, "command": ["true"]}
+        spec["resources"] = {"cpus": 1, "mem_gb": 0.25}
+        return self.store.create(spec, reason="waiting for the scheduler", actor="test").id
+
+    def settle(self, run_id: str, state: RunState = RunState.FAILED) -> None:
+        reason = {RunState.FAILED: "exit code 3", RunState.CANCELLED: "cancelled by test"}
+        self.store.transition(
+            run_id, state, actor="test", reason=reason.get(state), finished_at=now_iso()
+        )
+
+    def outcomes(self) -> list[str]:
+        return [r["outcome"] for r in self.orbit("notify", "log", "--json").json()]
+
+    def leftovers(self) -> list[str]:
+        notify = self.orbit.home / "notify"
+        return [
+            str(p.relative_to(notify))
+            for sub in ("outbox", "queue")
+            for p in (notify / sub).rglob("*")
+            if p.is_file()
+        ]
+
+
+@pytest.fixture
+def world(orbit: Orbit) -> Iterator[World]:
+    home = Home.from_environ(orbit.environ)
+    w = World(orbit, home, RunStore(home), [])
+    yield w
+    stop_sender(orbit.home)
+    for e in w.made:
+        e.close()
+
+
+def test_retries_on_429_and_500_then_delivered(world: World) -> None:
+    e = world.endpoint((429, b"slow down"), (500, b"oops"), OK)
+    world.profile("team", e, "--on", "failed")
+    run = world.new_run()
+    world.settle(run)
+    e.wait_for(lambda got: len(got) == 3, timeout=40)
+    wait_sender(world.orbit.home)
+    assert {r.key for r in e.received} == {f"run-{run}-failed"}
+    gaps = [b.at - a.at for a, b in zip(e.received, e.received[1:], strict=False)]
+    assert gaps[0] >= 1.9 and gaps[1] >= 4.9, gaps  # the backoff: 2 s, then 5 s
+    assert world.outcomes() == ["retrying", "retrying", "sent"]
+    log = world.orbit("notify", "log").out
+    assert "HTTP 429: slow down" in log and "HTTP 500: oops" in log
+    assert len(e.received) == 3 and world.leftovers() == []
+
+
+def test_a_burst_to_a_20_per_minute_endpoint_is_merged(world: World) -> None:
+    e = world.endpoint(DINGTALK_OK)
+    world.profile("ding", e, "--on", "failed", kind="dingtalk")
+    runs = [world.new_run() for _ in range(12)]
+    # A burst while the sender is busy (its lock held): nothing may be lost or sent one by one.
+    handle = try_lock(outbox.sender_lock(world.home))
+    assert handle is not None
+    for run in runs:
+        world.settle(run)
+    assert len(list((world.orbit.home / "notify" / "outbox").iterdir())) == 12
+    release(handle)
+    assert outbox.wake_sender(world.home)
+    e.wait_for(lambda got: len(got) == 1)
+    first = e.received[0]
+    assert "12 runs finished" in first.body.decode() and first.key.startswith("digest-")
+    # Two more within the endpoint's 3 s spacing: held, then merged into one.
+    for run in [world.new_run(), world.new_run()]:
+        world.settle(run)
+    e.wait_for(lambda got: len(got) == 2)
+    wait_sender(world.orbit.home)
+    second = e.received[1]
+    assert "2 runs finished" in second.body.decode()
+    assert second.at - first.at >= 2.9  # 20 a minute: one request every 3 s at most
+    assert len(e.received) == 2 and world.outcomes() == ["sent", "sent"]
+    assert world.leftovers() == []
+
+
+def test_kill_9_of_the_sender_mid_delivery_loses_nothing(world: World) -> None:
+    e = world.endpoint(HOLD, OK)  # the first request is held open: the sender is mid-POST
+    world.profile("team", e, "--on", "failed")
+    run = world.new_run()
+    world.settle(run)
+    e.wait_for(lambda got: len(got) == 1)
+    pid = sender_pid(world.orbit.home)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while is_locked(outbox.sender_lock(world.home)):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    e.release()  # the held request is answered to nobody
+    assert world.leftovers() == ["queue/team/.batch.json"]
+    # A tick sees the work and no sender: it starts one, which sends the same batch again.
+    tick = world.orbit("scheduler", "tick")
+    assert tick.code == 0, tick.err
+    e.wait_for(lambda got: len(got) == 2)
+    wait_sender(world.orbit.home)
+    keys = [r.key for r in e.received]
+    assert keys == [f"run-{run}-failed"] * 2  # a receiver that dedupes by key shows it once
+    assert [r.json()["key"] for r in e.received] == keys
+    assert world.outcomes() == ["sent"] and world.leftovers() == []
+
+
+def test_a_dead_endpoint_does_not_hold_another_profile(world: World) -> None:
+    hanging = world.endpoint(HOLD)
+    live = world.endpoint(OK)
+    world.profile("hang", hanging, "--on", "failed")
+    world.profile("refused", "http://127.0.0.1:9/hook/x", "--on", "failed")
+    world.profile("live", live, "--on", "failed")
+    run = world.new_run()
+    started = time.monotonic()
+    world.settle(run)
+    settle_s = time.monotonic() - started
+    live.wait_for(lambda got: len(got) == 1, timeout=20)
+    took = live.received[0].at - started
+    hanging.wait_for(lambda got: len(got) == 1)
+    # The hanging endpoint holds its request for the 10 s timeout; the live one is not behind it.
+    assert settle_s < 1.0 and took < 5.0, (settle_s, took)
+    rows = world.orbit("notify", "log", "refused", "--json").json()
+    assert rows and rows[0]["outcome"] == "retrying" and "not reached" in rows[0]["detail"]
+    assert world.orbit("notify", "log", "live", "--json").json()[0]["outcome"] == "sent"
+
+
+def test_a_pending_event_waits_for_its_run_and_a_stale_one_is_dropped(world: World) -> None:
+    e = world.endpoint(OK)
+    world.profile("team", e, "--on", "succeeded,failed")
+    a, b = world.new_run(), world.new_run()
+    # As if the settling process died between the event and status.yaml:
+    outbox.record_settled(world.home, a, "failed", now_iso())
+    outbox.record_settled(world.home, b, "succeeded", now_iso())
+    assert not outbox.work_waiting(world.home)
+    assert not outbox.wake_sender(world.home)  # nothing to send: no sender is started
+    world.settle(a)  # settled later (by the tick's repair, say): the same event again
+    world.settle(b, RunState.CANCELLED)  # settled otherwise: the stale event goes
+    e.wait_for(lambda got: len(got) >= 1)
+    wait_sender(world.orbit.home)
+    assert [r.key for r in e.received] == [f"run-{a}-failed"]
+    assert world.leftovers() == []
+
+
+def test_a_group_is_announced_once_when_it_finishes_and_again_when_it_grows(
+    world: World,
+) -> None:
+    e = world.endpoint(OK)
+    world.profile("g", e, "--on", "group")
+    runs = [world.new_run() for _ in range(3)]
+    world.new_run(group="other")  # still queued: another group does not hold this one
+    world.settle(runs[0])
+    world.settle(runs[1], RunState.CANCELLED)
+    wait_sender(world.orbit.home)
+    assert e.received == []
+    world.settle(runs[2])
+    e.wait_for(lambda got: len(got) == 1)
+    wait_sender(world.orbit.home)
+    first = e.received[0].json()
+    assert first["event"] == "group" and "3 runs" in first["title"]
+    late = world.new_run()
+    world.settle(late)
+    e.wait_for(lambda got: len(got) == 2)
+    wait_sender(world.orbit.home)
+    second = e.received[1].json()
+    assert "4 runs" in second["title"] and second["key"] != first["key"]
+    assert len(e.received) == 2
+
+
+def test_fanning_out_twice_queues_once_and_a_sent_key_never_again(world: World) -> None:
+    world.profile("team", "http://127.0.0.1:9/x", "--on", "failed")
+    run = world.new_run()
+    handle = try_lock(outbox.sender_lock(world.home))  # keep the real sender out
+    assert handle is not None
+    try:
+        world.settle(run)
+        event = next((world.orbit.home / "notify" / "outbox").iterdir())
+        saved = event.read_bytes()
+        loaded = profiles.load(world.home)
+        assert fanout.fan_out(world.home, loaded, None) == 1
+        event.write_bytes(saved)  # as if killed before the event's removal
+        assert fanout.fan_out(world.home, loaded, None) == 0
+        ((_, message),) = queue.pending(world.home, "team")
+        queue.remember(world.home, "team", [message.key])  # once sent …
+        for path, _ in queue.pending(world.home, "team"):
+            path.unlink()
+        event.write_bytes(saved)
+        assert fanout.fan_out(world.home, loaded, None) == 0  # … never queued again
+    finally:
+        release(handle)
+
+
+def test_profile_filters_by_event_and_group(world: World) -> None:
+    e = world.endpoint(OK)
+    world.profile("only-lr", e, "--on", "succeeded,failed", "-g", "lr")
+    a, b = world.new_run(group="lr"), world.new_run(group="other")
+    c = world.new_run(group=None)
+    for run in (a, b, c):
+        world.settle(run)
+    e.wait_for(lambda got: len(got) >= 1)
+    wait_sender(world.orbit.home)
+    assert [r.key for r in e.received] == [f"run-{a}-failed"]
+    body = json.loads(e.received[0].body)
+    assert body["state"] == "failed" and "exit code 3" in body["title"]
+
+
+def test_no_profiles_no_outbox(world: World, tmp_path: Path) -> None:
+    run = world.new_run()
+    world.settle(run)
+    assert not (world.orbit.home / "notify").exists()
+
+
+def test_a_settle_imports_no_http_and_no_notify_code(world: World) -> None:
+    """The settle is on the run's path: it writes a file and starts a process, nothing more."""
+    world.profile("team", "http://127.0.0.1:9/x", "--on", "failed")
+    run = world.new_run()
+    code = (
+        "import sys\n"
+        "from orbit.store.home import Home\n"
+        "from orbit.store.model import RunState, now_iso\n"
+        "from orbit.store.runs import RunStore\n"
+        f"RunStore(Home.from_environ({{'ORBIT_HOME': {str(world.orbit.home)!r}}})).transition(\n"
+        f"    {run!r}, RunState.FAILED, actor='t', reason='x', finished_at=now_iso())\n"
+        "bad = [m for m in sys.modules if m.startswith(('orbit.notify', 'urllib.request', "
+        "'http.client'))]\n"
+        "print(','.join(bad))\n"
+    )
+    env = {**world.orbit.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ""
+    deadline = time.monotonic() + 10  # the sender it started: seen once it holds its lock
+    while sender_pid(world.orbit.home) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (world.orbit.home / "notify" / "outbox").exists()
+
+
+def test_doctor_reports_the_profiles_and_the_backlog(world: World) -> None:
+    def notify_check() -> dict[str, str]:
+        res = world.orbit("doctor", "--json")  # its exit code says what failed: JSON always
+        (check,) = [c for c in res.json()["checks"] if c["name"] == "notify"]
+        return check
+
+    world.profile("team", "http://127.0.0.1:9/x", "--on", "failed")
+    assert notify_check() == {
+        "name": "notify",
+        "status": "OK",
+        "detail": "team (webhook); nothing waiting",
+        "fix": "",
+    }
+    handle = try_lock(outbox.sender_lock(world.home))  # a sender that is busy elsewhere
+    assert handle is not None
+    try:
+        world.settle(world.new_run())
+        busy = notify_check()
+        assert busy["status"] == "OK" and "1 run(s) not yet turned into messages" in busy["detail"]
+    finally:
+        release(handle)
+    stop_sender(world.orbit.home)  # none may start: the doctor only reads
+    (world.orbit.home / "notify.yaml").chmod(0o644)
+    assert notify_check()["status"] == "FAIL"
