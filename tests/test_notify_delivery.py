@@ -129,6 +129,34 @@ def test_a_burst_to_a_20_per_minute_endpoint_is_merged(world: World) -> None:
     assert world.leftovers() == []
 
 
+def test_a_group_summary_is_never_merged_and_a_webhook_gets_one_request_per_message(
+    world: World,
+) -> None:
+    ding, hook = world.endpoint(DINGTALK_OK), world.endpoint(OK)
+    world.profile("ding", ding, "--on", "failed,group", kind="dingtalk")
+    world.profile("hook", hook, "--on", "failed,group")
+    runs = [world.new_run() for _ in range(3)]
+    handle = try_lock(outbox.sender_lock(world.home))  # the whole group ends in one burst
+    assert handle is not None
+    for run in runs:
+        world.settle(run)
+    release(handle)
+    assert outbox.wake_sender(world.home)
+    ding.wait_for(lambda got: len(got) == 2, timeout=30)
+    hook.wait_for(lambda got: len(got) == 4, timeout=30)
+    wait_sender(world.orbit.home)
+    digest, summary = (r.body.decode() for r in ding.received)
+    assert "3 runs finished: 3 failed" in digest and "group g" not in digest
+    assert "group g finished" in summary and "exit code 3" in summary  # whole: its failures
+    assert ding.received[1].at - ding.received[0].at >= 2.9
+    events = [r.json()["event"] for r in hook.received]
+    assert events == ["failed", "failed", "failed", "group"]
+    assert sorted(r.json()["key"] for r in hook.received[:3]) == sorted(
+        f"run-{run}-failed" for run in runs
+    )
+    assert len(ding.received) == 2 and len(hook.received) == 4
+
+
 def test_kill_9_of_the_sender_mid_delivery_loses_nothing(world: World) -> None:
     e = world.endpoint(HOLD, OK)  # the first request is held open: the sender is mid-POST
     world.profile("team", e, "--on", "failed")

@@ -70,10 +70,13 @@ def events(home: Home) -> list[Path]:
 
 
 def fan_out(home: Home, profiles: dict[str, Profile], web_url: str | None) -> int:
-    """Turn every ready event into deliveries; how many messages were queued."""
+    """Turn every ready event into deliveries; how many messages were queued. The runs'
+    messages are queued first, then the summaries of the groups they finish (so a summary
+    follows the runs it sums up), and the events are removed last."""
     store = RunStore(home)
     groups = Groups(store)
     queued = 0
+    ready: list[tuple[Path, Run]] = []
     for path in events(home):
         event = read_event(path)
         if event is None:
@@ -92,32 +95,41 @@ def fan_out(home: Home, profiles: dict[str, Profile], web_url: str | None) -> in
             log.warning("run %s cannot be read (%s): no message", event["run"], exc)
             unlink_quiet(path)
             continue
-        queued += _for_run(home, run, profiles, web_url, groups)
+        queued += _for_run(home, run, profiles, web_url)
+        ready.append((path, run))
+    for _, run in ready:
+        queued += _for_group(home, run, profiles, web_url, groups)
+    for path, _ in ready:
         unlink_quiet(path)
     return queued
 
 
-def _for_run(
+def _for_run(home: Home, run: Run, profiles: dict[str, Profile], web_url: str | None) -> int:
+    wanting = [p for p in profiles.values() if p.wants_run(run.state.value, run.group)]
+    if not wanting:
+        return 0
+    message = run_message(run, web_url)
+    return sum(queue.enqueue(home, p.name, message) for p in wanting)
+
+
+def _for_group(
     home: Home, run: Run, profiles: dict[str, Profile], web_url: str | None, groups: Groups
 ) -> int:
-    queued = 0
-    wanting = [p for p in profiles.values() if p.wants_run(run.state.value, run.group)]
-    if wanting:
-        message = run_message(run, web_url)
-        queued += sum(queue.enqueue(home, p.name, message) for p in wanting)
+    """The summary of the run's group, to each profile that wants it, once the group is done."""
     group = run.group
     summarizing = [p for p in profiles.values() if group and p.wants_group(group)]
-    if group and summarizing:
-        members = groups.finished_runs(group)
-        if members:
-            made: dict[tuple[str | None, str], Message] = {}
-            for p in summarizing:
-                how = (p.metric, p.metric_mode)
-                if how not in made:
-                    # Its key names the runs and their states: a group that gains runs and
-                    # finishes again is announced again, one that is looked at twice is not.
-                    made[how] = group_message(
-                        group, members, web_url, metric=p.metric, mode=p.metric_mode
-                    )
-                queued += queue.enqueue(home, p.name, made[how])
+    if not group or not summarizing:
+        return 0
+    members = groups.finished_runs(group)
+    if not members:
+        return 0
+    queued = 0
+    made: dict[tuple[str | None, str], Message] = {}
+    for p in summarizing:
+        how = (p.metric, p.metric_mode)
+        if how not in made:
+            # Its key names the runs and their states: a group that gains runs and finishes
+            # again is announced again, one that is looked at twice is not.
+            made[how] = group_message(group, members, web_url, metric=p.metric, mode=p.metric_mode)
+        queued += queue.enqueue(home, p.name, made[how])
     return queued

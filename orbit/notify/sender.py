@@ -5,9 +5,9 @@ waits, it holds notify/sender.lock for its whole life (the lock is its liveness,
 ticker's is), turns ready outbox events into deliveries (fanout.py), and sends each profile's
 queue in a thread of its own, so a slow or dead endpoint delays only its own messages. Each
 endpoint is posted to no faster than its platform allows (RATES, as a minimum spacing between
-requests); what queues up meanwhile is merged into one message. It exits once no event is
-ready and no delivery is queued: an event still pending (its run not settled yet) does not
-keep it alive, its settle starts a sender again.
+requests); run messages that queue up meanwhile are merged into one (batch_of). It exits once
+no event is ready and no delivery is queued: an event still pending (its run not settled yet)
+does not keep it alive, its settle starts a sender again.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import IO, Any
 
 from orbit.notify import journal, queue
 from orbit.notify.fanout import fan_out
-from orbit.notify.message import merge
+from orbit.notify.message import Message, merge
 from orbit.notify.platforms import RATES
 from orbit.notify.post import post, request_for
 from orbit.notify.profiles import Profile, load, scrub
@@ -30,6 +31,8 @@ from orbit.store.locks import release, try_lock
 from orbit.store.outbox import LOCK_FD, sender_lock, work_waiting
 
 log = logging.getLogger(__name__)
+
+Delivery = tuple[Path, Message]  # a queued delivery file and its message
 
 POLL_S = 0.5  # how often the outbox is looked at while the sender lives
 MAX_ATTEMPTS = 10  # then the message is given up (about 25 minutes of backoff)
@@ -50,6 +53,17 @@ def spacing(kind: str) -> float:
 
 def backoff(attempts: int) -> float:
     return float(BACKOFF_S[min(attempts, len(BACKOFF_S)) - 1])
+
+
+def batch_of(deliveries: list[Delivery], *, merging: bool) -> list[Delivery]:
+    """What one request carries, from the queue (oldest first). An endpoint without a rate
+    limit (the generic webhook) gets one message per request, so a program receiving it sees
+    one event per run. A rate-limited one gets every run message waiting merged into one
+    digest; a group summary always goes alone and whole (its best run and failures would not
+    survive a digest), in its turn."""
+    if not merging or deliveries[0][1].event == "group":
+        return deliveries[:1]
+    return [d for d in deliveries if d[1].event != "group"]
 
 
 class Worker(threading.Thread):
@@ -86,10 +100,11 @@ class Worker(threading.Thread):
             if now < ready_at:  # the endpoint's pace: what comes meanwhile joins this batch
                 self.sender.stop.wait(ready_at - now)
                 return True
-            messages = [m for _, m in deliveries]
+            chosen = batch_of(deliveries, merging=spacing(profile.kind) > 0)
+            messages = [m for _, m in chosen]
             message = messages[0] if len(messages) == 1 else merge(messages)
             batch = queue.Batch(message, [m.key for m in messages])
-            queue.take(home, name, batch, [p for p, _ in deliveries])
+            queue.take(home, name, batch, [p for p, _ in chosen])
         due = max(batch.next_at, ready_at)
         if now < due:
             self.sender.stop.wait(due - now)
