@@ -165,7 +165,7 @@ def masked_url(url: str | None) -> str:
     except ValueError:
         scheme, host = "?", "?"
     rest = url.split(host, 1)[-1] if host in url else url
-    tail = rest[-4:] if len(rest) > 8 else ""
+    tail = rest[-4:] if len(rest) >= 16 else ""  # a short path could be read back whole
     return f"{scheme}://{host}/…{tail}"
 
 
