@@ -196,7 +196,9 @@ def test_a_flooding_container_held_by_the_valve_stops_promptly(
 ) -> None:
     # The container waits in a write while the copy catches up: the stop must still end it
     # (SIGTERM, then SIGKILL after the grace), and the run settle with every line it wrote.
-    options = ("--timeout", "0.05") if how == "timeout" else ()
+    # 9 s: time for the flood to get past a rotation even on a loaded machine, where the valve
+    # holds it to a slow copy (3 s was not always enough), before the timeout stops it.
+    options = ("--timeout", "0.15") if how == "timeout" else ()
     run_id = flood_run(orbit, busybox, timed_flood(0), *options)
     container = orbit.wait_for(run_id, lambda s: s["state"] == "running")["container"]
     deadline = time.monotonic() + 30
