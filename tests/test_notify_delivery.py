@@ -198,8 +198,11 @@ def test_a_dead_endpoint_does_not_hold_another_profile(world: World) -> None:
     hanging.wait_for(lambda got: len(got) == 1)
     # The hanging endpoint holds its request for the 10 s timeout; the live one is not behind it.
     assert settle_s < 1.0 and took < 5.0, (settle_s, took)
-    rows = world.orbit("notify", "log", "refused", "--json").json()
-    assert rows and rows[0]["outcome"] == "retrying" and "not reached" in rows[0]["detail"]
+    deadline = time.monotonic() + 20  # the refused profile's thread logs in its own time
+    while not (rows := world.orbit("notify", "log", "refused", "--json").json()):
+        assert time.monotonic() < deadline, "the refused endpoint was never tried"
+        time.sleep(0.2)
+    assert rows[0]["outcome"] == "retrying" and "not reached" in rows[0]["detail"]
     assert world.orbit("notify", "log", "live", "--json").json()[0]["outcome"] == "sent"
 
 
