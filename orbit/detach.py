@@ -1,9 +1,9 @@
 """Detaching a process from the command that starts it (no Orbit imports).
 
-The shepherd and the ticker outlive the command that starts them: each is the grandchild of a
-double fork, in a new session (no terminal can hang it up, no zombie is left), with stdin on
-/dev/null, stdout and stderr on its own log, and none of the caller's descriptors, which could
-hold the caller's locks.
+The shepherd, the ticker and the notification sender outlive the command that starts them:
+each is the grandchild of a double fork, in a new session (no terminal can hang it up, no
+zombie is left), with stdin on /dev/null, stdout and stderr on its own log, and none of the
+caller's descriptors, which could hold the caller's locks.
 """
 
 from __future__ import annotations
@@ -56,3 +56,29 @@ def close_inherited(keep: int = 2) -> None:
                 os.close(fd)
             except OSError:
                 pass
+
+
+LOCK_FD = 3  # where a process started by start_with_lock finds the lock its starter took
+
+
+def start_with_lock(argv: list[str], env: dict[str, str], log_path: str, cwd: str,
+                    lock_fd: int) -> None:  # fmt: skip
+    """Exec `argv` detached (double fork, new session, stdio on `log_path`) with none of the
+    caller's descriptors but the lock open at `lock_fd`, handed over as LOCK_FD: of racing
+    starters, only the one that took the lock starts a process. Returns in the caller once
+    the short-lived middle child has exited; the started process adopts the lock
+    (store/locks.adopt_lock)."""
+    if not double_fork():
+        return
+    try:
+        detach_stdio(log_path)
+        if lock_fd == LOCK_FD:
+            os.set_inheritable(LOCK_FD, True)
+        else:
+            os.dup2(lock_fd, LOCK_FD)  # a dup2 copy is inheritable
+        close_inherited(keep=LOCK_FD)
+        os.chdir(cwd)
+        os.execve(argv[0], argv, env)
+    except BaseException:
+        pass
+    os._exit(1)

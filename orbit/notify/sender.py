@@ -27,8 +27,8 @@ from orbit.notify.platforms import RATES
 from orbit.notify.post import post, request_for
 from orbit.notify.profiles import Profile, load, scrub
 from orbit.store.home import Home
-from orbit.store.locks import release, try_lock
-from orbit.store.outbox import LOCK_FD, sender_lock, work_waiting
+from orbit.store.locks import adopt_lock, release, try_lock
+from orbit.store.outbox import sender_lock, work_waiting
 
 log = logging.getLogger(__name__)
 
@@ -207,25 +207,12 @@ class Sender:
             self.handle = None
 
 
-def _adopt_lock(home: Home) -> IO[str] | None:
-    """This process's own lock on notify/sender.lock, or None when another sender holds it
-    (the starter's copy at LOCK_FD is swapped for one the kernel names this process for)."""
-    path = sender_lock(home)
-    try:
-        inherited = os.fstat(LOCK_FD).st_ino == os.stat(path).st_ino
-    except OSError:
-        inherited = False
-    if inherited:
-        release(os.fdopen(LOCK_FD, "a"))
-    return try_lock(path)
-
-
 def main() -> None:
     """`python -m orbit.notify.sender`: deliver ORBIT_HOME's notifications, then exit."""
     home = Home.from_environ(os.environ)
     home.apply_umask()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s sender %(process)d %(message)s")
-    handle = _adopt_lock(home)
+    handle = adopt_lock(sender_lock(home))
     if handle is None:
         return  # another sender delivers this home's messages
     sender = Sender(home, handle)

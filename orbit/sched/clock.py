@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from orbit.detach import close_inherited, detach_stdio, double_fork
+from orbit.detach import start_with_lock
 from orbit.store.childenv import child_environ
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
@@ -36,7 +36,6 @@ TICKER_INFO = "ticker.json"  # in runtime/: the ticker's pid and start, for peop
 TICKER_LOG = "ticker.log"  # in runtime/: the ticker's stdout and stderr
 CLOCK_RECORD = "clock.json"  # in runtime/: the last tick of the timer or the cron line
 TICKER_MODULE = "orbit.service.ticker"
-LOCK_FD = 3  # the ticker finds the lock its starter took at this descriptor
 # A clock tick is expected every `every_s`: one that missed two of them (plus a margin for a
 # slow tick) no longer counts, so a timer that stopped (or units left behind) moves nothing.
 CLOCK_GRACE_S = 30.0
@@ -118,25 +117,9 @@ def keep_moving(home: Home) -> bool:
 
 
 def _start(home: Home, handle: IO[str]) -> None:
-    """Double fork: the grandchild, in a new session (no terminal can hang it up), with stdio
-    on runtime/ticker.log and no descriptor of the caller but the lock, execs the ticker; the
-    caller waits only for the short-lived child."""
+    """The ticker, detached, with the lock (detach.start_with_lock); the caller waits only for
+    the short-lived middle child."""
     argv = [sys.executable, "-m", TICKER_MODULE]
-    env = child_environ(home, home.environ)
     log_path = str(home.runtime_dir / TICKER_LOG)
-    lock_fd = handle.fileno()
-    if not double_fork():
-        return
-    try:
-        detach_stdio(log_path)
-        # The lock at LOCK_FD and nothing else of the caller's survives the exec.
-        if lock_fd == LOCK_FD:
-            os.set_inheritable(LOCK_FD, True)
-        else:
-            os.dup2(lock_fd, LOCK_FD)  # a dup2 copy is inheritable
-        close_inherited(keep=LOCK_FD)
-        os.chdir(home.root)
-        os.execve(sys.executable, argv, env)
-    except BaseException:
-        pass
-    os._exit(1)
+    start_with_lock(argv, child_environ(home, home.environ), log_path, str(home.root),
+                    handle.fileno())  # fmt: skip

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from orbit.sched.clock import (
-    LOCK_FD,
     TICKER_INFO,
     clock_ticks,
     queued,
@@ -30,7 +29,7 @@ from orbit.sched.clock import (
 from orbit.service.units import Data, holder_info
 from orbit.store.files import atomic_write, unlink_quiet
 from orbit.store.home import Home
-from orbit.store.locks import release, try_lock
+from orbit.store.locks import adopt_lock, release, try_lock
 from orbit.store.model import now_iso
 
 log = logging.getLogger(__name__)
@@ -159,30 +158,12 @@ class Ticker:
         self.handle = None
 
 
-def _adopt_lock(home: Home) -> IO[str] | None:
-    """This process's own lock on locks/ticker.lock, or None when another ticker holds it.
-
-    The starter took the lock and passed it at LOCK_FD, so that of racing starters only one
-    starts a ticker. The kernel names the process that took a flock as its holder (/proc/locks),
-    so the ticker swaps it for one of its own: people and `orbit scheduler status` then see the
-    ticker's pid. A starter that took the lock in the instant between wins; this one leaves.
-    """
-    path = ticker_lock(home)
-    try:
-        inherited = os.fstat(LOCK_FD).st_ino == os.stat(path).st_ino
-    except OSError:
-        inherited = False
-    if inherited:
-        release(os.fdopen(LOCK_FD, "a"))
-    return try_lock(path)
-
-
 def main() -> None:
     """`python -m orbit.service.ticker`: tick ORBIT_HOME's queue until it is empty."""
     home = Home.from_environ(os.environ)
     home.apply_umask()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s ticker %(process)d %(message)s")
-    handle = _adopt_lock(home)
+    handle = adopt_lock(ticker_lock(home))
     if handle is None:
         return  # another ticker moves this queue
     ticker = Ticker(home, handle)

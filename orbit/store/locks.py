@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from orbit.detach import LOCK_FD
 from orbit.errors import ExitCode, OrbitError
 from orbit.store.files import atomic_write
 
@@ -45,6 +46,23 @@ def release(handle: IO[str]) -> None:
         portalocker.unlock(handle)
     finally:
         handle.close()
+
+
+def adopt_lock(path: Path) -> IO[str] | None:
+    """This process's own lock on `path`, or None when another process holds it.
+
+    A process started by detach.start_with_lock finds its starter's lock at LOCK_FD. The
+    kernel names the process that took a flock as its holder (/proc/locks), so the lock is
+    swapped for one of this process's own: people and the status commands then see its pid.
+    A starter that took the lock in the instant between wins; this process leaves.
+    """
+    try:
+        inherited = os.fstat(LOCK_FD).st_ino == os.stat(path).st_ino
+    except OSError:
+        inherited = False
+    if inherited:
+        release(os.fdopen(LOCK_FD, "a"))
+    return try_lock(path)
 
 
 @contextmanager

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from orbit.detach import close_inherited, detach_stdio, double_fork
+from orbit.detach import start_with_lock
 from orbit.store.childenv import child_environ
 from orbit.store.files import atomic_write, read_yaml
 from orbit.store.home import Home
@@ -35,7 +35,6 @@ PROFILES_FILE = "notify.yaml"  # in ORBIT_HOME
 NOTIFY_DIR = "notify"  # in ORBIT_HOME
 SENDER_MODULE = "orbit.notify.sender"
 FINISHED = ("succeeded", "failed", "cancelled", "lost")
-LOCK_FD = 3  # the sender finds the lock its starter took at this descriptor
 
 
 def notify_dir(home: Home) -> Path:
@@ -146,24 +145,8 @@ def wake_sender(home: Home) -> bool:
 
 
 def _start(home: Home, handle: IO[str]) -> None:
-    """Double fork, then exec the sender in a new session with stdio on notify/sender.log and
-    none of the caller's descriptors but the lock, at LOCK_FD: of racing starters, only the
-    one that took the lock starts a sender (as the ticker is started, sched/clock.py)."""
+    """The sender, detached, with the lock (as the ticker is started, sched/clock.py)."""
     argv = [sys.executable, "-m", SENDER_MODULE]
-    env = child_environ(home, home.environ)
     log_path = str(notify_dir(home) / "sender.log")
-    lock_fd = handle.fileno()
-    if not double_fork():
-        return
-    try:
-        detach_stdio(log_path)
-        if lock_fd == LOCK_FD:
-            os.set_inheritable(LOCK_FD, True)
-        else:
-            os.dup2(lock_fd, LOCK_FD)  # a dup2 copy is inheritable
-        close_inherited(keep=LOCK_FD)
-        os.chdir(home.root)
-        os.execve(sys.executable, argv, env)
-    except BaseException:
-        pass
-    os._exit(1)
+    start_with_lock(argv, child_environ(home, home.environ), log_path, str(home.root),
+                    handle.fileno())  # fmt: skip
