@@ -168,23 +168,20 @@ class Shepherd:
             raise DockerError(f"cannot create the container: {exc.explanation or exc}") from None
         if code is not None:
             try:
-                self._copy_code(container, code, run)
+                self._copy_code(container, code)
             except OrbitError:
                 self._remove(container)
                 raise
         return container
 
     @staticmethod
-    def _copy_code(container: Container, code: workspace.Source, run: Run) -> None:
-        """Put the snapshot into /workspace, owned by the run's user (the submitter's ids with
-        `--root` too, as the shepherd runs as the submitter)."""
+    def _copy_code(container: Container, code: workspace.Source) -> None:
+        """Put the snapshot into /workspace, owned by the submitter's uid:gid as the snapshot
+        tar was (the shepherd runs as the user who submitted: its own ids)."""
         import docker.errors
 
-        user = str(run.spec.get("user") or "")
-        uid, _, gid = user.partition(":")
-        ids = (int(uid), int(gid)) if uid.isdigit() and gid.isdigit() else None
         try:
-            container.put_archive("/", code.stream(*(ids or (os.getuid(), os.getgid()))))
+            container.put_archive("/", code.stream(os.getuid(), os.getgid()))
         except OSError as exc:
             where = str(code.tar or code.snapshots_dir)
             problem = from_os_error(exc, where)

@@ -17,8 +17,10 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import stat
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,12 +70,16 @@ def _git(root: Path, *args: str, check: bool = True) -> bytes:
 
 
 def repo_root(path: Path) -> Path:
+    return _locate(path)[0]
+
+
+def _locate(path: Path) -> tuple[Path, Path]:
+    """The repository's top-level directory and its index file."""
     if not path.is_dir():
         raise UsageError(f"project directory {path} does not exist")
     proc = subprocess.run(
-        ["git", "-C", str(path), "rev-parse", "--show-toplevel"],
+        ["git", "-C", str(path), "rev-parse", "--show-toplevel", "--git-path", "index"],
         capture_output=True,
-        text=True,
         env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
     )
     if proc.returncode != 0:
@@ -81,10 +87,10 @@ def repo_root(path: Path) -> Path:
             f"{path} is not inside a Git repository; use --project DIR, or --no-project to run "
             "without code"
         )
-    return Path(proc.stdout.strip())
+    top, index = proc.stdout.decode("utf-8", "surrogateescape").splitlines()[:2]
+    return Path(top), path / index  # the index's path is relative to `path`, or absolute
 
 
-# --- the stat cache --------------------------------------------------------------------------
 def _cache_path(cache_dir: Path, root: Path, suffix: str) -> Path:
     key = hashlib.sha256(str(root).encode("utf-8", "surrogateescape")).hexdigest()[:24]
     return cache_dir / f"{key}{suffix}"
@@ -116,13 +122,25 @@ def _save(path: Path, root: Path, doc: dict[str, Any]) -> None:
 
 
 # --- taking a snapshot -----------------------------------------------------------------------
-def _start_git(root: Path, *args: str) -> subprocess.Popen[bytes]:
+def _start_git(root: Path, *args: str, index: str | None = None) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+    if index is not None:
+        env["GIT_INDEX_FILE"] = index
     return subprocess.Popen(
-        ["git", "-C", str(root), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        ["git", "-C", str(root), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
+
+
+def _private_index(index: Path, tmp: str) -> str:
+    """A copy of the repository's index in `tmp`, for `git diff HEAD`: that command refreshes
+    the index it reads and writes it back (GIT_OPTIONAL_LOCKS=0 does not stop it, Git 2.39),
+    so it gets this copy, never the repository's own."""
+    copy = os.path.join(tmp, "index")
+    try:
+        shutil.copyfile(index, copy)
+    except FileNotFoundError:  # no index yet: Git reads the missing copy as an empty one
+        pass
+    return copy
 
 
 def _output(proc: subprocess.Popen[bytes], check: bool = True) -> bytes:
@@ -137,14 +155,21 @@ def take(
 ) -> Snapshot:
     """Snapshot the repository at `path` into `snapshots_dir`, storing only the contents it
     lacks. `cache_dir` holds the stat cache (none: every file is read)."""
-    root = repo_root(path)
+    root, index = _locate(path)
     started_ns = time.time_ns()
-    # Git's commands run side by side, and beside the stat of every file below.
-    git_head = _start_git(root, "rev-parse", "--verify", "-q", "HEAD")
-    git_diff = _start_git(root, "diff", "--no-color", "--binary", "HEAD")
-    git_tracked = _start_git(root, "ls-files", "-z", "--cached")
-    git_others = _start_git(root, "ls-files", "-z", "--others", "--exclude-standard")
+    tmp = tempfile.mkdtemp(prefix="orbit-snapshot-")
+    procs: list[subprocess.Popen[bytes]] = []
     try:
+        # Git's commands run side by side, and beside the stat of every file below.
+        procs = [
+            _start_git(root, "ls-files", "-z", "--cached"),
+            _start_git(root, "ls-files", "-z", "--others", "--exclude-standard"),
+            _start_git(root, "rev-parse", "--verify", "-q", "HEAD"),
+            _start_git(
+                root, "diff", "--no-color", "--binary", "HEAD", index=_private_index(index, tmp)
+            ),
+        ]
+        git_tracked, git_others, git_head, git_diff = procs
         tracked = _output(git_tracked).decode("utf-8", "surrogateescape").split("\0")
         others = _output(git_others).decode("utf-8", "surrogateescape").split("\0")
         untracked = [n for n in others if n]
@@ -161,15 +186,18 @@ def take(
             )
             racy = any(st.st_mtime_ns >= started_ns - RACY_NS for _, st in stats)
             if stamp_file is not None and not racy:
-                stamp = {"snapshot": snap_hash, "files": files, "bytes": total}
+                size = manifest_path(snapshots_dir, snap_hash).stat().st_size
+                stamp = {"snapshot": snap_hash, "manifest_size": size}
+                stamp.update(files=files, bytes=total)
                 _save(stamp_file, root, {"tree": tree, **stamp})
         head = _output(git_head, check=False).decode().strip() or None
         diff = _output(git_diff, check=False) if head else b""
     finally:
-        for proc in (git_head, git_diff, git_tracked, git_others):
+        for proc in procs:
             if proc.returncode is None:
                 proc.kill()
                 proc.communicate()
+        shutil.rmtree(tmp, ignore_errors=True)
     text = _diff(root, diff, untracked)
     return Snapshot(root, head, bool(text or untracked), snap_hash, files, total, text, stored)
 
@@ -196,14 +224,14 @@ def _stat_all(root: Path, names: list[str]) -> tuple[list[tuple[str, os.stat_res
 
 def _load_stamp(path: Path, root: Path, tree: str, snapshots_dir: Path) -> dict[str, Any] | None:
     """The snapshot recorded for exactly this tree (by `_stat_all`'s digest), if its manifest
-    is still stored."""
+    is still stored, at its size (one emptied by a power cut is written again)."""
     try:
         doc = json.loads(path.read_bytes())
         if (
             doc.get("format") == CACHE_FORMAT
             and doc.get("root") == str(root)
             and doc.get("tree") == tree
-            and manifest_path(snapshots_dir, doc["snapshot"]).is_file()
+            and manifest_path(snapshots_dir, doc["snapshot"]).stat().st_size == doc["manifest_size"]
         ):
             return dict(doc)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -237,11 +265,8 @@ def _take(
             fresh[entry.path] += [st.st_mode, sha, "", 0]
     snap_hash = _hash(entries)
     stored = 0
-    try:
-        if any(not row[6] for row in fresh.values()):
-            _learn_places(fresh, read_manifest(snapshots_dir, snap_hash)[0])
-        elif not manifest_path(snapshots_dir, snap_hash).is_file():
-            raise FileNotFoundError(snap_hash)
+    try:  # read whole, so that a manifest damaged by a power cut is written again
+        _learn_places(fresh, read_manifest(snapshots_dir, snap_hash)[0])
     except (FileNotFoundError, CorruptError) as exc:  # a damaged manifest is written again
         if isinstance(exc, CorruptError):
             log.info("%s", exc)
