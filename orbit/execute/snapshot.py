@@ -173,7 +173,9 @@ def take(
         tracked = _output(git_tracked).decode("utf-8", "surrogateescape").split("\0")
         others = _output(git_others).decode("utf-8", "surrogateescape").split("\0")
         untracked = [n for n in others if n]
-        names = sorted({n for n in tracked if n}.union(untracked))
+        # Git's order (an unmerged path is listed once per stage); sorted only when needed.
+        names = list(dict.fromkeys([*tracked, *untracked]))
+        names.remove("")
         stats, tree = _stat_all(root, names)
         stamp_file = _cache_path(cache_dir, root, ".tree") if cache_dir is not None else None
         known = _load_stamp(stamp_file, root, tree, snapshots_dir) if stamp_file else None
@@ -251,7 +253,7 @@ def _take(
     store what the store lacks: the snapshot's hash, files, bytes and contents stored."""
     cache_file = _cache_path(cache_dir, root, ".json") if cache_dir is not None else None
     cache, last = _load_cache(cache_file, root) if cache_file is not None else ({}, None)
-    entries, unread, fresh, total = _scan(root, stats, cache, max_mb)
+    entries, unread, fresh, total = _scan(root, sorted(stats), cache, max_mb)
     read: dict[str, bytes] = {}
     for i, st in unread:
         entry = entries[i]
