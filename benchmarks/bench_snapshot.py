@@ -122,7 +122,7 @@ def bench_repo(
 ) -> dict[str, dict[str, list[float]]]:
     """For each version: first, second and edited times per repeat, and the edit's bytes."""
     out: dict[str, dict[str, list[float]]] = {
-        v: {"first": [], "second": [], "edited": [], "edit_bytes": [], "new_objects": []}
+        v: {"first": [], "second": [], "edited": [], "edit_bytes": [], "stored": []}
         for v in versions
     }
     edits = 0
@@ -146,7 +146,7 @@ def bench_repo(
             row["second"].append(second)
             row["edited"].append(edited)
             row["edit_bytes"].append(added)
-            row["new_objects"].append(getattr(c, "stored", -1))
+            row["stored"].append(getattr(c, "stored", -1))
     return out
 
 
@@ -163,8 +163,8 @@ def report(title: str, results: dict[str, dict[str, list[float]]]) -> None:
             f"edited/first {statistics.median(row['edited']) / first:.3f}, "
             f"edit stored {int(statistics.median(row['edit_bytes'])):,} bytes"
             + (
-                f" ({int(statistics.median(row['new_objects']))} new object)"
-                if row["new_objects"][0] >= 0
+                f" ({int(statistics.median(row['stored']))} contents stored)"
+                if row["stored"][0] >= 0
                 else ""
             )
         )
