@@ -112,6 +112,25 @@ def _load_cache(path: Path, root: Path) -> tuple[dict[str, list[Any]], str | Non
     return {}, None
 
 
+def _load_json(path: Path, root: Path) -> dict[str, Any]:
+    """A cache file of this repository and format, or {}."""
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    if isinstance(doc, dict) and doc.get("format") == CACHE_FORMAT and doc.get("root") == str(root):
+        return doc
+    return {}
+
+
+def _save_text(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, text.encode(), durable=False)
+    except OSError as exc:
+        log.info("cannot write the snapshot cache %s: %s", path, exc)
+
+
 def _save(path: Path, root: Path, doc: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -165,48 +184,98 @@ def take(
             _start_git(root, "ls-files", "-z", "--cached"),
             _start_git(root, "ls-files", "-z", "--others", "--exclude-standard"),
             _start_git(root, "rev-parse", "--verify", "-q", "HEAD"),
-            _start_git(
-                root, "diff", "--no-color", "--binary", "HEAD", index=_private_index(index, tmp)
-            ),
         ]
-        git_tracked, git_others, git_head, git_diff = procs
+        git_tracked, git_others, git_head = procs
+        stamp_file = _cache_path(cache_dir, root, ".tree") if cache_dir is not None else None
+        stamp = _load_json(stamp_file, root) if stamp_file is not None else {}
+        head = _output(git_head, check=False).decode().strip() or None
+        index_key = _file_key(index)
+        # code.diff depends on HEAD, the index and the files: when the first two are as at the
+        # last snapshot, the files decide (below) whether its diff is reused.
+        same_git = bool(stamp) and stamp.get("head") == head and stamp.get("index") == index_key
+
+        def start_diff() -> subprocess.Popen[bytes]:
+            proc = _start_git(
+                root, "diff", "--no-color", "--binary", "HEAD", index=_private_index(index, tmp)
+            )
+            procs.append(proc)
+            return proc
+
+        git_diff = start_diff() if head and not same_git else None
+        # Git's order (an unmerged path is listed once per stage); sorted only when needed.
+        # The tracked files are stat'ed while Git still looks for untracked ones.
         tracked = _output(git_tracked).decode("utf-8", "surrogateescape").split("\0")
+        stats = _stat_each(root, [n for n in dict.fromkeys(tracked) if n])
         others = _output(git_others).decode("utf-8", "surrogateescape").split("\0")
         untracked = [n for n in others if n]
-        # Git's order (an unmerged path is listed once per stage); sorted only when needed.
-        names = list(dict.fromkeys([*tracked, *untracked]))
-        names.remove("")
-        stats, tree = _stat_all(root, names)
-        stamp_file = _cache_path(cache_dir, root, ".tree") if cache_dir is not None else None
-        known = _load_stamp(stamp_file, root, tree, snapshots_dir) if stamp_file else None
-        if known is not None:  # nothing changed since a snapshot still stored
-            snap_hash, files, total, stored = known["snapshot"], known["files"], known["bytes"], 0
+        stats += _stat_each(root, untracked)
+        tree = _digest(stats)
+        if stamp.get("tree") == tree and _manifest_size(snapshots_dir, stamp) is not None:
+            # nothing changed since a snapshot still stored
+            snap_hash, files, total, stored = stamp["snapshot"], stamp["files"], stamp["bytes"], 0
             _check_size(total, max_mb)
         else:
             snap_hash, files, total, stored = _take(
                 root, snapshots_dir, stats, max_mb, cache_dir, started_ns
             )
-            racy = any(st.st_mtime_ns >= started_ns - RACY_NS for _, st in stats)
-            if stamp_file is not None and not racy:
-                size = manifest_path(snapshots_dir, snap_hash).stat().st_size
-                stamp = {"snapshot": snap_hash, "manifest_size": size}
-                stamp.update(files=files, bytes=total)
-                _save(stamp_file, root, {"tree": tree, **stamp})
-        head = _output(git_head, check=False).decode().strip() or None
-        diff = _output(git_diff, check=False) if head else b""
+        text = _cached_diff(stamp, tree, same_git, stamp_file)
+        if text is None:
+            if head and git_diff is None:
+                git_diff = start_diff()
+            text = _diff(root, _output(git_diff, check=False) if git_diff else b"", untracked)
+        racy = any(st.st_mtime_ns >= started_ns - RACY_NS for _, st in stats)
+        if stamp_file is not None and not racy:
+            new = {"tree": tree, "snapshot": snap_hash, "files": files, "bytes": total}
+            new.update(head=head, index=index_key, diff=hashlib.sha256(text.encode()).hexdigest())
+            new["manifest_size"] = _manifest_size(snapshots_dir, {"snapshot": snap_hash}, 0)
+            if {**stamp, "format": None, "root": None} != {**new, "format": None, "root": None}:
+                _save_text(stamp_file.with_suffix(".diff"), text)  # before the stamp naming it
+                _save(stamp_file, root, new)
     finally:
         for proc in procs:
             if proc.returncode is None:
                 proc.kill()
                 proc.communicate()
         shutil.rmtree(tmp, ignore_errors=True)
-    text = _diff(root, diff, untracked)
     return Snapshot(root, head, bool(text or untracked), snap_hash, files, total, text, stored)
 
 
-def _stat_all(root: Path, names: list[str]) -> tuple[list[tuple[str, os.stat_result]], str]:
-    """Each listed path that exists, with its lstat; and a digest of them all (path, mode,
-    mtime, ctime, size, inode), which changes whenever any file does."""
+def _file_key(path: Path) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _manifest_size(snapshots_dir: Path, stamp: dict[str, Any], expect: int = -1) -> int | None:
+    """The size of the manifest `stamp` names; None when it is missing, or (unless `expect`
+    is 0) not the size the stamp recorded (one emptied by a power cut is written again)."""
+    try:
+        size = manifest_path(snapshots_dir, str(stamp["snapshot"])).stat().st_size
+    except (OSError, KeyError):
+        return None
+    return size if expect == 0 or size == stamp.get("manifest_size") else None
+
+
+def _cached_diff(
+    stamp: dict[str, Any], tree: str, same_git: bool, stamp_file: Path | None
+) -> str | None:
+    """The last snapshot's code.diff, when HEAD, the index and every file are as they were
+    then (and the saved text is the one the stamp names)."""
+    if not same_git or stamp_file is None or stamp.get("tree") != tree:
+        return None
+    try:
+        text = stamp_file.with_suffix(".diff").read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(text).hexdigest() != stamp.get("diff"):
+        return None
+    return text.decode()
+
+
+def _stat_each(root: Path, names: list[str]) -> list[tuple[str, os.stat_result]]:
+    """Each of `names` that exists, with its lstat (a deleted file is not in the snapshot)."""
     prefix = f"{root}/"
     lstat = os.lstat
     stats = []
@@ -214,31 +283,20 @@ def _stat_all(root: Path, names: list[str]) -> tuple[list[tuple[str, os.stat_res
         try:
             stats.append((name, lstat(prefix + name)))
         except FileNotFoundError:
-            continue  # deleted in the working tree: not part of the snapshot
+            continue
+    return stats
+
+
+def _digest(stats: list[tuple[str, os.stat_result]]) -> str:
+    """A digest of every path with its mode, mtime, ctime, size and inode: it changes whenever
+    any file does."""
     text = "".join(
         [
             f"{n}\0{st.st_mode}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_size}\0{st.st_ino}\n"
             for n, st in stats
         ]
     )
-    return stats, hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
-
-
-def _load_stamp(path: Path, root: Path, tree: str, snapshots_dir: Path) -> dict[str, Any] | None:
-    """The snapshot recorded for exactly this tree (by `_stat_all`'s digest), if its manifest
-    is still stored, at its size (one emptied by a power cut is written again)."""
-    try:
-        doc = json.loads(path.read_bytes())
-        if (
-            doc.get("format") == CACHE_FORMAT
-            and doc.get("root") == str(root)
-            and doc.get("tree") == tree
-            and manifest_path(snapshots_dir, doc["snapshot"]).stat().st_size == doc["manifest_size"]
-        ):
-            return dict(doc)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        pass
-    return None
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def _take(
