@@ -120,6 +120,32 @@ def test_a_one_line_edit_stores_only_that_file(tmp_path: Path) -> None:
     assert take(repo, store).hash == first.hash
 
 
+def test_code_diff_follows_edits_commits_and_untracked_files(tmp_path: Path) -> None:
+    """code.diff is reused only while HEAD, the index and every file are as before."""
+    repo = make_repo(tmp_path / "repo")
+    store = tmp_path / "store"
+
+    def git(*args: str) -> None:
+        env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org"}
+        env.update(GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.org")
+        subprocess.run(["git", "-C", str(repo), *args], check=True, env=env, capture_output=True)
+
+    first = take(repo, store)
+    assert "+untracked" in first.diff and "-deleted below" in first.diff
+    assert take(repo, store).diff == first.diff  # reused
+    git("add", "-A")
+    git("commit", "-qm", "all")
+    clean = take(repo, store)
+    assert (clean.diff, clean.dirty, clean.hash) == ("", False, first.hash)
+    (repo / "src" / "model.py").write_text("layers = 3\n")
+    edited = take(repo, store)
+    assert "+layers = 3" in edited.diff and edited.dirty
+    (repo / "src" / "model.py").write_text("layers = 2\n")
+    os.utime(repo / "src" / "model.py", (HOUR_AGO, HOUR_AGO))
+    assert take(repo, store).diff == ""
+    assert take(repo, store).diff == ""  # and once more, from the cache
+
+
 def test_the_repository_is_never_written(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
 

@@ -8,6 +8,7 @@ ORBIT_HOME/
   snapshots/         code snapshots        } <h>.manifest and objects/ (older: <h>.tar),
                                            } content-addressed, shared by runs
   index.jsonl        listing cache for `ps -a` (rebuildable; never the truth)
+  cache/snapshots/   per repository: file stats and hashes, the last tree (rebuildable)
   locks/             scheduler.lock (+ .holder), ids.lock, index.lock
   runtime/           next_id, boot_id, last_tick, tick.requested, markers_checked, secrets/
 
