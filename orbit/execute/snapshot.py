@@ -14,7 +14,6 @@ SHA-256, place in a pack) lets an unchanged file go unread, as Git's index does.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from orbit.errors import CorruptError, UsageError
+from orbit.execute import snapcache
 from orbit.execute.snapstore import (
     Entry,
     manifest_path,
@@ -35,11 +35,9 @@ from orbit.execute.snapstore import (
     write_manifest,
     write_pack,
 )
-from orbit.store.files import atomic_write
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1
 # A file modified this close to the moment it was hashed may change again within the same
 # file system timestamp (2 s on the coarsest, FAT): its cache entry is not trusted (Git's
 # "racily clean" entries).
@@ -91,55 +89,6 @@ def _locate(path: Path) -> tuple[Path, Path]:
     return Path(top), path / index  # the index's path is relative to `path`, or absolute
 
 
-def _cache_path(cache_dir: Path, root: Path, suffix: str) -> Path:
-    key = hashlib.sha256(str(root).encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    return cache_dir / f"{key}{suffix}"
-
-
-def _load_cache(path: Path, root: Path) -> tuple[dict[str, list[Any]], str | None]:
-    """path -> [mtime_ns, ctime_ns, size, ino, mode, sha, pack, offset] (pack "" when not
-    known), and the repository's last snapshot; empty when missing or unusable (it is only a
-    cache)."""
-    try:
-        doc = json.loads(path.read_bytes())
-        if doc.get("format") == CACHE_FORMAT and doc.get("root") == str(root):
-            files, last = doc["files"], doc["last"]
-            if isinstance(files, dict) and isinstance(last, str | None):
-                return files, last
-    except (OSError, ValueError, KeyError, AttributeError) as exc:
-        if not isinstance(exc, FileNotFoundError):
-            log.info("snapshot cache %s unusable: %s", path, exc)
-    return {}, None
-
-
-def _load_json(path: Path, root: Path) -> dict[str, Any]:
-    """A cache file of this repository and format, or {}."""
-    try:
-        doc = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return {}
-    if isinstance(doc, dict) and doc.get("format") == CACHE_FORMAT and doc.get("root") == str(root):
-        return doc
-    return {}
-
-
-def _save_text(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, text.encode(), durable=False)
-    except OSError as exc:
-        log.info("cannot write the snapshot cache %s: %s", path, exc)
-
-
-def _save(path: Path, root: Path, doc: dict[str, Any]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = {"format": CACHE_FORMAT, "root": str(root), **doc}
-        atomic_write(path, json.dumps(data, separators=(",", ":")).encode(), durable=False)
-    except OSError as exc:  # a cache that cannot be written costs time, not correctness
-        log.info("cannot write the snapshot cache %s: %s", path, exc)
-
-
 # --- taking a snapshot -----------------------------------------------------------------------
 def _start_git(root: Path, *args: str, index: str | None = None) -> subprocess.Popen[bytes]:
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
@@ -186,8 +135,8 @@ def take(
             _start_git(root, "rev-parse", "--verify", "-q", "HEAD"),
         ]
         git_tracked, git_others, git_head = procs
-        stamp_file = _cache_path(cache_dir, root, ".tree") if cache_dir is not None else None
-        stamp = _load_json(stamp_file, root) if stamp_file is not None else {}
+        stamp_file = snapcache.file_for(cache_dir, root, ".tree") if cache_dir is not None else None
+        stamp = snapcache.load(stamp_file, root) if stamp_file is not None else {}
         head = _output(git_head, check=False).decode().strip() or None
         index_key = _file_key(index)
         # code.diff depends on HEAD, the index and the files: when the first two are as at the
@@ -218,7 +167,7 @@ def take(
             snap_hash, files, total, stored = _take(
                 root, snapshots_dir, stats, max_mb, cache_dir, started_ns
             )
-        text = _cached_diff(stamp, tree, same_git, stamp_file)
+        text = snapcache.cached_diff(stamp, tree, same_git, stamp_file)
         if text is None:
             if head and git_diff is None:
                 git_diff = start_diff()
@@ -229,8 +178,9 @@ def take(
             new.update(head=head, index=index_key, diff=hashlib.sha256(text.encode()).hexdigest())
             new["manifest_size"] = _manifest_size(snapshots_dir, {"snapshot": snap_hash}, 0)
             if {**stamp, "format": None, "root": None} != {**new, "format": None, "root": None}:
-                _save_text(stamp_file.with_suffix(".diff"), text)  # before the stamp naming it
-                _save(stamp_file, root, new)
+                # the diff first: a stamp never names a diff not yet written
+                snapcache.save_text(stamp_file.with_suffix(".diff"), text)
+                snapcache.save(stamp_file, root, new)
     finally:
         for proc in procs:
             if proc.returncode is None:
@@ -256,22 +206,6 @@ def _manifest_size(snapshots_dir: Path, stamp: dict[str, Any], expect: int = -1)
     except (OSError, KeyError):
         return None
     return size if expect == 0 or size == stamp.get("manifest_size") else None
-
-
-def _cached_diff(
-    stamp: dict[str, Any], tree: str, same_git: bool, stamp_file: Path | None
-) -> str | None:
-    """The last snapshot's code.diff, when HEAD, the index and every file are as they were
-    then (and the saved text is the one the stamp names)."""
-    if not same_git or stamp_file is None or stamp.get("tree") != tree:
-        return None
-    try:
-        text = stamp_file.with_suffix(".diff").read_bytes()
-    except OSError:
-        return None
-    if hashlib.sha256(text).hexdigest() != stamp.get("diff"):
-        return None
-    return text.decode()
 
 
 def _stat_each(root: Path, names: list[str]) -> list[tuple[str, os.stat_result]]:
@@ -309,8 +243,8 @@ def _take(
 ) -> tuple[str, int, int, int]:
     """Hash the tree, reading only the files the stat cache does not know as they are, and
     store what the store lacks: the snapshot's hash, files, bytes and contents stored."""
-    cache_file = _cache_path(cache_dir, root, ".json") if cache_dir is not None else None
-    cache, last = _load_cache(cache_file, root) if cache_file is not None else ({}, None)
+    cache_file = snapcache.file_for(cache_dir, root, ".json") if cache_dir is not None else None
+    cache, last = snapcache.load_files(cache_file, root) if cache_file is not None else ({}, None)
     entries, unread, fresh, total = _scan(root, sorted(stats), cache, max_mb)
     read: dict[str, bytes] = {}
     for i, st in unread:
@@ -334,7 +268,7 @@ def _take(
         base = _base(snapshots_dir, last) if last != snap_hash else None
         write_manifest(snapshots_dir, snap_hash, entries, total, base)
     if cache_file is not None and (fresh != cache or last != snap_hash):
-        _save(cache_file, root, {"last": snap_hash, "files": fresh})
+        snapcache.save(cache_file, root, {"last": snap_hash, "files": fresh})
     return snap_hash, len(entries), total, stored
 
 
