@@ -1,9 +1,9 @@
 """Code snapshots: the second `orbit run` snapshot of an unchanged repository against the first.
 
 Generates a Git repository of --files files (about 1 KB each, so 20 MB for 20,000, in
-folders of 50, with a symlink and an executable), commits it and dates its files an hour back
-(a repository's files are rarely seconds old; a younger file is re-read every time, see
-"racily clean" in snapshot.py). Each repeat then uses a fresh snapshot store and stat cache
+folders of 50, with a symlink and an executable), dates its files an hour back and commits it
+(a file changed just before a snapshot is read again by the next, see "racily clean" in
+snapshot.py). Each repeat then uses a fresh snapshot store and stat cache
 and times, in process, `snapshot.take` as `orbit run` calls it:
 
     first    the store and cache are empty: every file is read and stored

@@ -27,7 +27,7 @@ HOUR_AGO = time.time() - 3600
 def make_repo(path: Path) -> Path:
     """A repository with folders, an executable, a symlink, an ignored and an untracked file,
     a tracked file deleted from the working tree, and files an hour old (as most are: a file
-    changed in the last 2 s is re-read every time)."""
+    changed just before a snapshot is read again by the next)."""
     repo = git_repo(
         path,
         {

@@ -39,9 +39,16 @@ from orbit.execute.snapstore import (
 log = logging.getLogger(__name__)
 
 # A file modified this close to the moment it was hashed may change again within the same
-# file system timestamp (2 s on the coarsest, FAT): its cache entry is not trusted (Git's
-# "racily clean" entries).
-RACY_NS = 2_000_000_000
+# file system timestamp, unseen: its stat is not trusted (Git's "racily clean" entries). A
+# time with a fraction of a second comes from a file system that keeps them (its clock ticks
+# in milliseconds at most); a whole second may come from one that keeps 1 or 2 s (FAT).
+RACY_FINE_NS = 100_000_000
+RACY_COARSE_NS = 2_000_000_000
+
+
+def _racy(st: os.stat_result, started_ns: int) -> bool:
+    mtime = st.st_mtime_ns
+    return mtime >= started_ns - (RACY_FINE_NS if mtime % 1_000_000_000 else RACY_COARSE_NS)
 
 
 @dataclass
@@ -172,7 +179,7 @@ def take(
             if head and git_diff is None:
                 git_diff = start_diff()
             text = _diff(root, _output(git_diff, check=False) if git_diff else b"", untracked)
-        racy = any(st.st_mtime_ns >= started_ns - RACY_NS for _, st in stats)
+        racy = any(_racy(st, started_ns) for _, st in stats)
         if stamp_file is not None and not racy:
             new = {"tree": tree, "snapshot": snap_hash, "files": files, "bytes": total}
             new.update(head=head, index=index_key, diff=hashlib.sha256(text.encode()).hexdigest())
@@ -254,7 +261,7 @@ def _take(
         read[sha] = data
         entries[i] = Entry(entry.path, entry.kind, len(data), entry.mtime, sha)
         total += len(data) - entry.size  # the file changed since its stat
-        if st.st_mtime_ns < started_ns - RACY_NS:
+        if not _racy(st, started_ns):
             fresh[entry.path] = [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
             fresh[entry.path] += [st.st_mode, sha, "", 0]
     snap_hash = _hash(entries)
