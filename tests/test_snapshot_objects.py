@@ -343,3 +343,25 @@ def test_sha_names_are_sha256(tmp_path: Path) -> None:
     assert depth == 0
     train = next(e for e in entries if e.path == "train.py")
     assert train.ref == hashlib.sha256((repo / "train.py").read_bytes()).hexdigest()
+
+
+def test_a_run_whose_snapshot_is_damaged_fails_naming_it(
+    orbit: Orbit, busybox: str, tmp_path: Path
+) -> None:
+    """A pack whose bytes changed after submit (a power cut, a disk error) fails the run when
+    its container is made; the damaged code never runs."""
+    from test_lifecycle import container_names
+
+    repo = make_repo(tmp_path / "repo")
+    orbit.configure(total_cpus=1)
+    one = ("--cpus", "1", "--mem", "0.25")
+    blocker = orbit.submit("--image", busybox, "--no-project", *one, "--", "sleep", "60")
+    queued = orbit.submit("--image", busybox, *one, "--project", str(repo), "--", "true")
+    for pack in (orbit.home / "snapshots" / "packs").glob("*.pack"):
+        pack.write_bytes(bytes(pack.stat().st_size))
+    assert orbit("cancel", blocker).code == 0
+    status = orbit.wait_for(queued, lambda s: s["state"] in ("failed", "succeeded"), timeout=60)
+    snap = read_yaml(orbit.run_dir(queued) / "run.yaml")["project"]["snapshot"]
+    assert status["state"] == "failed"
+    assert f"the code snapshot {snap} is damaged" in status["reason"]
+    assert not [n for n in container_names(orbit) if n.endswith(f"-{queued}")]

@@ -180,14 +180,17 @@ class Shepherd:
         tar was (the shepherd runs as the user who submitted: its own ids)."""
         import docker.errors
 
+        stream = code.stream(os.getuid(), os.getgid())
         try:
-            container.put_archive("/", code.stream(os.getuid(), os.getgid()))
+            container.put_archive("/", stream)
         except OSError as exc:
             where = str(code.tar or code.snapshots_dir)
             problem = from_os_error(exc, where)
             raise problem or DockerError(f"cannot read {where}: {exc.strerror}") from None
         except docker.errors.APIError as exc:
             raise DockerError(f"cannot copy the code in: {exc.explanation or exc}") from None
+        finally:
+            stream.close()
 
     def _snapshot_source(self, run: Run) -> workspace.Source | None:
         """The code snapshot to copy into the container; a missing one fails the run (a run

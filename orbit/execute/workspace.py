@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import queue
 import tarfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -33,11 +35,12 @@ class Source:
     snapshots_dir: Path | None = None
     entries: list[Entry] | None = None
 
-    def stream(self, uid: int, gid: int) -> Iterator[bytes]:
+    def stream(self, uid: int, gid: int) -> Generator[bytes, None, None]:
+        """The tar, in chunks; close it if not read to the end (its maker thread then ends)."""
         if self.tar is not None:
             return _file_chunks(self.tar)
         assert self.snapshots_dir is not None and self.entries is not None
-        return _tar_stream(self.snapshot, self.snapshots_dir, self.entries, uid, gid)
+        return _ahead(_tar_stream(self.snapshot, self.snapshots_dir, self.entries, uid, gid))
 
 
 def find(home: Home, snapshot: str) -> Source:
@@ -55,7 +58,51 @@ def find(home: Home, snapshot: str) -> Source:
     return Source(snapshot, tar)
 
 
-def _file_chunks(path: Path) -> Iterator[bytes]:
+def _ahead(chunks: Iterator[bytes], depth: int = 4) -> Generator[bytes, None, None]:
+    """`chunks`, made by a thread up to `depth` chunks ahead, so that making the tar overlaps
+    with Docker reading it. The maker's error is raised here; closing this generator stops
+    the maker."""
+    made: queue.Queue[tuple[bytes | None, BaseException | None]] = queue.Queue(depth)
+    stop = threading.Event()
+
+    def put(item: tuple[bytes | None, BaseException | None]) -> bool:
+        while not stop.is_set():
+            try:
+                made.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def make() -> None:
+        try:
+            for chunk in chunks:
+                if not put((chunk, None)):
+                    return
+            put((None, None))
+        except BaseException as exc:  # handed to the reader, which raises it
+            put((None, exc))
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()  # its open packs
+
+    maker = threading.Thread(target=make, name="orbit-workspace-tar", daemon=True)
+    maker.start()
+    try:
+        while True:
+            chunk, error = made.get()
+            if error is not None:
+                raise error
+            if chunk is None:
+                return
+            yield chunk
+    finally:
+        stop.set()
+        maker.join()
+
+
+def _file_chunks(path: Path) -> Generator[bytes, None, None]:
     with open(path, "rb") as fh:
         while chunk := fh.read(CHUNK):
             yield chunk
