@@ -146,6 +146,61 @@ def test_code_diff_follows_edits_commits_and_untracked_files(tmp_path: Path) -> 
     assert take(repo, store).diff == ""  # and once more, from the cache
 
 
+def test_every_kind_of_change_is_seen(tmp_path: Path) -> None:
+    """Whichever way a change is found (Git's stat check, a stat of every file, the stat
+    cache), the snapshot is the one a fresh store without any cache takes of the same tree;
+    edits keep the size and the mtime (only the ctime tells)."""
+    repo = make_repo(tmp_path / "repo")
+    store = tmp_path / "store"
+    subprocess.run(["git", "-C", str(repo), "config", "core.fileMode", "false"], check=True)
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+    def same_size_edit(name: str) -> None:
+        path = repo / name
+        before = path.stat()
+        text = path.read_text()
+        path.write_text(text[:-2] + ("9" if text[-2] != "9" else "8") + text[-1])
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    def chmod_x(name: str) -> None:
+        (repo / name).chmod(0o755)
+
+    def assume_unchanged_then_edit(name: str) -> None:
+        git("update-index", "--assume-unchanged", name)
+        same_size_edit(name)
+
+    def edit_and_add(name: str) -> None:
+        same_size_edit(name)
+        git("add", name)
+
+    def new_file(name: str) -> None:
+        (repo / name).write_text("new\n")
+        os.utime(repo / name, (HOUR_AGO, HOUR_AGO))
+
+    changes = [
+        (same_size_edit, "train.py"),  # a clean tracked file
+        (same_size_edit, "train.py"),  # the same file again, now known changed
+        (chmod_x, "src/model.py"),  # core.fileMode is false: Git would not tell
+        (same_size_edit, "notes.txt"),  # untracked
+        (new_file, "extra.py"),
+        (assume_unchanged_then_edit, "src/deep/er/util.py"),
+        (edit_and_add, "src/model.py"),  # the index changes
+        (same_size_edit, "run.sh"),  # with an assume-unchanged entry in the index
+    ]
+    take(repo, store)
+    for change, name in changes:
+        before = take(repo, store)
+        assert take(repo, store).hash == before.hash
+        change(name)
+        after = take(repo, store)
+        truth = snapshot.take(repo, tmp_path / f"truth-{len(name)}", max_mb=10)
+        assert after.hash == truth.hash != before.hash, (change.__name__, name)
+        assert after.diff == truth.diff
+        assert take(repo, store).hash == truth.hash
+
+
 def test_the_repository_is_never_written(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
 

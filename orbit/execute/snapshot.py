@@ -97,13 +97,15 @@ def _locate(path: Path) -> tuple[Path, Path]:
 
 
 # --- taking a snapshot -----------------------------------------------------------------------
-def _start_git(root: Path, *args: str, index: str | None = None) -> subprocess.Popen[bytes]:
+def _start_git(
+    root: Path, *args: str, index: str | None = None, settings: list[str] | None = None
+) -> subprocess.Popen[bytes]:
+    """`git [settings] -C root ARGS`, reading `index` in place of the repository's index."""
     env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
     if index is not None:
         env["GIT_INDEX_FILE"] = index
-    return subprocess.Popen(
-        ["git", "-C", str(root), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
-    )
+    cmd = ["git", *(settings or []), "-C", str(root), *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
 
 def _private_index(index: Path, tmp: str) -> str:
@@ -125,27 +127,40 @@ def _output(proc: subprocess.Popen[bytes], check: bool = True) -> bytes:
     return out
 
 
+# Git settings that weaken its stat check, held to their strict values for `git diff-files`.
+_STRICT = [
+    *("-c", "core.fileMode=true", "-c", "core.trustctime=true", "-c", "core.checkStat=default"),
+    *("-c", "core.ignoreStat=false", "-c", "core.fsmonitor=false"),
+]
+
+
 def take(
     path: Path, snapshots_dir: Path, *, max_mb: float, cache_dir: Path | None = None
 ) -> Snapshot:
     """Snapshot the repository at `path` into `snapshots_dir`, storing only the contents it
-    lacks. `cache_dir` holds the stat cache (none: every file is read)."""
+    lacks. `cache_dir` holds the stat cache (none: every file is read).
+
+    Whether anything changed since the repository's last snapshot (its stamp, snapcache.py)
+    is decided the cheapest sure way: Git's own stat check (`git diff-files`, which reads the
+    index and writes nothing) when the index is the one the stamp saw, else a stat of every
+    file. Either way, only when something changed are files read."""
     root, index = _locate(path)
     started_ns = time.time_ns()
     tmp = tempfile.mkdtemp(prefix="orbit-snapshot-")
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        # Git's commands run side by side, and beside the stat of every file below.
-        procs = [
-            _start_git(root, "ls-files", "-z", "--cached"),
-            _start_git(root, "ls-files", "-z", "--others", "--exclude-standard"),
-            _start_git(root, "rev-parse", "--verify", "-q", "HEAD"),
-        ]
-        git_tracked, git_others, git_head = procs
         stamp_file = snapcache.file_for(cache_dir, root, ".tree") if cache_dir is not None else None
         stamp = snapcache.load(stamp_file, root) if stamp_file is not None else {}
-        head = _output(git_head, check=False).decode().strip() or None
         index_key = _file_key(index)
+        # Git's commands run side by side.
+        procs = [
+            _start_git(root, "ls-files", "-z", "--cached", "-v"),
+            _start_git(root, "ls-files", "-z", "--others", "--exclude-standard"),
+            _start_git(root, "rev-parse", "--verify", "-q", "HEAD"),
+            _start_git(root, "diff-files", "-z", "--name-only", settings=_STRICT),
+        ]
+        git_tracked, git_others, git_head, git_dirty = procs
+        head = _output(git_head, check=False).decode().strip() or None
         # code.diff depends on HEAD, the index and the files: when the first two are as at the
         # last snapshot, the files decide (below) whether its diff is reused.
         same_git = bool(stamp) and stamp.get("head") == head and stamp.get("index") == index_key
@@ -158,14 +173,31 @@ def take(
             return proc
 
         git_diff = start_diff() if head and not same_git else None
-        # Git's order (an unmerged path is listed once per stage); sorted only when needed.
-        # The tracked files are stat'ed while Git still looks for untracked ones.
-        tracked = _output(git_tracked).decode("utf-8", "surrogateescape").split("\0")
-        stats = _stat_each(root, [n for n in dict.fromkeys(tracked) if n])
         others = _output(git_others).decode("utf-8", "surrogateescape").split("\0")
         untracked = [n for n in others if n]
-        stats += _stat_each(root, untracked)
-        tree = _digest(stats)
+        dirty_out = _output(git_dirty, check=False)
+        dirty = None if git_dirty.returncode else dirty_out.decode("utf-8", "surrogateescape")
+        # Files Git's check does not vouch for: the changed tracked ones and the untracked.
+        watched = sorted({*(dirty or "").split("\0"), *untracked} - {""})
+        watch = _keys(root, watched) if dirty is not None else None
+        stats: list[tuple[str, os.stat_result]] = []
+        if (
+            stamp.get("plain")
+            and stamp.get("index") == index_key
+            and watch is not None
+            and watch == stamp.get("watch")
+            and _manifest_size(snapshots_dir, stamp) is not None
+        ):  # the index and every file as at a snapshot still stored, by Git's stat check
+            tree, plain = stamp["tree"], True
+        else:
+            listing = _output(git_tracked).decode("utf-8", "surrogateescape").split("\0")
+            # Plain entries only ("H"): Git's check skips assume-unchanged and skip-worktree
+            # ones, so then every file is stat'ed here, every time.
+            plain = all(e.startswith("H ") for e in listing if e)
+            # Git's order (an unmerged path is listed once per stage); sorted when needed.
+            stats = _stat_each(root, [n for n in dict.fromkeys(e[2:] for e in listing) if n])
+            stats += _stat_each(root, untracked)
+            tree = _digest(stats)
         if stamp.get("tree") == tree and _manifest_size(snapshots_dir, stamp) is not None:
             # nothing changed since a snapshot still stored
             snap_hash, files, total, stored = stamp["snapshot"], stamp["files"], stamp["bytes"], 0
@@ -184,6 +216,7 @@ def take(
             new = {"tree": tree, "snapshot": snap_hash, "files": files, "bytes": total}
             new.update(head=head, index=index_key, diff=hashlib.sha256(text.encode()).hexdigest())
             new["manifest_size"] = _manifest_size(snapshots_dir, {"snapshot": snap_hash}, 0)
+            new.update(plain=plain, watch=watch)
             if {**stamp, "format": None, "root": None} != {**new, "format": None, "root": None}:
                 # the diff first: a stamp never names a diff not yet written
                 snapcache.save_text(stamp_file.with_suffix(".diff"), text)
@@ -195,6 +228,19 @@ def take(
                 proc.communicate()
         shutil.rmtree(tmp, ignore_errors=True)
     return Snapshot(root, head, bool(text or untracked), snap_hash, files, total, text, stored)
+
+
+def _keys(root: Path, names: list[str]) -> dict[str, list[int] | None]:
+    """Each path's mode, mtime, ctime, size and inode (None: it does not exist)."""
+    keys: dict[str, list[int] | None] = {}
+    for name in names:
+        try:
+            st = os.lstat(f"{root}/{name}")
+        except FileNotFoundError:
+            keys[name] = None
+            continue
+        keys[name] = [st.st_mode, st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
+    return keys
 
 
 def _file_key(path: Path) -> list[int] | None:
