@@ -43,6 +43,7 @@ import common
 
 sys.path.insert(0, str(common.REPO))
 from orbit.execute import snapshot
+from orbit.store.files import set_umask
 
 PROG = "bench_snapshot"
 MAX_MB = 500.0
@@ -224,6 +225,7 @@ def main() -> None:
         common.require_docker(args.image, PROG)
     print(f"{PROG}: {__doc__.splitlines()[0]}")
     print(common.machine(docker=args.docker, load=True))
+    set_umask(0o077)  # as `orbit run` does for a private home (Home.apply_umask)
     tmp = Path(tempfile.mkdtemp(prefix="orbit-bench-snapshot-"))
     try:
         versions: dict[str, ModuleType] = {"orbit": snapshot}

@@ -3,8 +3,7 @@ ORBIT_HOME/cache/snapshots/ (`<key>` is the SHA-256 of the repository's path, 24
 
     <key>.json   each file's stat and SHA-256, and where its content is stored
     <key>.tree   the tree last snapshotted (a digest of every path's stat), its snapshot, and
-                 what code.diff depended on
-    <key>.diff   that snapshot's code.diff
+                 its code.diff with what that depended on
 
 All rebuildable and never the truth: a missing, damaged or foreign file reads as empty, and
 one that cannot be written is logged and costs time, not correctness.
@@ -55,14 +54,6 @@ def load(path: Path, root: Path) -> dict[str, Any]:
     return {}
 
 
-def save_text(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, text.encode(), durable=False)
-    except OSError as exc:  # a cache that cannot be written costs time, not correctness
-        log.info("cannot write the snapshot cache %s: %s", path, exc)
-
-
 def save(path: Path, root: Path, doc: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,17 +63,8 @@ def save(path: Path, root: Path, doc: dict[str, Any]) -> None:
         log.info("cannot write the snapshot cache %s: %s", path, exc)
 
 
-def cached_diff(
-    stamp: dict[str, Any], tree: str, same_git: bool, stamp_file: Path | None
-) -> str | None:
+def cached_diff(stamp: dict[str, Any], tree: str, same_git: bool) -> str | None:
     """The last snapshot's code.diff, when HEAD, the index and every file are as they were
-    then (and the saved text is the one the stamp names)."""
-    if not same_git or stamp_file is None or stamp.get("tree") != tree:
-        return None
-    try:
-        text = stamp_file.with_suffix(".diff").read_bytes()
-    except OSError:
-        return None
-    if hashlib.sha256(text).hexdigest() != stamp.get("diff"):
-        return None
-    return text.decode()
+    then."""
+    text = stamp.get("diff")
+    return text if same_git and stamp.get("tree") == tree and isinstance(text, str) else None

@@ -78,22 +78,25 @@ def repo_root(path: Path) -> Path:
     return _locate(path)[0]
 
 
-def _locate(path: Path) -> tuple[Path, Path]:
-    """The repository's top-level directory and its index file."""
+def _locate(path: Path) -> tuple[Path, Path, str | None]:
+    """The repository's top-level directory, its index file and HEAD's commit (None in a
+    repository without commits)."""
     if not path.is_dir():
         raise UsageError(f"project directory {path} does not exist")
     proc = subprocess.run(
-        ["git", "-C", str(path), "rev-parse", "--show-toplevel", "--git-path", "index"],
+        ["git", "-C", str(path), "rev-parse", "--show-toplevel", "--git-path", "index", "HEAD"],
         capture_output=True,
         env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
     )
-    if proc.returncode != 0:
+    lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if len(lines) < 3:  # without commits Git fails on HEAD, after printing the rest
         raise UsageError(
             f"{path} is not inside a Git repository; use --project DIR, or --no-project to run "
             "without code"
         )
-    top, index = proc.stdout.decode("utf-8", "surrogateescape").splitlines()[:2]
-    return Path(top), path / index  # the index's path is relative to `path`, or absolute
+    top, index, head = lines[:3]
+    commit = head if proc.returncode == 0 and len(head) in (40, 64) and head.isalnum() else None
+    return Path(top), path / index, commit  # the index's path is relative to `path`, or absolute
 
 
 # --- taking a snapshot -----------------------------------------------------------------------
@@ -144,7 +147,7 @@ def take(
     is decided the cheapest sure way: Git's own stat check (`git diff-files`, which reads the
     index and writes nothing) when the index is the one the stamp saw, else a stat of every
     file. Either way, only when something changed are files read."""
-    root, index = _locate(path)
+    root, index, head = _locate(path)
     started_ns = time.time_ns()
     tmp = tempfile.mkdtemp(prefix="orbit-snapshot-")
     procs: list[subprocess.Popen[bytes]] = []
@@ -156,11 +159,9 @@ def take(
         procs = [
             _start_git(root, "ls-files", "-z", "--cached", "-v"),
             _start_git(root, "ls-files", "-z", "--others", "--exclude-standard"),
-            _start_git(root, "rev-parse", "--verify", "-q", "HEAD"),
             _start_git(root, "diff-files", "-z", "--name-only", settings=_STRICT),
         ]
-        git_tracked, git_others, git_head, git_dirty = procs
-        head = _output(git_head, check=False).decode().strip() or None
+        git_tracked, git_others, git_dirty = procs
         # code.diff depends on HEAD, the index and the files: when the first two are as at the
         # last snapshot, the files decide (below) whether its diff is reused.
         same_git = bool(stamp) and stamp.get("head") == head and stamp.get("index") == index_key
@@ -206,7 +207,7 @@ def take(
             snap_hash, files, total, stored = _take(
                 root, snapshots_dir, stats, max_mb, cache_dir, started_ns
             )
-        text = snapcache.cached_diff(stamp, tree, same_git, stamp_file)
+        text = snapcache.cached_diff(stamp, tree, same_git)
         if text is None:
             if head and git_diff is None:
                 git_diff = start_diff()
@@ -214,12 +215,10 @@ def take(
         racy = any(_racy(st, started_ns) for _, st in stats)
         if stamp_file is not None and not racy:
             new = {"tree": tree, "snapshot": snap_hash, "files": files, "bytes": total}
-            new.update(head=head, index=index_key, diff=hashlib.sha256(text.encode()).hexdigest())
+            new.update(head=head, index=index_key, diff=text)
             new["manifest_size"] = _manifest_size(snapshots_dir, {"snapshot": snap_hash}, 0)
             new.update(plain=plain, watch=watch)
             if {**stamp, "format": None, "root": None} != {**new, "format": None, "root": None}:
-                # the diff first: a stamp never names a diff not yet written
-                snapcache.save_text(stamp_file.with_suffix(".diff"), text)
                 snapcache.save(stamp_file, root, new)
     finally:
         for proc in procs:
