@@ -189,7 +189,7 @@ def take(
             and watch == stamp.get("watch")
             and _manifest_size(snapshots_dir, stamp) is not None
         ):  # the index and every file as at a snapshot still stored, by Git's stat check
-            tree, plain = stamp["tree"], True
+            tree, plain, unchanged = stamp["tree"], True, True
         else:
             listing = _output(git_tracked).decode("utf-8", "surrogateescape").split("\0")
             # Plain entries only ("H"): Git's check skips assume-unchanged and skip-worktree
@@ -199,8 +199,9 @@ def take(
             stats = _stat_each(root, [n for n in dict.fromkeys(e[2:] for e in listing) if n])
             stats += _stat_each(root, untracked)
             tree = _digest(stats)
-        if stamp.get("tree") == tree and _manifest_size(snapshots_dir, stamp) is not None:
-            # nothing changed since a snapshot still stored
+            unchanged = stamp.get("tree") == tree
+            unchanged = unchanged and _manifest_size(snapshots_dir, stamp) is not None
+        if unchanged:  # nothing changed since a snapshot still stored
             snap_hash, files, total, stored = stamp["snapshot"], stamp["files"], stamp["bytes"], 0
             _check_size(total, max_mb)
         else:
