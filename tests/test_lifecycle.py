@@ -330,7 +330,7 @@ def test_snapshot_copies_the_working_tree_and_leaves_it_untouched(
         cwd=repo,
     )
     assert again.json()["project"]["snapshot"] == project["snapshot"]
-    assert len(list((orbit.home / "snapshots").glob("*.tar"))) == 1
+    assert len(list((orbit.home / "snapshots").glob("*.manifest"))) == 1
 
 
 def test_outside_a_repository_suggests_no_project(orbit: Orbit, busybox: str) -> None:

@@ -1,9 +1,10 @@
 """Code snapshots live beside runs/ under the data directory, move with it, and runs submitted
-while they were kept in ORBIT_HOME/snapshots/ still find theirs (real Docker, real Git)."""
+while they were kept in ORBIT_HOME/snapshots/ (as whole tars) still find theirs (real Docker,
+real Git)."""
 
 from __future__ import annotations
 
-import shutil
+import os
 import time
 from pathlib import Path
 
@@ -36,6 +37,25 @@ def tars(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.glob("*.tar")) if folder.is_dir() else []
 
 
+def snapshots(folder: Path) -> list[str]:
+    """The snapshots in `folder`: manifests and the tars older Orbits wrote."""
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in [*folder.glob("*.manifest"), *folder.glob("*.tar")])
+
+
+def as_old_tar(snapshots_dir: Path, snap: str, dest: Path) -> None:
+    """Turn the snapshot `snap` into the tar an older Orbit would have written at `dest` (the
+    same tar, made whole), and drop its manifest."""
+    from orbit.execute import snapstore, workspace
+
+    entries, _ = snapstore.read_manifest(snapshots_dir, snap)
+    source = workspace.Source(snap, None, snapshots_dir, entries)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(b"".join(source.stream(os.getuid(), os.getgid())))
+    snapstore.manifest_path(snapshots_dir, snap).unlink()
+
+
 def test_snapshots_go_to_the_data_directory_and_move_with_it(
     orbit: Orbit, busybox: str, tmp_path: Path
 ) -> None:
@@ -48,7 +68,8 @@ def test_snapshots_go_to_the_data_directory_and_move_with_it(
     assert orbit("wait", first).code == 0
     assert "from the snapshot" in (data_run_dir(data, first) / "log.txt").read_text()
     snap = read_yaml(data_run_dir(data, first) / "run.yaml")["project"]["snapshot"]
-    assert tars(data / "snapshots") == [f"{snap}.tar"]
+    assert snapshots(data / "snapshots") == [f"{snap}.manifest"]
+    assert len(list((data / "snapshots" / "packs").iterdir())) == 1
     assert not (orbit.home / "snapshots").exists()  # nothing on the home's disk
 
     # A tar left in ORBIT_HOME/snapshots by an older Orbit moves along too.
@@ -58,16 +79,18 @@ def test_snapshots_go_to_the_data_directory_and_move_with_it(
     res = orbit("config", "data", str(other), "--move")
     assert res.code == 0, res.err
     assert res.out.strip() == f"data directory: {other} (1 runs and 2 snapshots moved)"
-    assert tars(other / "snapshots") == sorted([f"{snap}.tar", "0123abcd.tar"])
+    assert snapshots(other / "snapshots") == sorted([f"{snap}.manifest", "0123abcd.tar"])
+    assert len(list((other / "snapshots" / "packs").iterdir())) == 1  # its contents came too
     assert not (data / "snapshots").exists() and not (orbit.home / "snapshots").exists()
     assert (other / "snapshots" / "0123abcd.tar").read_bytes() == b"an older snapshot"
 
-    # The same tree is stored once: a new run reuses the moved tar and sees the code.
+    # The same tree is stored once: a new run reuses the moved snapshot and sees the code.
     again = orbit.submit(
         "--image", busybox, *ONE, "--project", str(project), "--", "cat", "train.py"
     )
     assert orbit("wait", again).code == 0
-    assert tars(other / "snapshots") == sorted([f"{snap}.tar", "0123abcd.tar"])
+    assert snapshots(other / "snapshots") == sorted([f"{snap}.manifest", "0123abcd.tar"])
+    assert len(list((other / "snapshots" / "packs").iterdir())) == 1
     assert "from the snapshot" in (data_run_dir(other, again) / "log.txt").read_text()
 
 
@@ -83,10 +106,9 @@ def test_a_run_whose_snapshot_is_in_the_old_place_still_starts(
         "--image", busybox, *ONE, "--project", str(project), "--", "cat", "train.py"
     )
     assert read_yaml(data_run_dir(data, queued) / "status.yaml")["state"] == "queued"
-    # As if submitted by an Orbit that kept snapshots in ORBIT_HOME: move its tar there.
+    # As if submitted by an Orbit that kept snapshots in ORBIT_HOME as tars: put its tar there.
     snap = read_yaml(data_run_dir(data, queued) / "run.yaml")["project"]["snapshot"]
-    (orbit.home / "snapshots").mkdir()
-    shutil.move(data / "snapshots" / f"{snap}.tar", orbit.home / "snapshots" / f"{snap}.tar")
+    as_old_tar(data / "snapshots", snap, orbit.home / "snapshots" / f"{snap}.tar")
     assert orbit("cancel", blocker).code == 0
     assert final_state(data, queued) == "succeeded"
     assert "old place" in (data_run_dir(data, queued) / "log.txt").read_text()
@@ -101,21 +123,21 @@ def test_moving_the_data_directory_is_refused_while_a_run_is_queued(
     orbit.submit("--image", busybox, *ONE, "--project", str(project), "--", "true")
     res = orbit("config", "data", str(tmp_path / "elsewhere"), "--move")
     assert res.code == ExitCode.CONFLICT
-    assert len(tars(orbit.home / "snapshots")) == 1  # nothing moved: the queued run needs it
+    assert len(snapshots(orbit.home / "snapshots")) == 1  # nothing moved: the run needs it
     assert orbit("cancel", blocker).code == 0
 
 
 def test_a_run_whose_snapshot_is_gone_fails_with_the_reason(
     orbit: Orbit, busybox: str, tmp_path: Path
 ) -> None:
-    """A run that cannot start ends: a missing tar fails it (before, its shepherd died on the
+    """A run that cannot start ends: a missing snapshot fails it (before, its shepherd died on the
     missing file and every tick started another, leaving the run `starting` forever)."""
     project = git_repo(tmp_path / "proj", {"train.py": "print('x')\n"})
     orbit.configure(total_cpus=1)
     blocker = orbit.submit("--image", busybox, "--no-project", *ONE, "--", "sleep", "60")
     queued = orbit.submit("--image", busybox, *ONE, "--project", str(project), "--", "true")
     snap = read_yaml(orbit.run_dir(queued) / "run.yaml")["project"]["snapshot"]
-    (orbit.home / "snapshots" / f"{snap}.tar").unlink()
+    (orbit.home / "snapshots" / f"{snap}.manifest").unlink()
     assert orbit("cancel", blocker).code == 0
     assert final_state(orbit.home, queued) == "failed"
     status = read_yaml(orbit.run_dir(queued) / "status.yaml")

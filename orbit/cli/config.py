@@ -117,21 +117,30 @@ def set_data(args: argparse.Namespace, env: Env) -> int:
 
 def move_snapshots(home: Home, target: Path) -> int:
     """Move the code snapshots to `target`, from the current data directory and from
-    ORBIT_HOME/snapshots (where Orbit kept them before they moved beside runs/); the count.
+    ORBIT_HOME/snapshots (where Orbit kept them before they moved beside runs/); the count of
+    snapshots (manifests and tars; the packs they use move along, uncounted).
 
-    A snapshot is named by its content, so one already at `target` is the same file and the
-    other copy is dropped. Each arrives whole (copied under a temporary name, then renamed):
-    an interrupted move never leaves a truncated tar that a later submit would take as whole.
+    A snapshot or pack is named by its content, so one already at `target` is the same file
+    and the other copy is dropped. Each arrives whole (copied under a temporary name, then
+    renamed): an interrupted move never leaves a truncated file that a later submit would take
+    as whole. Manifests move before the packs, so the old place never holds a manifest whose
+    packs have left; the new one is not used until the move has finished.
     """
     count = 0
     for folder in dict.fromkeys((home.snapshots_dir, home.root / "snapshots")):
         if folder == target or not folder.is_dir():
             continue
-        for tar in sorted(folder.glob("*.tar")):
+        for snap in sorted([*folder.glob("*.manifest"), *folder.glob("*.tar")]):
             target.mkdir(exist_ok=True)
-            _move_whole(tar, target / tar.name)
+            _move_whole(snap, target / snap.name)
             count += 1
-        with contextlib.suppress(OSError):  # left when it holds something else
+        packs = folder / "packs"
+        for pack in sorted(packs.glob("*.pack")):  # not the temporary files of a crashed write
+            (target / "packs").mkdir(parents=True, exist_ok=True)
+            _move_whole(pack, target / "packs" / pack.name)
+        with contextlib.suppress(OSError):  # left when they hold something else
+            packs.rmdir()
+        with contextlib.suppress(OSError):
             folder.rmdir()
     return count
 

@@ -14,11 +14,10 @@ import resource
 import threading
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from orbit.errors import DISK_FULL, CorruptError, DockerError, OrbitError, from_os_error
-from orbit.execute import docker_ops
+from orbit.errors import DISK_FULL, DockerError, OrbitError, from_os_error
+from orbit.execute import docker_ops, workspace
 from orbit.execute.logfollow import LogCopier
 from orbit.execute.logvalve import Valve
 from orbit.execute.watching import (
@@ -155,7 +154,7 @@ class Shepherd:
         import docker.errors
 
         config = docker_ops.container_config(self.home, run, self._secrets(run).env)
-        tar = self._snapshot_tar(run)
+        code = self._snapshot_source(run)
         try:
             container = client.containers.create(**config)
         except docker.errors.ImageNotFound:
@@ -167,37 +166,39 @@ class Shepherd:
                     raise DockerError(f"container name conflict: {config['name']}") from None
                 return found
             raise DockerError(f"cannot create the container: {exc.explanation or exc}") from None
-        if tar is not None:
+        if code is not None:
             try:
-                self._copy_code(container, tar)
+                self._copy_code(container, code)
             except OrbitError:
                 self._remove(container)
                 raise
         return container
 
     @staticmethod
-    def _copy_code(container: Container, tar: Path) -> None:
+    def _copy_code(container: Container, code: workspace.Source) -> None:
+        """Put the snapshot into /workspace, owned by the submitter's uid:gid as the snapshot
+        tar was (the shepherd runs as the user who submitted: its own ids)."""
         import docker.errors
 
+        stream = code.stream(os.getuid(), os.getgid())
         try:
-            with open(tar, "rb") as fh:
-                container.put_archive("/", fh)
+            container.put_archive("/", stream)
         except OSError as exc:
-            problem = from_os_error(exc, str(tar))
-            raise problem or DockerError(f"cannot read {tar}: {exc.strerror}") from None
+            where = str(code.tar or code.snapshots_dir)
+            problem = from_os_error(exc, where)
+            raise problem or DockerError(f"cannot read {where}: {exc.strerror}") from None
         except docker.errors.APIError as exc:
             raise DockerError(f"cannot copy the code in: {exc.explanation or exc}") from None
+        finally:
+            stream.close()
 
-    def _snapshot_tar(self, run: Run) -> Path | None:
+    def _snapshot_source(self, run: Run) -> workspace.Source | None:
         """The code snapshot to copy into the container; a missing one fails the run (a run
         that cannot start must end, or every tick would give it a new shepherd)."""
         snapshot = run.project.get("snapshot")
         if run.project.get("mode") != "copy" or not snapshot:
             return None
-        tar = self.home.snapshot_path(snapshot)
-        if not tar.is_file():
-            raise CorruptError(f"the code snapshot {snapshot} is gone ({tar})")
-        return tar
+        return workspace.find(self.home, snapshot)
 
     def _secrets(self, run: Run) -> secrets.Secrets:
         return secrets.read(self.home, run.id)

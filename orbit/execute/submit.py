@@ -194,9 +194,8 @@ def _project(home: Home, req: Request, cwd: Path) -> tuple[dict[str, Any], dict[
     snap = snapshot.take(
         path,
         home.snapshots_dir,
-        uid=os.getuid(),
-        gid=os.getgid(),
         max_mb=float(home.config["snapshot_max_mb"]),
+        cache_dir=home.snapshot_cache_dir,
     )
     project = {
         "mode": "copy",

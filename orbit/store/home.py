@@ -5,8 +5,10 @@ ORBIT_HOME/
   runs/<id>/         run directories       } under the data directory when one is set
   queue/<id>         marker: the run is queued        } Maildir-style index kept by the
   active/<id>        marker: the run holds a lease    } tick; rebuilt from runs/ by the tick
-  snapshots/<h>.tar  code snapshots        } (content-addressed, shared by runs)
+  snapshots/         code snapshots        } <h>.manifest and objects/ (older: <h>.tar),
+                                           } content-addressed, shared by runs
   index.jsonl        listing cache for `ps -a` (rebuildable; never the truth)
+  cache/snapshots/   per repository: file stats and hashes, the last tree (rebuildable)
   locks/             scheduler.lock (+ .holder), ids.lock, index.lock
   runtime/           next_id, boot_id, last_tick, tick.requested, markers_checked, secrets/
 
@@ -132,9 +134,15 @@ class Home:
         """Where code snapshots are written: beside runs/, under the data directory."""
         return self.data_dir / "snapshots"
 
+    @property
+    def snapshot_cache_dir(self) -> Path:
+        """The snapshot stat cache, one file per repository (rebuildable; never the truth)."""
+        return self.root / "cache" / "snapshots"
+
     def snapshot_path(self, snapshot_hash: str) -> Path:
-        """A snapshot's tar. Before snapshots moved to the data directory they were kept in
-        ORBIT_HOME/snapshots/: a run submitted then still finds its tar there."""
+        """A snapshot's tar, as Orbit wrote them before manifests. Before snapshots moved to
+        the data directory they were kept in ORBIT_HOME/snapshots/: a run submitted then still
+        finds its tar there."""
         path = self.snapshots_dir / f"{snapshot_hash}.tar"
         legacy = self.root / "snapshots" / path.name
         return legacy if not path.exists() and legacy.exists() else path
