@@ -23,6 +23,8 @@ from orbit.execute.logfollow import LogCopier
 from orbit.execute.logvalve import Valve
 from orbit.execute.watching import (
     DISK_RETRY_SECONDS,
+    METRICS_BUDGET_BYTES,
+    METRICS_SECONDS,
     POLL_MIN,
     SAMPLE_SECONDS,
     Watching,
@@ -31,6 +33,7 @@ from orbit.execute.watching import (
     poll_delay,
     start_error,
 )
+from orbit.review.series import Follower
 from orbit.sched.cgroup import OomEvents, Sampler, locate
 from orbit.sched.gpus import GpuPeaks, open_gpus
 from orbit.store import secrets
@@ -39,7 +42,16 @@ from orbit.store.exitrecord import EXIT_HINTS, finalize_from_exit, read_exit, wr
 from orbit.store.files import atomic_write, read_jsonl, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.locks import release, try_lock
-from orbit.store.model import EVENTS, LOG, SHEPHERD_LOCK, Run, RunState, now_iso, parse_iso
+from orbit.store.model import (
+    EVENTS,
+    LOG,
+    METRICS,
+    SHEPHERD_LOCK,
+    Run,
+    RunState,
+    now_iso,
+    parse_iso,
+)
 from orbit.store.runs import RunStore
 
 if TYPE_CHECKING:
@@ -83,6 +95,8 @@ class Shepherd:
         self.actor = f"shepherd:{run_id}"
         self.spawner = spawner
         self.ticked = False
+        self.metrics = Follower(home.runs_dir / run_id / METRICS)
+        self.metrics_failed = False
 
     def tick(self) -> None:
         from orbit.sched.tick import tick
@@ -113,6 +127,7 @@ class Shepherd:
         """Watch the run to its end; True when it is finished (now or before)."""
         run = self.store.load(self.run_id)
         if run.state.finished:
+            self._summarize(None)
             self._settle_leftovers(run)
             return True
         if read_exit(run.dir) is not None:
@@ -312,9 +327,13 @@ class Shepherd:
         """Until the container ends: sample its peaks, enforce the timeout and a cancel
         request, and copy its log, each on its own clock."""
         next_sample = next_poll = time.monotonic()
+        next_metrics = next_sample + METRICS_SECONDS
         idle = POLL_MIN
         while w.waiter.is_alive():
             now = time.monotonic()
+            if now >= next_metrics:
+                self._summarize(METRICS_BUDGET_BYTES)
+                next_metrics = time.monotonic() + METRICS_SECONDS
             if now >= next_sample:
                 next_sample = now + SAMPLE_SECONDS
                 w.sample()
@@ -454,6 +473,17 @@ class Shepherd:
         copier.close()
         return got >= 0
 
+    def _summarize(self, budget: int | None) -> None:
+        """Bring metrics.summary.json up to date (reading at most `budget` new bytes). A
+        sidecar that cannot be written is logged once and never stops the run: readers then
+        parse metrics.jsonl themselves."""
+        try:
+            self.metrics.update(budget)
+        except Exception as exc:  # the sidecar is a cache: nothing the run depends on
+            if not self.metrics_failed:
+                log.warning("run %s: metrics.summary.json not written: %s", self.run_id, exc)
+                self.metrics_failed = True
+
     def _remove(self, container: Container) -> bool:
         try:
             container.remove(force=True)
@@ -466,6 +496,7 @@ class Shepherd:
         secrets.drop(self.home, run.id)
         settled = self._finalize(run)
         self.tick()  # the lease is free now: refill it before the slower clean-up
+        self._summarize(None)
         if container is not None:
             self._remove(container)
         if settled:

@@ -23,6 +23,10 @@ POLL_MIN = 0.1
 POLL_BUSY = 0.05
 BUSY_FRAMES = 2000
 DISK_RETRY_SECONDS = 3.0
+# metrics.summary.json is brought up to date every METRICS_SECONDS, reading at most
+# METRICS_BUDGET_BYTES of new metrics each time (about 0.2 s of parsing), and once at the end.
+METRICS_SECONDS = 5.0
+METRICS_BUDGET_BYTES = 8 << 20
 
 
 @dataclass
