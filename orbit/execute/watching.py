@@ -24,9 +24,9 @@ POLL_BUSY = 0.05
 BUSY_FRAMES = 2000
 DISK_RETRY_SECONDS = 3.0
 # metrics.summary.json is brought up to date every METRICS_SECONDS, reading at most
-# METRICS_BUDGET_BYTES of new metrics each time (about 0.2 s of parsing), and once at the end.
+# METRICS_BUDGET_BYTES of new metrics each time (about 0.1 s of parsing), and once at the end.
 METRICS_SECONDS = 5.0
-METRICS_BUDGET_BYTES = 8 << 20
+METRICS_BUDGET_BYTES = 4 << 20
 
 
 @dataclass
