@@ -321,3 +321,21 @@ def test_a_real_run_ends_with_a_sidecar_that_matches_its_metrics(
         assert fresh(metrics, points) == full_parse(metrics, points)
     shown = orbit("show", "--json", "1").json()["metrics"]["summary"]["loss"]
     assert (shown["count"], shown["latest"], shown["min"]) == (40001, -1.0, -1.0)
+
+
+def test_a_cached_parse_far_behind_takes_a_newer_sidecar(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    lines(path, 0, 1000, "w")
+    series._cache.clear()
+    assert read_metrics(path).series["loss"].count == 1000
+    key = next(k for k in series._cache if k[0] == str(path))
+    lines(path, 1000, 120_000)  # more than SIDECAR_GAIN appended
+    assert path.stat().st_size - series._cache[key].offset > series.SIDECAR_GAIN
+    Follower(path).update()
+    lines(path, 121_000, 10)
+    got = read_metrics(path).to_json()
+    assert (
+        series._cache[key].from_sidecar
+        == json.loads(sidecar.sidecar_path(path).read_text())["offset"]
+    )
+    assert got == full_parse(path, 1000)
