@@ -127,8 +127,8 @@ class Shepherd:
         """Watch the run to its end; True when it is finished (now or before)."""
         run = self.store.load(self.run_id)
         if run.state.finished:
-            self._summarize(None)
             self._settle_leftovers(run)
+            self._summarize(None)
             return True
         if read_exit(run.dir) is not None:
             self._finish(run, None)
@@ -496,13 +496,13 @@ class Shepherd:
         secrets.drop(self.home, run.id)
         settled = self._finalize(run)
         self.tick()  # the lease is free now: refill it before the slower clean-up
-        self._summarize(None)
         if container is not None:
             self._remove(container)
         if settled:
             self._settle_leftovers(run)  # then the marker goes
         else:  # the result is in exit.json; the marker keeps the run in the tick's view
             log.warning("run %s: not settled (its files are damaged); a tick repairs it", run.id)
+        self._summarize(None)  # last: the whole file may have to be read (a fast writer)
 
     def _finalize(self, run: Run) -> bool:
         """finalize_from_exit, again every few seconds while the disk is full. If the status
