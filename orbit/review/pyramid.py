@@ -183,57 +183,37 @@ def _group(v: Any, n: int) -> Group:
 
 
 def downsample(
-    xs: array[float] | list[float],
-    ys: array[float] | list[float],
-    max_points: int = 1000,
-    memo: dict[int, Any] | None = None,
+    xs: array[float] | list[float], ys: array[float] | list[float], max_points: int = 1000
 ) -> tuple[list[float], list[float]]:
     """At most `max_points` points of (xs, ys) in order: the first and last point, and in each
-    bucket the LTTB point, the minimum and the maximum. `memo` (one dict per series that only
-    ever grows) keeps the pre-selection of the part already seen."""
+    bucket the LTTB point, the minimum and the maximum. Series keep a Pyramid's points (about
+    2,000); a longer input is first cut to the minimum and maximum of 4 * max_points slices."""
     n = len(ys)
     if n <= max_points or n < 3:
         return list(xs), list(ys)
     if max_points < 5:
         raise ValueError("max_points must be at least 5")
     big = n > 8 * max_points
-    idx = _minmax_preselect(ys, 4 * max_points, memo) if big else list(range(n))
+    idx = _minmax_preselect(ys, 4 * max_points) if big else list(range(n))
     buckets = (max_points - 2) // 3
     chosen = _lttb_minmax(xs, ys, idx, buckets)
     return [xs[i] for i in chosen], [ys[i] for i in chosen]
 
 
-def _minmax_preselect(
-    ys: array[float] | list[float], groups: int, memo: dict[int, Any] | None = None
-) -> list[int]:
+def _minmax_preselect(ys: array[float] | list[float], groups: int) -> list[int]:
     """The index of the minimum and the maximum of each slice of `g` points (C-speed
     min/max/index over slices; `g` a power of two, so that at most `groups` slices), plus the
-    first and last index. With `memo` (for an array that only grows), the slices already
-    complete last time are not scanned again."""
+    first and last index."""
     n = len(ys)
     g = 1 << max(0, math.ceil(math.log2(n / groups)))
     while (n + g - 1) // g > groups:
         g <<= 1
-    state = memo.get(groups) if memo is not None else None
-    if state is None or state[0] != g or state[1] * g > n:
-        state = [g, 0, []]
-    done, kept = state[1], state[2]
-    full = n // g
-
-    def scan(lo: int, hi: int, out: list[int]) -> None:
-        part = ys[lo:hi]
+    kept: list[int] = []
+    for lo in range(0, n, g):
+        part = ys[lo : lo + g]
         a, b = lo + part.index(min(part)), lo + part.index(max(part))
-        out.extend((a, b) if a <= b else (b, a))
-
-    for grp in range(done, full):
-        scan(grp * g, (grp + 1) * g, kept)
-    state[1] = full
-    if memo is not None:
-        memo[groups] = state
-    tail: list[int] = []
-    if full * g < n:
-        scan(full * g, n, tail)
-    return sorted({0, n - 1, *kept, *tail})
+        kept.extend((a, b) if a <= b else (b, a))
+    return sorted({0, n - 1, *kept})
 
 
 def _lttb_minmax(
