@@ -24,6 +24,7 @@ from orbit.execute.logvalve import Valve
 from orbit.execute.watching import (
     DISK_RETRY_SECONDS,
     METRICS_BUDGET_BYTES,
+    METRICS_COST_FACTOR,
     METRICS_SECONDS,
     POLL_MIN,
     SAMPLE_SECONDS,
@@ -333,7 +334,8 @@ class Shepherd:
             now = time.monotonic()
             if now >= next_metrics:
                 self._summarize(METRICS_BUDGET_BYTES)
-                next_metrics = time.monotonic() + METRICS_SECONDS
+                took = time.monotonic() - now
+                next_metrics = now + took + max(METRICS_SECONDS, METRICS_COST_FACTOR * took)
             if now >= next_sample:
                 next_sample = now + SAMPLE_SECONDS
                 w.sample()

@@ -27,6 +27,9 @@ DISK_RETRY_SECONDS = 3.0
 # METRICS_BUDGET_BYTES of new metrics each time (about 0.1 s of parsing), and once at the end.
 METRICS_SECONDS = 5.0
 METRICS_BUDGET_BYTES = 4 << 20
+# An update that took t seconds (many keys make a big sidecar) waits at least 50 t for the next,
+# so the sidecar never costs the shepherd more than 2% of a core.
+METRICS_COST_FACTOR = 50
 
 
 @dataclass
