@@ -32,7 +32,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     if needs_repair(run):
         side_tick(env)  # its shepherd died: settle or restart it first
         run = store.load(run.id)
-    d = describe(store, run, metrics=metrics_json(run))
+    d = describe(store, run, metrics=metrics_json(run, save=True))
     session = _session(run)
     if session is not None:
         d["session"] = session

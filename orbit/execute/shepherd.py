@@ -22,6 +22,9 @@ from orbit.execute.logfollow import LogCopier
 from orbit.execute.logvalve import Valve
 from orbit.execute.watching import (
     DISK_RETRY_SECONDS,
+    METRICS_BUDGET_BYTES,
+    METRICS_COST_FACTOR,
+    METRICS_SECONDS,
     POLL_MIN,
     SAMPLE_SECONDS,
     Watching,
@@ -30,6 +33,7 @@ from orbit.execute.watching import (
     poll_delay,
     start_error,
 )
+from orbit.review.series import Follower
 from orbit.sched.cgroup import OomEvents, Sampler, locate
 from orbit.sched.gpus import GpuPeaks, open_gpus
 from orbit.store import secrets
@@ -38,7 +42,16 @@ from orbit.store.exitrecord import EXIT_HINTS, finalize_from_exit, read_exit, wr
 from orbit.store.files import atomic_write, read_jsonl, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.locks import release, try_lock
-from orbit.store.model import EVENTS, LOG, SHEPHERD_LOCK, Run, RunState, now_iso, parse_iso
+from orbit.store.model import (
+    EVENTS,
+    LOG,
+    METRICS,
+    SHEPHERD_LOCK,
+    Run,
+    RunState,
+    now_iso,
+    parse_iso,
+)
 from orbit.store.runs import RunStore
 
 if TYPE_CHECKING:
@@ -82,6 +95,8 @@ class Shepherd:
         self.actor = f"shepherd:{run_id}"
         self.spawner = spawner
         self.ticked = False
+        self.metrics = Follower(home.runs_dir / run_id / METRICS)
+        self.metrics_failed = False
 
     def tick(self) -> None:
         from orbit.sched.tick import tick
@@ -113,6 +128,7 @@ class Shepherd:
         run = self.store.load(self.run_id)
         if run.state.finished:
             self._settle_leftovers(run)
+            self._summarize(None)
             return True
         if read_exit(run.dir) is not None:
             self._finish(run, None)
@@ -313,9 +329,14 @@ class Shepherd:
         """Until the container ends: sample its peaks, enforce the timeout and a cancel
         request, and copy its log, each on its own clock."""
         next_sample = next_poll = time.monotonic()
+        next_metrics = next_sample + METRICS_SECONDS
         idle = POLL_MIN
         while w.waiter.is_alive():
             now = time.monotonic()
+            if now >= next_metrics:
+                self._summarize(METRICS_BUDGET_BYTES)
+                took = time.monotonic() - now
+                next_metrics = now + took + max(METRICS_SECONDS, METRICS_COST_FACTOR * took)
             if now >= next_sample:
                 next_sample = now + SAMPLE_SECONDS
                 w.sample()
@@ -455,6 +476,17 @@ class Shepherd:
         copier.close()
         return got >= 0
 
+    def _summarize(self, budget: int | None) -> None:
+        """Bring metrics.summary.json up to date (reading at most `budget` new bytes). A
+        sidecar that cannot be written is logged once and never stops the run: readers then
+        parse metrics.jsonl themselves."""
+        try:
+            self.metrics.update(budget)
+        except Exception as exc:  # the sidecar is a cache: nothing the run depends on
+            if not self.metrics_failed:
+                log.warning("run %s: metrics.summary.json not written: %s", self.run_id, exc)
+                self.metrics_failed = True
+
     def _remove(self, container: Container) -> bool:
         try:
             container.remove(force=True)
@@ -473,6 +505,7 @@ class Shepherd:
             self._settle_leftovers(run)  # then the marker goes
         else:  # the result is in exit.json; the marker keeps the run in the tick's view
             log.warning("run %s: not settled (its files are damaged); a tick repairs it", run.id)
+        self._summarize(None)  # last: the whole file may have to be read (a fast writer)
 
     def _finalize(self, run: Run) -> bool:
         """finalize_from_exit, again every few seconds while the disk is full. If the status

@@ -23,6 +23,13 @@ POLL_MIN = 0.1
 POLL_BUSY = 0.05
 BUSY_FRAMES = 2000
 DISK_RETRY_SECONDS = 3.0
+# metrics.summary.json is brought up to date every METRICS_SECONDS, reading at most
+# METRICS_BUDGET_BYTES of new metrics each time (about 0.1 s of parsing), and once at the end.
+METRICS_SECONDS = 5.0
+METRICS_BUDGET_BYTES = 4 << 20
+# An update that took t seconds (many keys make a big sidecar) waits at least 50 t for the next,
+# so the sidecar never costs the shepherd more than 2% of a core.
+METRICS_COST_FACTOR = 50
 
 
 @dataclass

@@ -28,11 +28,15 @@ def _x(value: float) -> float | int:
     return int(value) if value.is_integer() and abs(value) < 2**53 else value
 
 
-def summarize_with_x(run: Run) -> tuple[str, dict[str, Summary]]:
+def summarize_with_x(run: Run, *, save: bool = False) -> tuple[str, dict[str, Summary]]:
     """The x axis the steps are of (`step`, `time`, `timestamp` or `line`) and each numeric
-    key's summary, in the file's key order. A file past series.MAX_PARSE_BYTES is summarised
-    over its last part only, and keys past series.MAX_KEYS are not summarised (as the charts)."""
-    metrics = read_metrics(run.path(METRICS), max_points=0)
+    key's summary, in the file's key order. Read through metrics.summary.json when it is
+    current (then only the lines appended since are parsed); without one, a file past
+    series.MAX_PARSE_BYTES is summarised over its last part only. Keys past series.MAX_KEYS
+    are not summarised (as the charts). With `save`, a finished run whose sidecar was missing
+    or stale gets one (a run that ended before Orbit wrote them, or whose shepherd could not)."""
+    save = save and run.state.finished
+    metrics = read_metrics(run.path(METRICS), max_points=0, save=save)
     return metrics.x_label, {
         key: Summary(s.last, s.min, s.max, s.count, _x(s.min_at), _x(s.max_at))
         for key, s in metrics.series.items()
@@ -43,7 +47,7 @@ def summarize(run: Run) -> dict[str, Summary]:
     return summarize_with_x(run)[1]
 
 
-def metrics_json(run: Run) -> dict[str, Any]:
+def metrics_json(run: Run, *, save: bool = False) -> dict[str, Any]:
     """What `orbit show --json` adds to its `metrics`: `x` and `summary` (key → Summary)."""
-    x_label, summaries = summarize_with_x(run)
+    x_label, summaries = summarize_with_x(run, save=save)
     return {"x": x_label, "summary": {k: s.to_json() for k, s in summaries.items()}}

@@ -4,14 +4,19 @@ The one parser of metrics files: the web's charts and the review's summaries (`o
 `orbit compare`) both read through `read_metrics`.
 
 A metrics file can hold millions of lines, so nothing here keeps more than one 1 MiB chunk of
-text and one float array per key in memory, and what leaves the server is at most `max_points`
-points per key. The down-sampling is LTTB (largest triangle three buckets) with the minimum and
-maximum of every bucket kept as well, so a spike or a divergence never disappears from a chart.
+text and, per key, a Pyramid (pyramid.py: the minimum and maximum of each of at most
+GROUPS_MAX blocks, about 2,000 points) in memory, and what leaves the server is at most
+`max_points` points per key: LTTB (largest triangle three buckets) over the pyramid's points,
+with the minimum and maximum of every bucket kept as well, so a spike or a divergence never
+disappears from a chart. The pyramid is what the shepherd saves in metrics.summary.json
+(sidecar.py, `Follower`), so a reader parses only the lines appended after it.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
 import math
 import os
 import threading
@@ -22,8 +27,13 @@ from itertools import chain, compress
 from pathlib import Path
 from typing import Any
 
+from orbit.review import sidecar
+from orbit.review.pyramid import GROUPS_MAX, Pyramid, downsample
+
+log = logging.getLogger(__name__)
+
 CHUNK_BYTES = 1 << 20
-MAX_PARSE_BYTES = 256 << 20  # beyond this only the file's last 256 MiB is charted
+MAX_PARSE_BYTES = 256 << 20  # without a sidecar, only the last 256 MiB of a file is read
 MAX_KEYS = 64  # keys beyond this are counted, not charted
 X_KEYS = ("step", "time", "timestamp")  # the x axis: the first of these a file uses, else line
 
@@ -133,65 +143,100 @@ def _objects(raw: bytes) -> list[Any]:
         return out
 
 
-MAX_CACHED_POINTS = 8_000_000  # parsed points (x and y: 16 bytes each) kept across requests
+MAX_CACHED_POINTS = 1_000_000  # kept points (each key keeps at most ~2 * GROUPS_MAX)
 MAX_CACHED_FILES = 32
-_TAIL_CHECK = 64  # bytes before the parsed offset compared on each call (a rewrite in place)
+_TAIL_CHECK = sidecar.CHECK_BYTES  # bytes before the parsed offset compared on each call
+SIDECAR_GAIN = 4 << 20  # a cached parse this far behind the file looks for a newer sidecar
 
 
 class _Parsed:
-    """The parse of one file (path, device, inode) so far: the arrays of every key and the
-    byte offset up to which whole lines have been read. Growing the file costs only the new
-    lines; the down-sampled results are kept per (size, mtime, max_points)."""
+    """The parse of one file (path, device, inode) so far: each key's Pyramid and the byte
+    offset up to which whole lines have been read. Growing the file costs only the new lines;
+    the down-sampled results are kept per (size, mtime, max_points). Its `state()` is what
+    metrics.summary.json holds; `from_state` takes it back."""
 
     def __init__(self, start: int) -> None:
         self.lock = threading.Lock()
         self.start = start  # where parsing began (beyond 0: the head of a huge file skipped)
-        self.offset = start  # whole lines before this byte are in the arrays
+        self.offset = start  # whole lines before this byte are in the pyramids
+        self.head = b""  # the file's first bytes (up to _TAIL_CHECK), when start is 0
         self.tail = b""  # the last bytes parsed, to notice a file rewritten in place
         self.seen = (-1, -1)  # (size, mtime_ns) of the file when last read
         self.skipped_bytes = 0
         self.x_key: str | None = None
         self.x_now: float = 0.0
         self.line_no = 0
-        self.xs: dict[str, array[float]] = {}
-        self.ys: dict[str, array[float]] = {}
+        self.keys: dict[str, Pyramid] = {}
         self.dropped: set[str] = set()
-        self.memos: dict[str, dict[int, Any]] = {}  # downsample's memo, per key
+        self.from_sidecar = 0  # the offset of the sidecar this parse started from (0: none)
         self.results: OrderedDict[tuple[int, int, int], Metrics] = OrderedDict()
 
     @property
     def points(self) -> int:
-        return sum(len(a) for a in self.ys.values())
+        return sum(2 * len(p.groups) + 2 for p in self.keys.values())
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "groups_max": GROUPS_MAX,
+            "max_keys": MAX_KEYS,
+            "x_key": self.x_key,
+            "x_now": self.x_now,
+            "lines": self.line_no,
+            "dropped": sorted(self.dropped),
+            "keys": {k: p.to_json() for k, p in self.keys.items()},
+            "summary": {k: _summary(p) for k, p in self.keys.items()},  # for people (cat, jq)
+        }
+
+    @classmethod
+    def from_state(cls, data: dict[str, Any]) -> _Parsed:
+        """The parse a sidecar holds; ValueError when its state is damaged or was made with
+        other limits."""
+        out = cls(0)
+        x_key, x_now, lines, dropped = (data.get(k) for k in ("x_key", "x_now", "lines", "dropped"))
+        keys = data.get("keys")
+        if (
+            data.get("groups_max") != GROUPS_MAX
+            or data.get("max_keys") != MAX_KEYS
+            or not (x_key is None or x_key == "" or x_key in X_KEYS)
+            or not _is_number(x_now)
+            or type(lines) is not int
+            or lines < 0
+            or not isinstance(dropped, list)
+            or not all(isinstance(k, str) for k in dropped)
+            or not isinstance(keys, dict)
+            or len(keys) > MAX_KEYS
+        ):
+            raise ValueError("sidecar state")
+        out.x_key, out.line_no, out.dropped = x_key, lines, set(dropped)
+        out.x_now = x_now  # type: ignore[assignment]  # checked by _is_number above
+        out.keys = {k: Pyramid.from_json(v) for k, v in keys.items()}
+        if any(p.n > lines for p in out.keys.values()) or (out.dropped & set(out.keys)):
+            raise ValueError("sidecar state")
+        offset = data["offset"]
+        out.offset = out.from_sidecar = offset
+        out.head = base64.b64decode(data["head"])
+        out.tail = base64.b64decode(data["tail"])
+        return out
+
+    def copy(self) -> _Parsed:
+        """A copy to parse a torn last line into (the pyramids copied, the rest shared)."""
+        out = _Parsed(self.start)
+        out.x_key, out.x_now, out.line_no = self.x_key, self.x_now, self.line_no
+        out.dropped, out.skipped_bytes = set(self.dropped), self.skipped_bytes
+        out.keys = {k: p.copy() for k, p in self.keys.items()}
+        return out
 
     def consume(self, block: bytes) -> None:
         """Add the lines of `block` (whole lines, the last one may lack its newline)."""
         objs = [o if type(o) is dict else _EMPTY for o in _objects(block)]
         if not objs:
             return
-        xs, ys, dropped = self.xs, self.ys, self.dropped
-        if self.x_key is None:
-            for o in objs:
-                if o:
-                    self.x_key = next((k for k in X_KEYS if _number(o.get(k)) is not None), "")
-                    break
+        keys, dropped = self.keys, self.dropped
+        xcol = self._x_column(objs)
         x_key = self.x_key
-        xcol: list[Any] | range
-        if x_key:
-            raw: list[Any] = [o.get(x_key) for o in objs]
-            if _floats(raw) is not None:
-                xcol = raw
-            else:
-                xcol = []
-                x_now = self.x_now
-                for v in raw:
-                    if _is_number(v):
-                        x_now = v  # a line without a step belongs to the last one seen
-                    xcol.append(x_now)
-            self.x_now = xcol[-1]
-        else:
-            xcol = range(self.line_no + 1, self.line_no + 1 + len(objs))
         self.line_no += len(objs)
-        # Column by column: comprehensions and C-level extends, not a loop per value.
+        xall: array[float] | None = None
+        # Column by column: comprehensions and C-level min/max, not a loop per value.
         for k in dict.fromkeys(chain.from_iterable(objs)):
             if k == x_key or k in dropped:
                 continue
@@ -199,79 +244,79 @@ class _Parsed:
             values = _floats(col)
             every = values is not None
             ok = [] if every else [_is_number(v) for v in col]
-            ya = ys.get(k)
-            if ya is None:
+            pyr = keys.get(k)
+            if pyr is None:
                 if not every and not any(ok):
                     continue
-                if len(ys) >= MAX_KEYS:
+                if len(keys) >= MAX_KEYS:
                     dropped.add(k)
                     continue
-                ya = ys[k] = array("d")
-                xs[k] = array("d")
+                pyr = keys[k] = Pyramid()
             if values is not None:
-                ya.extend(values)
-                xs[k].extend(xcol)
+                if xall is None:
+                    xall = array("d", xcol)
+                pyr.add(xall, values)
             else:
-                ya.extend(compress(col, ok))
-                xs[k].extend(compress(xcol, ok))
+                pyr.add(array("d", compress(xcol, ok)), array("d", compress(col, ok)))
 
-    def metrics(self, max_points: int, *, memo: bool = True) -> Metrics:
+    def _x_column(self, objs: list[dict[str, Any]]) -> list[Any] | range:
+        """The x of each line: its `x_key` value, the last one seen for a line without one,
+        or the line number when the file has no x key."""
+        if self.x_key is None:
+            for o in objs:
+                if o:
+                    self.x_key = next((k for k in X_KEYS if _number(o.get(k)) is not None), "")
+                    break
+        if not self.x_key:
+            return range(self.line_no + 1, self.line_no + 1 + len(objs))
+        raw: list[Any] = [o.get(self.x_key) for o in objs]
+        if _floats(raw) is not None:
+            xcol = raw
+        else:
+            xcol = []
+            x_now = self.x_now
+            for v in raw:
+                if _is_number(v):
+                    x_now = v  # a line without a step belongs to the last one seen
+                xcol.append(x_now)
+        self.x_now = xcol[-1]
+        return xcol
+
+    def metrics(self, max_points: int) -> Metrics:
         """Every key's summary and, when `max_points` > 0, its down-sampled points (0: the
         summary alone, for a caller that shows no chart)."""
         out = Metrics(x_label=self.x_key or "line", lines=self.line_no)
         out.dropped_keys = len(self.dropped)
         out.skipped_bytes = self.skipped_bytes
-        for k, ya in self.ys.items():
-            if not ya:
-                continue  # a key that never held a number
-            xa = self.xs[k]
-            m = self.memos.setdefault(k, {}) if memo else None
-            px, py = downsample(xa, ya, max_points, m) if max_points else ([], [])
-            lo, hi, lo_i, hi_i = _extremes(ya, m.get(-1) if m is not None else None)
-            if m is not None:
-                m[-1] = (len(ya), lo, hi, lo_i, hi_i)
+        for k, pyr in self.keys.items():
+            lo, hi = pyr.extremes()
+            px: list[float] = []
+            py: list[float] = []
+            if max_points:
+                px, py = downsample(*pyr.points(), max_points)
             out.series[k] = Series(
-                k, px, py, len(ya), lo, hi, ya[-1], min_at=xa[lo_i], max_at=xa[hi_i]
+                k, px, py, pyr.n, lo[2], hi[2], pyr.last[2], min_at=lo[1], max_at=hi[1]
             )
         return out
 
     def metrics_with(self, torn: bytes, max_points: int) -> Metrics:
         """The result as if `torn` (a last line without its newline) were parsed, leaving the
         state as it was: that line is read again once it is complete."""
-        saved = (self.x_key, self.x_now, self.line_no, set(self.dropped))
-        lengths = {k: len(a) for k, a in self.ys.items()}
-        try:
-            self.consume(torn)
-            return self.metrics(max_points, memo=False)  # the arrays shrink back after this
-        finally:
-            self.x_key, self.x_now, self.line_no, self.dropped = saved
-            for k in list(self.ys):
-                n = lengths.get(k)
-                if n is None:
-                    del self.ys[k], self.xs[k]
-                else:
-                    del self.ys[k][n:], self.xs[k][n:]
+        other = self.copy()
+        other.consume(torn)
+        return other.metrics(max_points)
 
 
-def _extremes(
-    ya: array[float], seen: tuple[int, float, float, int, int] | None
-) -> tuple[float, float, int, int]:
-    """(min, max, index of the first min, index of the first max) of `ya`; `seen` is the
-    answer for its first seen[0] values (the array only grows), so only the rest is scanned."""
-    n = len(ya)
-    if seen is None or seen[0] > n:
-        lo, hi = min(ya), max(ya)
-        return lo, hi, ya.index(lo), ya.index(hi)
-    done, lo, hi, lo_i, hi_i = seen
-    if done == n:
-        return lo, hi, lo_i, hi_i
-    part = ya[done:]
-    plo, phi = min(part), max(part)
-    if plo < lo:  # strictly: a tie keeps the earlier point
-        lo, lo_i = plo, done + part.index(plo)
-    if phi > hi:
-        hi, hi_i = phi, done + part.index(phi)
-    return lo, hi, lo_i, hi_i
+def _summary(p: Pyramid) -> dict[str, Any]:
+    lo, hi = p.extremes()
+    return {
+        "count": p.n,
+        "last": p.last[2],
+        "min": lo[2],
+        "min_at": lo[1],
+        "max": hi[2],
+        "max_at": hi[1],
+    }
 
 
 def read_tail(path: Path, max_bytes: int, *, max_points: int = 1000) -> Metrics:
@@ -292,15 +337,20 @@ def read_tail(path: Path, max_bytes: int, *, max_points: int = 1000) -> Metrics:
         state.skipped_bytes = start + first if first else size
         block = block[first:] if first else b""
     state.consume(block)
-    return state.metrics(max_points, memo=False)
+    return state.metrics(max_points)
 
 
-def read_metrics(path: Path, *, max_points: int = 1000) -> Metrics:
+def read_metrics(path: Path, *, max_points: int = 1000, save: bool = False) -> Metrics:
     """Every numeric key of a metrics.jsonl against `step` (or `time`, or the line number):
     its count, last, min and max (with their x) over every point, and its points
-    down-sampled to at most `max_points` (0: no points). The parse is kept per file identity, so
-    a page reloaded while nothing was appended costs nothing and one reloaded after an append
-    parses only the new lines (then down-samples again)."""
+    down-sampled to at most `max_points` (0: no points).
+
+    The parse starts from the sidecar metrics.summary.json when it still describes the file
+    (only the lines appended since are read), else from the file's start (its last
+    MAX_PARSE_BYTES when bigger); either way the result is the same. With `save` (a caller
+    that may write the run directory), a parse that found no usable sidecar writes one
+    (failures ignored). The parse is kept per file identity, so a page reloaded while nothing
+    was appended costs nothing and one reloaded after an append parses only the new lines."""
     try:
         st = os.stat(path)
     except OSError:
@@ -327,17 +377,89 @@ def read_metrics(path: Path, *, max_points: int = 1000) -> Metrics:
         result = None
         if state is not None:
             with state.lock:
-                if _usable(state, fh, fst.st_size, fst.st_mtime_ns):
-                    result = _update(state, fh, fst.st_size, stamp)
-                else:
+                if not _usable(state, fh, fst.st_size, fst.st_mtime_ns):
                     state = None
+                elif fst.st_size - state.offset > SIDECAR_GAIN:
+                    newer = _from_sidecar(path, fh, fst.st_size)
+                    if newer is not None and newer.offset > state.offset:
+                        state = newer
+                if state is not None:
+                    result = _update(state, fh, fst.st_size, stamp)
         if state is None:
-            state = _Parsed(max(0, fst.st_size - MAX_PARSE_BYTES))
+            state = _from_sidecar(path, fh, fst.st_size)
+            if state is None:
+                state = _Parsed(max(0, fst.st_size - MAX_PARSE_BYTES))
             with state.lock:
                 result = _update(state, fh, fst.st_size, stamp)
+                if save and not state.from_sidecar and state.start == 0 and state.offset:
+                    _save(path, state)
     assert result is not None
     _keep(key, state)
     return result
+
+
+def _from_sidecar(path: Path, fh: Any, size: int) -> _Parsed | None:
+    data = sidecar.read(path, fh, size)
+    if data is None:
+        return None
+    try:
+        return _Parsed.from_state(data)
+    except (ValueError, TypeError, KeyError) as exc:
+        log.info("%s: sidecar ignored (%s)", path, exc)
+        return None
+
+
+def _save(path: Path, state: _Parsed) -> bool:
+    """Write the sidecar of `state` (a parse from the file's start); False when it cannot."""
+    try:
+        sidecar.write(path, state.offset, state.head, state.tail, state.state())
+    except OSError as exc:
+        log.info("%s: sidecar not written: %s", path, exc)
+        return False
+    state.from_sidecar = state.offset
+    return True
+
+
+class Follower:
+    """The shepherd's side: the metrics file of one run read as it grows, its sidecar
+    rewritten after each update that read new lines. Each `update` reads at most `budget`
+    bytes (the rest waits for the next one), so a run that writes metrics fast never holds
+    the shepherd up for long; the last update reads to the end."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.state: _Parsed | None = None
+
+    def update(self, budget: int | None = None) -> bool:
+        """Read what was appended (up to `budget` bytes) and save the sidecar when something
+        was; True when the sidecar now covers every whole line. Raises OSError only for a
+        sidecar that cannot be written (a full disk)."""
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 - closed by the with-block below
+        except OSError:
+            return False
+        with fh:
+            fst = os.fstat(fh.fileno())
+            size = fst.st_size
+            state = self.state
+            if state is not None and not _usable(state, fh, size, fst.st_mtime_ns):
+                state = None  # truncated or rewritten: start again
+            if state is None:
+                state = _from_sidecar(self.path, fh, size) or _Parsed(0)
+            self.state = state
+            limit = size if budget is None else min(size, state.offset + budget)
+            _advance(state, fh, limit)
+            state.seen = (size, fst.st_mtime_ns)
+            done = state.offset == size or b"\n" not in _peek(fh, state.offset, size)
+        if state.offset and state.offset != state.from_sidecar:
+            sidecar.write(self.path, state.offset, state.head, state.tail, state.state())
+            state.from_sidecar = state.offset
+        return done
+
+
+def _peek(fh: Any, offset: int, size: int) -> bytes:
+    fh.seek(offset)
+    return fh.read(min(size - offset, CHUNK_BYTES))
 
 
 def _update(state: _Parsed, fh: Any, size: int, stamp: tuple[int, int, int]) -> Metrics:
@@ -356,10 +478,10 @@ def _update(state: _Parsed, fh: Any, size: int, stamp: tuple[int, int, int]) -> 
 
 def _usable(state: _Parsed, fh: Any, size: int, mtime_ns: int) -> bool:
     """Whether `state` is a parse of an earlier version of this file (appended to since)."""
-    if size < state.seen[0] or (size == state.seen[0] and mtime_ns != state.seen[1]):
-        return False  # truncated, or changed without growing: rewritten
-    if size - state.start > MAX_PARSE_BYTES + MAX_PARSE_BYTES // 8:
-        return False  # grown well past the window: start again from its last MAX_PARSE_BYTES
+    if size < state.offset or size < state.seen[0]:
+        return False  # truncated
+    if size == state.seen[0] and mtime_ns != state.seen[1]:
+        return False  # changed without growing: rewritten
     if state.tail:
         fh.seek(state.offset - len(state.tail))
         if fh.read(len(state.tail)) != state.tail:
@@ -385,6 +507,8 @@ def _advance(state: _Parsed, fh: Any, size: int) -> bytes:
         rest = block[cut:]
         if cut:
             state.consume(block[:cut])
+            if state.start == 0 and len(state.head) < _TAIL_CHECK:
+                state.head = (state.head + block[:cut])[:_TAIL_CHECK]
             state.offset += cut
             state.tail = (state.tail + block[:cut])[-_TAIL_CHECK:]
     return rest
@@ -406,99 +530,3 @@ def _keep(key: tuple[str, int, int], state: _Parsed) -> None:
 _cache: OrderedDict[tuple[str, int, int], _Parsed] = OrderedDict()
 _cache_lock = threading.Lock()
 _EMPTY: dict[str, Any] = {}
-
-
-def downsample(
-    xs: array[float] | list[float],
-    ys: array[float] | list[float],
-    max_points: int = 1000,
-    memo: dict[int, Any] | None = None,
-) -> tuple[list[float], list[float]]:
-    """At most `max_points` points of (xs, ys) in order: the first and last point, and in each
-    bucket the LTTB point, the minimum and the maximum. `memo` (one dict per series that only
-    ever grows) keeps the pre-selection of the part already seen."""
-    n = len(ys)
-    if n <= max_points or n < 3:
-        return list(xs), list(ys)
-    if max_points < 5:
-        raise ValueError("max_points must be at least 5")
-    big = n > 8 * max_points
-    idx = _minmax_preselect(ys, 4 * max_points, memo) if big else list(range(n))
-    buckets = (max_points - 2) // 3
-    chosen = _lttb_minmax(xs, ys, idx, buckets)
-    return [xs[i] for i in chosen], [ys[i] for i in chosen]
-
-
-def _minmax_preselect(
-    ys: array[float] | list[float], groups: int, memo: dict[int, Any] | None = None
-) -> list[int]:
-    """The index of the minimum and the maximum of each slice of `g` points (C-speed
-    min/max/index over slices; `g` a power of two, so that at most `groups` slices), plus the
-    first and last index. With `memo` (for an array that only grows), the slices already
-    complete last time are not scanned again."""
-    n = len(ys)
-    g = 1 << max(0, math.ceil(math.log2(n / groups)))
-    while (n + g - 1) // g > groups:
-        g <<= 1
-    state = memo.get(groups) if memo is not None else None
-    if state is None or state[0] != g or state[1] * g > n:
-        state = [g, 0, []]
-    done, kept = state[1], state[2]
-    full = n // g
-
-    def scan(lo: int, hi: int, out: list[int]) -> None:
-        part = ys[lo:hi]
-        a, b = lo + part.index(min(part)), lo + part.index(max(part))
-        out.extend((a, b) if a <= b else (b, a))
-
-    for grp in range(done, full):
-        scan(grp * g, (grp + 1) * g, kept)
-    state[1] = full
-    if memo is not None:
-        memo[groups] = state
-    tail: list[int] = []
-    if full * g < n:
-        scan(full * g, n, tail)
-    return sorted({0, n - 1, *kept, *tail})
-
-
-def _lttb_minmax(
-    xs: array[float] | list[float],
-    ys: array[float] | list[float],
-    idx: list[int],
-    buckets: int,
-) -> list[int]:
-    m = len(idx)
-    out = [idx[0]]
-    inner = m - 2
-    prev = idx[0]
-    for b in range(buckets):
-        lo = 1 + b * inner // buckets
-        hi = 1 + (b + 1) * inner // buckets
-        if hi <= lo:
-            continue
-        # The average of the next bucket (or the last point) is the triangle's third corner.
-        nlo, nhi = hi, min(m - 1, 1 + (b + 2) * inner // buckets)
-        if b == buckets - 1 or nhi <= nlo:
-            cx, cy = xs[idx[m - 1]], ys[idx[m - 1]]
-        else:
-            cx = sum(xs[idx[j]] for j in range(nlo, nhi)) / (nhi - nlo)
-            cy = sum(ys[idx[j]] for j in range(nlo, nhi)) / (nhi - nlo)
-        ax, ay = xs[prev], ys[prev]
-        best, best_area = idx[lo], -1.0
-        lo_i = hi_i = idx[lo]
-        for j in range(lo, hi):
-            i = idx[j]
-            x, y = xs[i], ys[i]
-            area = abs((ax - cx) * (y - ay) - (ax - x) * (cy - ay))
-            if area > best_area:
-                best, best_area = i, area
-            if y < ys[lo_i]:
-                lo_i = i
-            if y > ys[hi_i]:
-                hi_i = i
-        out.extend(sorted({best, lo_i, hi_i}))
-        prev = best
-    if out[-1] != idx[m - 1]:
-        out.append(idx[m - 1])
-    return out
