@@ -17,10 +17,8 @@ from orbit.store.home import Home
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_FREE_GB = 10.0
 PACKAGES = (
-    "docker",
     "nvidia-ml-py",
     "psutil",
-    "portalocker",
     "argcomplete",
     "pyyaml",
     "jsonlines",
@@ -128,52 +126,62 @@ def _read_through_docker(client: Any, probe: Path) -> tuple[str | None, str | No
     import io
     import tarfile
 
-    import docker.errors
-    import docker.types
+    from orbit.errors import DockerError
+    from orbit.execute.engine import NotFound
 
-    api = client.api
     created = None
     try:
-        mount = docker.types.Mount("/probe", str(probe), type="bind", read_only=True)
-        created = api.create_container(
-            _probe_image(api),
-            command=["/orbit-doctor-probe"],  # never started
-            host_config=api.create_host_config(mounts=[mount]),
-            labels={"orbit.doctor": "paths"},
+        mount = {"Target": "/probe", "Source": str(probe), "Type": "bind", "ReadOnly": True}
+        created = client.create(
+            {
+                "Image": _probe_image(client),
+                "Cmd": ["/orbit-doctor-probe"],  # never started
+                "HostConfig": {"Mounts": [mount]},
+                "Labels": {"orbit.doctor": "paths"},
+            }
         )
-        stream, _ = api.get_archive(created["Id"], "/probe/nonce")
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        data = created.get_archive("/probe/nonce").read()
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
             member = tar.next()
-            data = tar.extractfile(member) if member else None
-            return (data.read().decode() if data else None), None
-    except docker.errors.NotFound:
+            extracted = tar.extractfile(member) if member else None
+            return (extracted.read().decode() if extracted else None), None
+    except NotFound:
         return None, None  # mounted, but not the directory Orbit wrote to
-    except docker.errors.APIError as exc:
-        return None, str(exc.explanation or exc)
+    except DockerError as exc:
+        return None, str(getattr(exc, "explanation", None) or exc)
     finally:
         if created is not None:
             try:
-                api.remove_container(created["Id"], force=True, v=True)
-            except docker.errors.APIError:
+                created.engine.request(
+                    "DELETE", f"/containers/{created.id}", query={"force": 1, "v": 1}
+                ).read()
+            except DockerError:
                 pass
 
 
 PROBE_IMAGE = "orbit-doctor/empty:1"  # an image without files, for an engine that has none
 
 
-def _probe_image(api: Any) -> str:
+def _probe_image(client: Any) -> str:
     """Any local image (a container that is never started needs no particular one), else an
     empty one imported from an empty tar (no network)."""
     import io
     import tarfile
 
-    ids = api.images(quiet=True)
-    if ids:
-        return str(ids[0])
+    images = client.call("GET", "/images/json") or []
+    if images:
+        return str(images[0]["Id"])
     empty = io.BytesIO()
     tarfile.open(fileobj=empty, mode="w").close()
     repository, tag = PROBE_IMAGE.split(":")
-    api.import_image_from_data(empty.getvalue(), repository=repository, tag=tag)
+    client.request(
+        "POST",
+        "/images/create",
+        query={"fromSrc": "-", "repo": repository, "tag": tag},
+        data=empty.getvalue(),
+        content_type="application/x-tar",
+        timeout=None,
+    ).read()
     return PROBE_IMAGE
 
 

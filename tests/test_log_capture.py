@@ -227,6 +227,7 @@ def test_a_container_that_ends_while_held_by_the_valve_settles(
     import docker.types
 
     from orbit.execute import logfollow, logvalve
+    from orbit.execute.engine import Engine
 
     for module in (logfollow, logvalve):  # a stuck read fails the test sooner
         monkeypatch.setattr(module, "READ_TIMEOUT", 15.0)
@@ -240,12 +241,12 @@ def test_a_container_that_ends_while_held_by_the_valve_settles(
         labels={"orbit.home": str(tmp_path.resolve())},
     )
     try:
-        valve = logvalve.Valve.attach(client.api, container.id, synced=True)
+        valve = logvalve.Valve.attach(Engine(), container.id, synced=True)
         assert valve is not None
         container.start()
         container.reload()
         valve.watch(container.attrs["State"]["Pid"])
-        copier = logfollow.LogCopier(client.api, container.id, tmp_path, [], valve)
+        copier = logfollow.LogCopier(Engine(), container.id, tmp_path, [], valve)
         # Nothing is copied yet: the valve stops once about 24 MB of JSON are due.
         deadline = time.monotonic() + 60
         last, same = -1, 0

@@ -60,14 +60,13 @@ def collect(
 def _from_image(
     image: str, paths: list[str], trial_dir: Path, collected: list[str], missing: list[str]
 ) -> None:
-    import docker.errors
-
     from orbit.execute import docker_ops
+    from orbit.execute.engine import NotFound
 
     client = docker_ops.connect()
     try:
-        container = client.containers.create(image, command=["true"], entrypoint=[])
-    except docker.errors.DockerException as exc:
+        container = client.create({"Image": image, "Cmd": ["true"], "Entrypoint": []})
+    except DockerError as exc:
         raise DockerError(f"cannot read the solved image {image}: {_why(exc)}") from None
     try:
         for path in paths:
@@ -75,18 +74,21 @@ def _from_image(
                 missing.append(path)
                 continue
             try:
-                stream, _ = container.get_archive(path)
-            except docker.errors.NotFound:
+                stream = container.get_archive(path)
+            except NotFound:
                 missing.append(path)
                 continue
-            except docker.errors.APIError as exc:
+            except DockerError as exc:
                 raise DockerError(f"cannot copy {path} out of {image}: {_why(exc)}") from None
-            _extract(stream, artifact_path(trial_dir, path).parent)
+            try:
+                _extract(stream.chunks(), artifact_path(trial_dir, path).parent)
+            finally:
+                stream.close()
             collected.append(path)
     finally:
         try:
             container.remove(force=True)
-        except docker.errors.DockerException:
+        except DockerError:
             pass
 
 

@@ -295,16 +295,13 @@ def _network(mode: str) -> str:
 
 
 def _image_is_local(name: str) -> bool:
-    import docker.errors
-
     from orbit.errors import DockerError
     from orbit.execute import docker_ops
 
     try:
-        docker_ops.connect().images.get(name)
-    except (docker.errors.DockerException, DockerError):
+        return docker_ops.connect().image(name) is not None
+    except DockerError:
         return False
-    return True
 
 
 def _upload_dockerfile(context: Path, env: Environment, trial_dir: Path) -> Path:

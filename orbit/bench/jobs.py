@@ -296,17 +296,16 @@ def remove_job(home: Home, job_id: str) -> list[str]:
 
 def remove_images(tags: list[str]) -> list[str]:
     """Remove these images (gone already is fine); the errors, one line each."""
-    import docker.errors
-
     from orbit.execute import docker_ops
+    from orbit.execute.engine import EngineError, NotFound
 
     client = docker_ops.connect()
     errors = []
     for tag in tags:
         try:
-            client.images.remove(tag, force=True)
-        except docker.errors.ImageNotFound:
+            client.remove_image(tag, force=True)
+        except NotFound:
             continue
-        except docker.errors.APIError as exc:
-            errors.append(f"{tag}: {exc.explanation or exc}")
+        except EngineError as exc:
+            errors.append(f"{tag}: {exc.explanation}")
     return errors

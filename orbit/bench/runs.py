@@ -125,7 +125,7 @@ def image_defaults(home: Home, phase: Phase) -> tuple[str, str]:
     else:
         tag = str(phase.image)
         docker_ops.ensure_image(client, tag, float(home.config["pull_timeout_s"]))
-    config = client.images.get(tag).attrs.get("Config") or {}
+    config = (client.image(tag) or {}).get("Config") or {}
     return str(config.get("WorkingDir") or ""), str(config.get("User") or "")
 
 

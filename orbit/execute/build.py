@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orbit.errors import DockerError, UsageError
+from orbit.execute.engine import DEFAULT_HOST
 from orbit.store.childenv import child_environ
 from orbit.store.home import Home
 
 if TYPE_CHECKING:
-    import docker
+    from orbit.execute.engine import Engine
 
 # The docker CLI from this major version on builds with BuildKit only through buildx.
 BUILDX_FROM_MAJOR = 23
@@ -72,20 +73,16 @@ def image_tag(dockerfile: Path) -> str:
 
 
 def cli_environ(home: Home, environ: Mapping[str, str]) -> dict[str, str]:
-    """The docker CLI's environment: BuildKit on, and the engine the SDK talks to.
+    """The docker CLI's environment: BuildKit on, and the engine Orbit talks to.
 
-    `docker.from_env` reads DOCKER_HOST, DOCKER_TLS_VERIFY and DOCKER_CERT_PATH from this
-    process's environment and ignores CLI contexts; the CLI gets exactly those, and an explicit
-    DOCKER_HOST (which overrides any context) when the SDK uses its default socket.
+    Orbit's engine client (engine.py) reads DOCKER_HOST, DOCKER_TLS_VERIFY and DOCKER_CERT_PATH
+    from this process's environment and ignores CLI contexts; the CLI gets exactly those, and an
+    explicit DOCKER_HOST (which overrides any context) when Orbit uses the default socket.
     """
-    from docker.constants import DEFAULT_UNIX_SOCKET
-
     env = child_environ(home, environ)
     for name in ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH"):
         env.pop(name, None)
-    env["DOCKER_HOST"] = os.environ.get("DOCKER_HOST") or DEFAULT_UNIX_SOCKET.replace(
-        "http+unix://", "unix://"
-    )
+    env["DOCKER_HOST"] = os.environ.get("DOCKER_HOST") or DEFAULT_HOST
     for name in ("DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH"):
         if os.environ.get(name):
             env[name] = os.environ[name]
@@ -147,7 +144,7 @@ def find_cli(env: Mapping[str, str]) -> str:
 
 
 def build_image(
-    client: docker.DockerClient,
+    client: Engine,
     home: Home,
     dockerfile: Path,
     environ: Mapping[str, str],
@@ -158,16 +155,11 @@ def build_image(
     Raises BuildFailed (with the log) when the build fails, and DockerError when no docker CLI
     can build with BuildKit.
     """
-    import docker.errors
-
     if not dockerfile.is_file():
         raise UsageError(f"no Dockerfile at {dockerfile}")
     tag = image_tag(dockerfile)
-    try:
-        client.images.get(tag)
+    if client.image(tag) is not None:
         return Built(tag, True, "")
-    except docker.errors.ImageNotFound:
-        pass
     env = cli_environ(home, environ)
     cli = find_cli(env)
     argv = [cli, "build", "--progress=plain", "--tag", tag, "--file", str(dockerfile)]

@@ -40,9 +40,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from orbit.errors import DISK_FULL, DockerError
+from orbit.execute.engine import API, Engine
 from orbit.execute.logvalve import FRAME_HEADER, READ_TIMEOUT, Valve, json_size
 from orbit.store.files import atomic_write
 
@@ -262,13 +263,13 @@ class LogCopier:
 
     def __init__(
         self,
-        api: Any,
+        engine: Engine,
         container_id: str,
         run_dir: Path,
         secrets: list[str],
         valve: Valve | None = None,
     ) -> None:
-        self.api = api
+        self.engine = engine
         self.valve = valve
         self.container_id = container_id
         self.log_path = run_dir / "log.txt"
@@ -294,14 +295,12 @@ class LogCopier:
             "follow": 0,
             "tail": "all" if tail is None else tail,
         }
-        url = self.api._url("/containers/{0}/logs", self.container_id)
-        socket_path = getattr(getattr(self.api, "_custom_adapter", None), "socket_path", None)
-        if isinstance(socket_path, str):
-            data = _get_http10(socket_path, urlsplit(url).path + "?" + urlencode(params))
-        else:  # TCP or SSH: docker-py's client (slower: it decodes one HTTP chunk per frame)
-            res = self.api._get(url, params=params, stream=False)
-            self.api._raise_for_status(res)
-            data = res.content
+        target = f"/containers/{self.container_id}/logs"
+        socket_path = self.engine.socket_path
+        if socket_path is not None:
+            data = _get_http10(socket_path, API + target + "?" + urlencode(params))
+        else:  # TCP: HTTP/1.1, one chunk per frame (slower)
+            data = self.engine.request("GET", target, query=params, timeout=READ_TIMEOUT).read()
         window = Window(data, whole=True)
         if tail is not None and len(window) >= tail:
             window.whole = False

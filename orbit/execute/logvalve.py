@@ -10,7 +10,7 @@ bytes or more on average; of shorter ones, the 1 MB Docker buffers for the attac
 come to more JSON than Docker keeps, and a gap stays possible (recorded). After a shepherd
 dies, the connection closes and the container runs free: a new shepherd copies from the anchor
 losslessly unless more than Docker's retained log was written meanwhile, which is then
-recorded as a gap. Over TCP or SSH to Docker there is no valve.
+recorded as a gap.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ import socket
 import struct
 import threading
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
 from orbit.errors import DockerError
+from orbit.execute.engine import Engine
 
 READ_TIMEOUT = 120.0
 # Docker's multiplexed stream: an 8-byte header per frame (stream, length), then the payload.
@@ -88,36 +87,20 @@ class Valve:
         self._thread.start()
 
     @classmethod
-    def attach(cls, api: Any, container_id: str, synced: bool) -> Valve | None:
-        """Attach to the container's stdout and stderr (over Docker's Unix socket only); None
-        when Docker's client talks TCP or SSH."""
-        socket_path = getattr(getattr(api, "_custom_adapter", None), "socket_path", None)
-        if not isinstance(socket_path, str):
-            return None
-        path = urlsplit(api._url("/containers/{0}/attach", container_id)).path
-        target = path + "?stream=1&stdout=1&stderr=1&logs=0"
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(READ_TIMEOUT)
-            sock.connect(socket_path)
-            sock.sendall(
-                f"POST {target} HTTP/1.1\r\nHost: docker\r\nConnection: Upgrade\r\n"
-                "Upgrade: tcp\r\nContent-Length: 0\r\n\r\n".encode()
-            )
-            head = b""
-            while b"\r\n\r\n" not in head:
-                part = sock.recv(1)  # byte by byte: nothing of the stream is taken with it
-                if not part:
-                    break
-                head += part
-            status = head.split(b"\r\n", 1)[0].split()
-            if len(status) < 2 or status[1] not in (b"101", b"200"):
-                raise DockerError(f"Docker's attach failed: {head[:60]!r}")
-            sock.settimeout(None)
-        except BaseException:
-            sock.close()
-            raise
-        return cls(sock, synced)
+    def attach(cls, engine: Engine, container_id: str, synced: bool) -> Valve:
+        """Attach to the container's stdout and stderr."""
+        response = engine.request(
+            "POST",
+            f"/containers/{container_id}/attach",
+            query={"stream": 1, "stdout": 1, "stderr": 1, "logs": 0},
+            upgrade=True,
+            timeout=READ_TIMEOUT,
+        )
+        if response.status not in (101, 200):
+            response.close()
+            raise DockerError(f"Docker's attach failed: HTTP {response.status}")
+        response.sock.settimeout(None)
+        return cls(response.sock, synced)
 
     def watch(self, pid: int | None) -> None:
         """The container's main process (its host pid), once started. When it ends the valve

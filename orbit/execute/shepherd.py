@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbit.errors import DISK_FULL, DockerError, OrbitError, from_os_error
 from orbit.execute import docker_ops, workspace
+from orbit.execute.engine import Container, Engine, EngineError, NotFound
 from orbit.execute.logfollow import LogCopier
 from orbit.execute.logvalve import Valve
 from orbit.execute.watching import (
@@ -55,9 +56,6 @@ from orbit.store.model import (
 from orbit.store.runs import RunStore
 
 if TYPE_CHECKING:
-    import docker
-    from docker.models.containers import Container
-
     from orbit.sched.tick import Spawner
 
 log = logging.getLogger(__name__)
@@ -150,7 +148,7 @@ class Shepherd:
             self._watch(client, run, container)
         return True
 
-    def _first_container(self, client: docker.DockerClient, run: Run) -> Container | None:
+    def _first_container(self, client: Engine, run: Run) -> Container | None:
         """The run's container when none exists: created, unless the run has ended meanwhile
         (lost, cancelled, or it could not be created; None, and that is recorded)."""
         if run.state is RunState.RUNNING:
@@ -166,22 +164,21 @@ class Shepherd:
             return None
 
     # --- creating -------------------------------------------------------------------------
-    def _create(self, client: docker.DockerClient, run: Run) -> Container:
-        import docker.errors
-
+    def _create(self, client: Engine, run: Run) -> Container:
         config = docker_ops.container_config(self.home, run, self._secrets(run).env)
+        name = docker_ops.container_name(self.home, run.id)
         code = self._snapshot_source(run)
         try:
-            container = client.containers.create(**config)
-        except docker.errors.ImageNotFound:
+            container = client.create(config, name=name)
+        except NotFound:
             raise DockerError(f"image not found: {run.spec['image']}") from None
-        except docker.errors.APIError as exc:
-            if exc.status_code == 409:  # a create retried after a crash: the name is taken
+        except EngineError as exc:
+            if exc.status == 409:  # a create retried after a crash: the name is taken
                 found = docker_ops.find_container(client, self.home, run.id)
                 if found is None:
-                    raise DockerError(f"container name conflict: {config['name']}") from None
+                    raise DockerError(f"container name conflict: {name}") from None
                 return found
-            raise DockerError(f"cannot create the container: {exc.explanation or exc}") from None
+            raise DockerError(f"cannot create the container: {exc.explanation}") from None
         if code is not None:
             try:
                 self._copy_code(container, code)
@@ -194,8 +191,6 @@ class Shepherd:
     def _copy_code(container: Container, code: workspace.Source) -> None:
         """Put the snapshot into /workspace, owned by the submitter's uid:gid as the snapshot
         tar was (the shepherd runs as the user who submitted: its own ids)."""
-        import docker.errors
-
         stream = code.stream(os.getuid(), os.getgid())
         try:
             container.put_archive("/", stream)
@@ -203,8 +198,8 @@ class Shepherd:
             where = str(code.tar or code.snapshots_dir)
             problem = from_os_error(exc, where)
             raise problem or DockerError(f"cannot read {where}: {exc.strerror}") from None
-        except docker.errors.APIError as exc:
-            raise DockerError(f"cannot copy the code in: {exc.explanation or exc}") from None
+        except EngineError as exc:
+            raise DockerError(f"cannot copy the code in: {exc.explanation}") from None
         finally:
             stream.close()
 
@@ -220,7 +215,7 @@ class Shepherd:
         return secrets.read(self.home, run.id)
 
     # --- watching -------------------------------------------------------------------------
-    def _watch(self, client: docker.DockerClient, run: Run, container: Container) -> None:
+    def _watch(self, client: Engine, run: Run, container: Container) -> None:
         started = self._start(client, run, container)
         if started is None:
             return
@@ -253,19 +248,17 @@ class Shepherd:
         return {"committed_image": tag}
 
     def _start(
-        self, client: docker.DockerClient, run: Run, container: Container
+        self, client: Engine, run: Run, container: Container
     ) -> tuple[Run, Valve | None] | None:
         """Start the container unless it runs already, and record that it runs: the run as
         it now is and the valve; None when it could not start (that is recorded)."""
-        import docker.errors
-
         container.reload()
         if container.status == "created":
             # Attached before the start, the valve sees all the output the copier will copy.
             valve = self._attach(client, container.id, synced=True)
             try:
                 container.start()
-            except docker.errors.APIError as exc:
+            except EngineError as exc:
                 if valve is not None:
                     valve.close()
                 self._record(run, {"error": start_error(exc), "exit_code": None}, container)
@@ -294,7 +287,7 @@ class Shepherd:
         return run, valve
 
     def _open_watch(
-        self, client: docker.DockerClient, run: Run, container: Container, valve: Valve | None
+        self, client: Engine, run: Run, container: Container, valve: Valve | None
     ) -> Watching:
         """The samplers and the log copier of a running container, and a thread waiting for
         its end."""
@@ -304,7 +297,7 @@ class Shepherd:
         sampler = Sampler(locate(container.id, pid))
         oom_events = OomEvents(sampler.dirs.get("memory"))
         gpus = self._gpu_peaks(run, container.id)
-        copier = LogCopier(client.api, container.id, run.dir, self._secrets(run).values, valve)
+        copier = LogCopier(client, container.id, run.dir, self._secrets(run).values, valve)
         waited: dict[str, Any] = {}
         waiter = threading.Thread(target=self._wait, args=(client, container.id, waited))
         waiter.daemon = True
@@ -358,8 +351,6 @@ class Shepherd:
 
     def _exit_record(self, run: Run, container: Container, w: Watching) -> dict[str, Any]:
         """exit.json's record of a container that ended (see docs/run-directory.md)."""
-        import docker.errors
-
         w.sampler.sample()
         kernel_oom = w.oom_events.settle()
         docker_oom = False
@@ -369,7 +360,7 @@ class Shepherd:
             state = container.attrs.get("State") or {}
             docker_oom = bool(state.get("OOMKilled"))
             finished_at = state.get("FinishedAt") or finished_at
-        except docker.errors.APIError:
+        except DockerError:
             pass
         # The log is complete in Docker once the wait returns.
         self._drain(w.copier, wait=True)
@@ -399,11 +390,11 @@ class Shepherd:
         record["shepherd_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
         return record
 
-    def _attach(self, client: docker.DockerClient, container_id: str, synced: bool) -> Valve | None:
+    def _attach(self, client: Engine, container_id: str, synced: bool) -> Valve | None:
         """The valve on the container's attach stream (see logvalve.Valve); None when Docker
-        refuses (the container has ended) or is reached over TCP: the copy then runs unpaced."""
+        refuses (the container has ended): the copy then runs unpaced."""
         try:
-            return Valve.attach(client.api, container_id, synced)
+            return Valve.attach(client, container_id, synced)
         except (OSError, DockerError) as exc:
             log.info(
                 "run %s: no attach stream (%s): the log is copied without a valve", self.run_id, exc
@@ -420,19 +411,16 @@ class Shepherd:
             log.info("log copy failed: %s", exc)
         return 0
 
-    def _wait(self, client: docker.DockerClient, container_id: str, out: dict[str, Any]) -> None:
-        import docker.errors
-        import requests
-
+    def _wait(self, client: Engine, container_id: str, out: dict[str, Any]) -> None:
         while True:
             try:
-                result = client.api.wait(container_id, timeout=None)
-                out["code"] = int(result.get("StatusCode", -1))
+                result = client.call("POST", f"/containers/{container_id}/wait", timeout=None)
+                out["code"] = int((result or {}).get("StatusCode", -1))
                 return
-            except docker.errors.NotFound:
+            except NotFound:
                 out["gone"] = True
                 return
-            except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+            except DockerError as exc:
                 log.info("wait interrupted (%s); retrying", exc)
                 time.sleep(1.0)
 
@@ -548,7 +536,7 @@ class Shepherd:
             return
         container = docker_ops.find_container(client, self.home, run.id)
         if container is not None:
-            copier = LogCopier(client.api, container.id, run.dir, self._secrets(run).values)
+            copier = LogCopier(client, container.id, run.dir, self._secrets(run).values)
             if not self._drain(copier, wait=False):
                 return  # the disk is full: a later tick's shepherd copies the rest
             if not self._remove(container):

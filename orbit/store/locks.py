@@ -1,8 +1,9 @@
-"""File locks (portalocker/flock). The kernel drops a lock when its holder dies, so a held lock
+"""File locks (flock). The kernel drops a lock when its holder dies, so a held lock
 is also a liveness signal: the shepherd holds its run's lock for as long as it lives."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -23,16 +24,14 @@ class LockTimeout(OrbitError):
 
 def try_lock(path: Path, timeout: float = 0.0) -> IO[str] | None:
     """An open file holding an exclusive lock on `path`, or None when another holds it."""
-    import portalocker  # imported here: it costs ~45 ms and many commands take no lock
-
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a")  # noqa: SIM115 - the caller owns the handle for the lock's lifetime
     deadline = time.monotonic() + timeout
     while True:
         try:
-            portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return handle
-        except portalocker.LockException:
+        except BlockingIOError:
             if time.monotonic() >= deadline:
                 handle.close()
                 return None
@@ -40,10 +39,8 @@ def try_lock(path: Path, timeout: float = 0.0) -> IO[str] | None:
 
 
 def release(handle: IO[str]) -> None:
-    import portalocker
-
     try:
-        portalocker.unlock(handle)
+        fcntl.flock(handle, fcntl.LOCK_UN)
     finally:
         handle.close()
 
