@@ -82,3 +82,14 @@ def start_with_lock(argv: list[str], env: dict[str, str], log_path: str, cwd: st
     except BaseException:
         pass
     os._exit(1)
+
+
+def release_memory() -> None:
+    """Give the memory freed so far back to the system (glibc's `malloc_trim`): what
+    importing left behind would otherwise stay in a long-lived process's private memory."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

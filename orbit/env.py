@@ -23,7 +23,8 @@ class Env:
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
     cwd: Path = field(default_factory=Path.cwd)
-    spawn_mode: str = "fork"
+    # A shepherd started ahead of the run this command submits (execute/spawn.Prespawned).
+    prespawned: Spawner | None = None
 
     @cached_property
     def home(self) -> Home:
@@ -38,9 +39,9 @@ class Env:
 
     @property
     def spawner(self) -> Spawner:
-        from orbit.execute.spawn import spawn_exec, spawn_fork
+        from orbit.execute.spawn import spawn
 
-        return spawn_fork if self.spawn_mode == "fork" else spawn_exec
+        return self.prespawned or spawn
 
     def tick(self) -> object:
         from orbit.sched.tick import tick

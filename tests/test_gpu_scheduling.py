@@ -298,7 +298,7 @@ def test_device_requests_name_the_leased_gpus_by_uuid(tmp_path: Path) -> None:
 def test_a_shepherd_started_as_a_fresh_process_keeps_the_stand_in(
     orbit: Orbit, busybox: str, tmp_path: Path
 ) -> None:
-    # `--spawn exec` (the systemd unit, `scheduler run`) starts `python -m orbit _shepherd`;
+    # Every shepherd is a fresh `python -S -m orbit.execute.shepherd_main` process;
     # ORBIT_FAKE_GPUS is in this Orbit's environment only, not in the test process's. Without
     # it the shepherd would ask Docker for NVIDIA devices this machine does not have.
     path = stand_in(orbit, tmp_path, 1, processes=[ALICE])

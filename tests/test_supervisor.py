@@ -352,7 +352,7 @@ def test_foreground_loop_stops_on_sigint_and_cleans_up(orbit: Orbit) -> None:
     assert not runtime.exists()
 
 
-def test_tick_spawn_exec_starts_shepherds_as_fresh_processes(orbit: Orbit, busybox: str) -> None:
+def test_a_tick_starts_shepherds_as_fresh_lean_processes(orbit: Orbit, busybox: str) -> None:
     lock = try_lock(orbit.home / "locks" / "scheduler.lock")
     assert lock is not None
     try:
@@ -360,7 +360,7 @@ def test_tick_spawn_exec_starts_shepherds_as_fresh_processes(orbit: Orbit, busyb
                               "--", "sleep", "30")  # fmt: skip
     finally:
         release(lock)
-    tick = orbit("scheduler", "tick", "--spawn", "exec", "--json")
+    tick = orbit("scheduler", "tick", "--json")
     assert tick.code == 0 and tick.json()["admitted"] == [run_id], tick.out
     pid_file = orbit.run_dir(run_id) / "shepherd.pid"
     deadline = time.monotonic() + 20
@@ -368,7 +368,10 @@ def test_tick_spawn_exec_starts_shepherds_as_fresh_processes(orbit: Orbit, busyb
         assert time.monotonic() < deadline
         time.sleep(0.05)
     cmdline = Path(f"/proc/{int(pid_file.read_text())}/cmdline").read_bytes().split(b"\0")
-    assert cmdline[1:5] == [b"-m", b"orbit", b"_shepherd", run_id.encode()]
+    home = str(orbit.home.resolve()).encode()
+    assert cmdline[1:6] == [b"-S", b"-m", b"orbit.execute.shepherd_main", home, run_id.encode()]
+    status = Path(f"/proc/{int(pid_file.read_text())}/status").read_text()
+    assert "Name:\torbit-shepherd" in status
     assert orbit("cancel", run_id).code == 0
     orbit.wait_for(run_id, lambda s: s["state"] == "cancelled", timeout=60)
 

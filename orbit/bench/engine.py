@@ -125,13 +125,13 @@ class Driver:
     def tick_when_due(self, force: bool = False) -> None:
         if not (force or self.submitted) and time.monotonic() - self.last_tick < TICK_EVERY_S:
             return
-        from orbit.execute.spawn import spawn_fork
+        from orbit.execute.spawn import spawn
         from orbit.sched.tick import tick
 
         self.submitted = False
         self.last_tick = time.monotonic()
         try:
-            tick(self.home, spawn=spawn_fork, actor=self.actor)
+            tick(self.home, spawn=spawn, actor=self.actor)
         except (OrbitError, OSError) as exc:
             log.warning("tick failed: %s", exc)
 

@@ -76,6 +76,8 @@ def main(argv: Sequence[str] | None = None, env: Env | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     first = args_list[0] if args_list else None
     completing = "_ARGCOMPLETE" in os.environ
+    if first in ("run", "sweep") and not completing and env.prespawned is None:
+        _prespawn(env)
     parser = build_parser(first if first in COMMANDS and not completing else None)
     # Imports are done: keep the collector from scanning them again while rows are loaded.
     gc.freeze()
@@ -109,6 +111,21 @@ def main(argv: Sequence[str] | None = None, env: Env | None = None) -> int:
         return int(problem.exit_code)
     except Exception as exc:
         return _internal(exc, env)
+    finally:
+        close = getattr(env.prespawned, "close", None)
+        if close is not None:
+            close()
+
+
+def _prespawn(env: Env) -> None:
+    """Start the shepherd's interpreter of the run(s) about to be submitted, first thing: it
+    imports while this process parses, prepares and writes (execute/spawn.Prespawned)."""
+    from orbit.execute.spawn import Prespawned
+
+    try:
+        env.prespawned = Prespawned(env.home)
+    except (OSError, OrbitError):  # no fork, no pipe, a bad home: the tick spawns as usual
+        pass
 
 
 def _internal(exc: Exception, env: Env) -> int:

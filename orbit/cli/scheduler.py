@@ -8,7 +8,6 @@ timer or a cron line; `status` says which is installed and when the last tick ra
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 from typing import Any
@@ -27,9 +26,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument(
         "--spawn",
         choices=("fork", "exec"),
-        default="fork",
-        help="start shepherds by forking this process (default) or as fresh processes "
-        "(what the systemd unit uses)",
+        default="exec",
+        help=argparse.SUPPRESS,  # obsolete: every shepherd is a fresh process (kept for old units)
     )
     # The timer's and the cron line's tick: "a clock ticks this home every S seconds".
     t.add_argument("--clock", type=positive_float, metavar="S", help=argparse.SUPPRESS)
@@ -86,8 +84,7 @@ def tick(args: argparse.Namespace, env: Env) -> int:
         note_clock_tick(env.home, args.clock)
     # The explicit tick (also what the timer and cron run) looks through every run for one that
     # lost its queue/ or active/ marker.
-    spawner = dataclasses.replace(env, spawn_mode=args.spawn).spawner
-    report = run_tick(env.home, spawn=spawner, actor=env.actor, full=True)
+    report = run_tick(env.home, spawn=env.spawner, actor=env.actor, full=True)
     if args.json:
         print_json(env, report.as_dict())
         return ExitCode.OK

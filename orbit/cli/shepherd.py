@@ -17,9 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.execute.shepherd import run_shepherd
-    from orbit.execute.spawn import set_process_name, spawn_exec
+    from orbit.execute.spawn import set_process_name, spawn
 
-    set_process_name()  # exec reset the name the spawner gave
+    set_process_name()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s shepherd %(process)d %(message)s")
-    run_shepherd(env.home, args.run_id, spawner=spawn_exec)
+    run_shepherd(env.home, args.run_id, spawner=spawn)
     return ExitCode.OK

@@ -128,8 +128,15 @@ def gpu_access(mode: str, gpus: list[dict[str, Any]]) -> tuple[list[Any], dict[s
         return [], env
     if mode == "cdi":
         ids = [f"nvidia.com/gpu={u}" for u in uuids]
-        return [{"Driver": "cdi", "DeviceIDs": ids}], env
-    request = {"Driver": "nvidia", "DeviceIDs": uuids, "Capabilities": [["gpu"]]}
+        return [{"Driver": "cdi", "Count": 0, "DeviceIDs": ids, "Options": {}}], env
+    # Count 0 with DeviceIDs: these devices (Count -1 would be every GPU).
+    request = {
+        "Driver": "nvidia",
+        "Count": 0,
+        "DeviceIDs": uuids,
+        "Capabilities": [["gpu"]],
+        "Options": {},
+    }
     return [request], env
 
 

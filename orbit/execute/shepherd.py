@@ -16,8 +16,9 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from orbit.detach import release_memory
 from orbit.errors import DISK_FULL, DockerError, OrbitError, from_os_error
-from orbit.execute import docker_ops, workspace
+from orbit.execute import docker_ops
 from orbit.execute.engine import Container, Engine, EngineError, NotFound
 from orbit.execute.logfollow import LogCopier
 from orbit.execute.logvalve import Valve
@@ -36,7 +37,6 @@ from orbit.execute.watching import (
 )
 from orbit.review.series import Follower
 from orbit.sched.cgroup import OomEvents, Sampler, locate
-from orbit.sched.gpus import GpuPeaks, open_gpus
 from orbit.store import secrets
 from orbit.store.excerpt import log_excerpt
 from orbit.store.exitrecord import EXIT_HINTS, finalize_from_exit, read_exit, write_exit
@@ -56,6 +56,8 @@ from orbit.store.model import (
 from orbit.store.runs import RunStore
 
 if TYPE_CHECKING:
+    from orbit.execute import workspace
+    from orbit.sched.gpus import GpuPeaks
     from orbit.sched.tick import Spawner
 
 log = logging.getLogger(__name__)
@@ -209,6 +211,8 @@ class Shepherd:
         snapshot = run.project.get("snapshot")
         if run.project.get("mode") != "copy" or not snapshot:
             return None
+        from orbit.execute import workspace  # tarfile and the snapshot store: only to copy in
+
         return workspace.find(self.home, snapshot)
 
     def _secrets(self, run: Run) -> secrets.Secrets:
@@ -221,6 +225,7 @@ class Shepherd:
             return
         run, valve = started
         w = self._open_watch(client, run, container, valve)
+        release_memory()  # what starting it took: this process may now live for days
         self._follow(run, container, w)
         if valve is not None:
             valve.close()  # the container has ended: its streams are closed
@@ -312,6 +317,8 @@ class Shepherd:
         loaded) or when the GPU settings cannot be read (logged)."""
         if not run.lease.gpus:
             return None
+        from orbit.sched.gpus import GpuPeaks, open_gpus
+
         try:
             return GpuPeaks(open_gpus(self.home), run.lease.gpus, container_id)
         except OrbitError as exc:

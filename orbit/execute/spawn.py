@@ -1,34 +1,38 @@
-"""Start a detached shepherd for a run.
+"""Start a detached shepherd for a run: a fresh, lean interpreter.
 
-`fork` mode (the default from the CLI) double-forks the current process: the grandchild, in a
-new session, closes every inherited descriptor (so it cannot keep the caller's locks) and runs
-the shepherd without paying for a fresh interpreter. `exec` mode starts `python -m orbit
-_shepherd ID` instead, for long-lived threaded callers (`orbit scheduler run`).
+A shepherd lives as long as its run, and a busy machine has a hundred of them, so each is a
+new process (`python -S -m orbit.execute.shepherd_main HOME ID`, named `orbit-shepherd`) that
+imports only what following one container needs: never a fork of the command that started
+it, which would carry that command's imports, memory and command line. `-S` skips the site
+module (the interpreter's `.pth` files); the caller's import path is passed on in PYTHONPATH
+instead, so the shepherd finds exactly the modules its starter found.
 
-Either way the shepherd keeps only the part of the caller's environment it needs
-(`store/childenv.py`): it lives as long as the run, and whatever else the submitter had set
-(cloud keys, tokens, `--pass-env` values) has no business there. The secrets reach the container
-through `runtime/secrets/<id>.json`, never through the shepherd's environment.
+`Prespawned` starts that interpreter before its run exists, while `orbit run` or `orbit
+sweep` is still writing: it imports meanwhile, then waits on a pipe for the id of the first
+run the command's tick admits. A command that admits none closes the pipe and the process
+exits.
+
+The shepherd keeps only the part of the caller's environment it needs (`store/childenv.py`):
+whatever else the submitter had set (cloud keys, tokens, `--pass-env` values) has no business
+there. The secrets reach the container through `runtime/secrets/<id>.json`, never through the
+shepherd's environment.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
+from typing import Any
 
-from orbit.detach import close_inherited, detach_stdio, double_fork
 from orbit.store.childenv import child_environ
 from orbit.store.home import Home
 
-log = logging.getLogger(__name__)
-
 PROCESS_NAME = "orbit-shepherd"
+ENTRY = "orbit.execute.shepherd_main"
 
 
 def set_process_name() -> None:
-    """Name this process `orbit-shepherd` (what `ps` and `top` show); exec resets the name,
-    so an exec'd shepherd calls this itself."""
+    """Name this process `orbit-shepherd` (what `ps` and `top` show)."""
     try:
         with open("/proc/self/comm", "w") as comm:
             comm.write(PROCESS_NAME)
@@ -36,71 +40,89 @@ def set_process_name() -> None:
         pass
 
 
-def _replace_environ(env: dict[str, str]) -> None:
-    """Make `env` this forked process's whole environment, also in /proc/<pid>/environ.
+def shepherd_environ(home: Home) -> dict[str, str]:
+    """The scrubbed environment, with this process's import path on PYTHONPATH (the shepherd
+    skips the site module, which would otherwise add the site directories)."""
+    env = child_environ(home, home.environ)
+    paths = [*env.get("PYTHONPATH", "").split(os.pathsep), *sys.path]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p and os.path.isdir(p)))
+    return env
 
-    The kernel shows there the bytes the environment had at exec time, wherever libc's
-    `environ` points now. Once every variable is unset and the kept ones set again (libc
-    copies them to the heap), nothing refers to those bytes: they are overwritten with the kept
-    variables, as many as fit, and zeros.
+
+def _start(home: Home, args: list[str], stdin: int | None) -> None:
+    """Start the shepherd's interpreter in a new session, with stdin on the pipe (if any) or
+    /dev/null, stdout and stderr appended to the run's shepherd.log (or /dev/null).
+
+    posix_spawn instead of a double fork: no copy of this process is made (a fork costs a
+    large caller milliseconds), and nothing is waited for. Only descriptors marked
+    inheritable reach the child, which Python's own never are: no lock of the caller's
+    travels with it. The child is this process's until this process ends; `_reap` collects
+    the ones that ended meanwhile, so a long-lived caller keeps no zombies.
     """
-    import ctypes
-
-    os.environ.clear()
-    os.environ.update(env)
+    _reap()
+    log_path = str(home.runs_dir / args[0] / "shepherd.log") if args else os.devnull
+    argv = [sys.executable, "-S", "-m", ENTRY, str(home.root), *args]
+    actions: list[tuple[Any, ...]] = [
+        (os.POSIX_SPAWN_DUP2, stdin, 0)
+        if stdin is not None
+        else (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
+    env = shepherd_environ(home)
     try:
-        with open("/proc/self/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (stat fields 50, 51)
-    except (OSError, IndexError, ValueError):
-        return
-    if not 0 < start < end:
-        return
-    kept = b""
-    for key, value in env.items():
-        entry = f"{key}={value}".encode() + b"\0"
-        if len(kept) + len(entry) <= end - start:
-            kept += entry
-    ctypes.memset(start, 0, end - start)
-    ctypes.memmove(start, kept, len(kept))
+        pid = os.posix_spawn(sys.executable, argv, env, file_actions=actions, setsid=True)
+    except OSError:  # the log cannot be opened (a full disk, a removed run directory)
+        actions[1] = (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)
+        pid = os.posix_spawn(sys.executable, argv, env, file_actions=actions, setsid=True)
+    _children.append(pid)
 
 
-def _spawn(home: Home, run_id: str, *, in_place: bool) -> None:
-    log_path = str(home.runs_dir / run_id / "shepherd.log")
-    env = child_environ(home)
-    if not double_fork():
-        return
-    code = 1
-    detached = False
-    try:
-        close_inherited()
-        detach_stdio(log_path, 0o666)  # the home's umask decides
-        detached = True
-        if not in_place:
-            os.execve(sys.executable, [sys.executable, "-m", "orbit", "_shepherd", run_id], env)
-        set_process_name()
-        _replace_environ(env)
-        for handler in list(logging.root.handlers):
-            logging.root.removeHandler(handler)
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s shepherd %(process)d %(message)s"
-        )
-        from orbit.execute.shepherd import run_shepherd
-
-        run_shepherd(Home(home.root, child_environ(home, home.environ)), run_id, spawner=spawn_fork)
-        code = 0
-    except BaseException:
-        if detached:  # before that, stderr is still the caller's terminal
-            try:
-                logging.exception("shepherd for run %s failed", run_id)
-            except BaseException:
-                pass
-    os._exit(code)
+_children: list[int] = []
 
 
-def spawn_fork(home: Home, run_id: str) -> None:
-    _spawn(home, run_id, in_place=True)
+def _reap() -> None:
+    for pid in list(_children):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _children.remove(pid)
 
 
-def spawn_exec(home: Home, run_id: str) -> None:
-    _spawn(home, run_id, in_place=False)
+def spawn(home: Home, run_id: str) -> None:
+    """Start a shepherd for `run_id` (the tick's Spawner)."""
+    _start(home, [run_id], None)
+
+
+class Prespawned:
+    """A shepherd started ahead of its run (see the module's docstring); a Spawner. The first
+    call hands it the run; later calls, or calls for another home, start new shepherds."""
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+        self.pipe: int | None
+        read, self.pipe = os.pipe()
+        try:
+            _start(home, [], read)
+        finally:
+            os.close(read)
+
+    def __call__(self, home: Home, run_id: str) -> None:
+        if self.pipe is None or home.root != self.home.root:
+            spawn(home, run_id)
+            return
+        pipe, self.pipe = self.pipe, None
+        try:
+            os.write(pipe, f"{run_id}\n".encode())
+        except OSError:  # it died meanwhile
+            spawn(home, run_id)
+        finally:
+            os.close(pipe)
+
+    def close(self) -> None:
+        """Let the waiting process go (it exits) if no run was handed to it."""
+        if self.pipe is not None:
+            os.close(self.pipe)
+            self.pipe = None

@@ -8,12 +8,14 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orbit.execute.logfollow import LogCopier
 from orbit.sched.cgroup import OomEvents, Sampler
-from orbit.sched.gpus import GpuPeaks
 from orbit.store.model import now_iso
+
+if TYPE_CHECKING:
+    from orbit.sched.gpus import GpuPeaks
 
 SAMPLE_SECONDS = 0.5
 # Docker's log is polled every POLL_MIN s after output, backing off to SAMPLE_SECONDS when idle;

@@ -178,9 +178,10 @@ class OomEvents:
             time.sleep(0.02)
         if self.memory_dir.exists():
             return None
+        # The kernel signals an OOM when it happens, before the process it kills ends, so
+        # every OOM signal is counted once the removal's signal (the last) is.
         while self.poll() < 1 and time.monotonic() < deadline:
             time.sleep(0.02)
-        time.sleep(0.05)  # an OOM signal and the removal signal may arrive close together
         total = self.poll()
         os.close(self.fd)
         self.fd = None

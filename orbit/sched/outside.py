@@ -1,6 +1,6 @@
 """Use of the machine outside Orbit: CPU and memory that Orbit's own containers do not explain.
 
-CPU: the machine's busy time (psutil.cpu_times) minus the CPU time of Orbit's containers (their
+CPU: the machine's busy time (/proc/stat) minus the CPU time of Orbit's containers (their
 cgroups), both as deltas since the previous tick's sample (runtime/cpu_sample.json), in cores.
 Memory: used memory (total − available) minus the resident memory of Orbit's containers.
 Only the part above a noise floor and above what the configuration leaves outside Orbit counts:
@@ -77,13 +77,10 @@ def _lines(path: Path) -> list[str]:
 def measure(home: Home, leased: list[Run], totals: Amount) -> Outside:
     if not home.config.get("count_outside_use", True):
         return NONE
-    import psutil
+    from orbit.sched import machine
 
     now = time.time()  # wall clock: a monotonic one restarts at boot
-    times = psutil.cpu_times()
-    busy = sum(
-        getattr(times, f, 0.0) for f in ("user", "nice", "system", "irq", "softirq", "steal")
-    )
+    busy = machine.busy_cpu_seconds()
     orbit_cpu: dict[str, float] = {}
     orbit_rss = 0
     for run in leased:
@@ -125,10 +122,10 @@ def measure(home: Home, leased: list[Run], totals: Amount) -> Outside:
     if dt is None or dt >= MIN_INTERVAL_S or dt < 0:  # < 0: the clock went back
         sample = {"t": now, "busy": busy, "orbit": orbit_cpu}
         atomic_write(sample_path, json.dumps(sample).encode(), durable=False)
-    vm = psutil.virtual_memory()
-    machine_cpus = float(psutil.cpu_count(logical=True) or 1)
-    machine_mem = vm.total / GIB
-    outside_mem = max(0.0, (vm.total - vm.available - orbit_rss) / GIB)
+    total, available = machine.memory()
+    machine_cpus = float(machine.cpu_count())
+    machine_mem = total / GIB
+    outside_mem = max(0.0, (total - available - orbit_rss) / GIB)
     cfg = home.config
     cpu_floor = max(float(cfg["outside_cpu_min"]), machine_cpus - totals.cpus)
     mem_floor = max(float(cfg["outside_mem_min_gb"]), machine_mem - totals.mem_gb)

@@ -1,4 +1,4 @@
-"""What the machine has: totals from psutil, overridable in config.yaml."""
+"""What the machine has: totals from /proc (machine.py), overridable in config.yaml."""
 
 from __future__ import annotations
 
@@ -23,12 +23,12 @@ def machine_totals(home: Home) -> Amount:
     cpus = cfg.get("total_cpus")
     mem = cfg.get("total_mem_gb")
     if cpus is None or mem is None:
-        import psutil
+        from orbit.sched import machine
 
         if cpus is None:
-            cpus = psutil.cpu_count(logical=True) or 1
+            cpus = machine.cpu_count()
         if mem is None:
-            mem = psutil.virtual_memory().total / GIB
+            mem = machine.memory()[0] / GIB
     return Amount(float(cpus), float(mem))
 
 

@@ -73,7 +73,7 @@ def run_foreground(
     from apscheduler.schedulers.base import SchedulerNotRunningError
     from apscheduler.schedulers.blocking import BlockingScheduler
 
-    from orbit.execute.spawn import spawn_exec
+    from orbit.execute.spawn import spawn
     from orbit.sched.tick import tick
 
     home.ensure()
@@ -90,7 +90,7 @@ def run_foreground(
                 # A fresh Home each time: config.yaml changes apply from the next tick on.
                 report = tick(
                     Home(home.root, home.environ),
-                    spawn=spawn_exec,
+                    spawn=spawn,
                     actor=f"scheduler:{os.getpid()}",
                 )
             except Exception as exc:

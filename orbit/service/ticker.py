@@ -106,7 +106,7 @@ class Ticker:
             log.info("a run was queued as the ticker stopped: ticking on")
 
     def _loop(self) -> str:
-        from orbit.execute.spawn import spawn_fork  # this process has one thread: fork is safe
+        from orbit.execute.spawn import spawn
         from orbit.sched.tick import tick
 
         self._describe()
@@ -119,7 +119,7 @@ class Ticker:
                 return f"{clock} ticks this home"
             home = Home(self.home.root, self.home.environ)  # config changes apply at once
             try:
-                report = tick(home, spawn=spawn_fork, actor=f"ticker:{os.getpid()}")
+                report = tick(home, spawn=spawn, actor=f"ticker:{os.getpid()}")
                 if report.admitted or report.repaired:
                     log.info("admitted %s, repaired %s", report.admitted, report.repaired)
             except Exception as exc:  # the next tick tries again, as `scheduler run` does

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +38,23 @@ def current_umask() -> int:
     return _umask
 
 
+def _temp_beside(path: Path) -> tuple[int, str]:
+    """A new private file `.<name>.<random>.tmp` beside `path`, open for writing (tempfile's
+    mkstemp, without the import of tempfile, shutil and random it costs every process)."""
+    while True:
+        tmp = str(path.parent / f".{path.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), tmp
+        except FileExistsError:
+            continue
+
+
 def atomic_write(path: Path, data: bytes, *, durable: bool = True, mode: int | None = None) -> None:
     """Replace `path` with `data`; with `durable`, the bytes reach the disk before the rename.
 
     The file gets `mode`, or by default what a new file gets under the umask (0600 in a
     private home)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temp_beside(path)
     try:
         os.fchmod(fd, 0o666 & ~current_umask() if mode is None else mode)
         view = memoryview(data)

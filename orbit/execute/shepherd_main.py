@@ -1,0 +1,46 @@
+"""`python -S -m orbit.execute.shepherd_main HOME [ID]`: a shepherd's process (see spawn.py).
+
+Without ID, the run's id comes as one line on stdin (a Prespawned shepherd): the imports are
+done while the starter writes the run; end of file without a line means no run was admitted,
+and the process exits. Only what following one container needs is imported.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+from orbit.detach import detach_stdio, release_memory
+from orbit.execute.shepherd import run_shepherd
+from orbit.execute.spawn import set_process_name, spawn
+from orbit.store.home import Home
+
+
+def main(argv: list[str]) -> int:
+    set_process_name()
+    if len(argv) == 1:
+        run_id = sys.stdin.readline().strip()
+        if not run_id:
+            return 0
+        home = Home(Path(argv[0]), os.environ)
+        detach_stdio(str(home.runs_dir / run_id / "shepherd.log"), 0o666)
+    elif len(argv) == 2:
+        home, run_id = Home(Path(argv[0]), os.environ), argv[1]
+    else:
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s shepherd %(process)d %(message)s")
+    release_memory()
+    try:
+        run_shepherd(home, run_id, spawner=spawn)
+    except BaseException:
+        logging.exception("shepherd for run %s failed", run_id)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    os._exit(code)
