@@ -4,9 +4,12 @@
 It fills a temporary ORBIT_HOME with finished runs (10,000 by default), then times, in
 alternation after one unmeasured warm-up of each,
 
-    python orbit.py ps -a > /dev/null      (every run: the listing index plus one stat per run)
+    python orbit.py ps -a > /dev/null      (nothing changed: the listing snapshot)
     python -c pass                         (the floor: interpreter start and exit)
     python orbit.py ps > /dev/null         (active runs only: the queue/ and active/ markers)
+    ps -a with cache/listing.json deleted  (something changed: the listing index plus one
+                                            stat per run, and a new snapshot written;
+                                            through `sh -c`, which adds about 1 ms)
 
 and prints the medians, p90s and last `ratio: X.XX (target ≤ 3)`, ps -a over `-c pass`.
 
@@ -302,10 +305,12 @@ def main() -> int:
         rebuilt = "no rebuild needed" if after == before else f"{after - before} rows appended"
         print(f"index.jsonl: {before} lines before the first `ps -a`, {after} after ({rebuilt})")
 
+        snapshot = root / "cache" / "listing.json"
         commands = {
             "ps -a": ps_all,
             "-c pass": [sys.executable, "-c", "pass"],
             "ps": [sys.executable, str(orbit_py), "ps"],
+            "ps -a stale": ["sh", "-c", 'rm -f "$0"; exec "$@"', str(snapshot), *ps_all],
         }
         times = alternate(commands, env, "bench_ps", args.repeats)
     finally:

@@ -6,15 +6,15 @@ import argparse
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
 from orbit.env import Env
 from orbit.errors import NotFoundError, UsageError, from_os_error
 from orbit.human import human_seconds
-from orbit.store.model import parse_iso
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from orbit.store.runs import Broken, RunStore
 
 
@@ -95,9 +95,13 @@ def print_json(env: Env, data: Any) -> None:
 def table(out: TextIO, headers: Sequence[str], rows: Iterable[Sequence[str]]) -> None:
     rows = [list(r) for r in rows]
     widths = [len(h) for h in headers]
-    for row in rows:
-        for i, cell in enumerate(row[:-1]):
-            widths[i] = max(widths[i], len(cell))
+    if all(len(row) == len(headers) for row in rows):  # by column: 10,000 rows in a few ms
+        for i, column in enumerate(list(zip(*rows, strict=True))[:-1]):
+            widths[i] = max(widths[i], *map(len, column))
+    else:
+        for row in rows:
+            for i, cell in enumerate(row[:-1]):
+                widths[i] = max(widths[i], len(cell))
     fmt_parts = [f"{{:<{w}}}" for w in widths[:-1]] + ["{}"]
     fmt = "  ".join(fmt_parts)
     lines = [fmt.format(*headers).rstrip()]
@@ -106,6 +110,10 @@ def table(out: TextIO, headers: Sequence[str], rows: Iterable[Sequence[str]]) ->
 
 
 def ago(stamp: str | None, now: datetime | None = None) -> str:
+    from datetime import UTC, datetime
+
+    from orbit.store.model import parse_iso
+
     when = parse_iso(stamp)
     if when is None:
         return "-"

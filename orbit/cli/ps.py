@@ -6,15 +6,14 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import math
+import time
 from collections.abc import Callable
-from datetime import UTC, datetime
-from textwrap import shorten
 from typing import Any
 
-from orbit.cli.common import add_json, ago, group_option, print_json, side_tick, table
+from orbit.cli.common import add_json, group_option, print_json, side_tick
+from orbit.cli.ps_table import cells_of, fill, is_template, render, template
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
-from orbit.store.excerpt import from_command
 
 STATES = ("queued", "starting", "running", "succeeded", "failed", "cancelled", "lost")
 STATE_ALIASES = {
@@ -96,15 +95,22 @@ def run(args: argparse.Namespace, env: Env) -> int:
 
     states = parse_states(args.state)
     sort = parse_sort(args.sort, args.desc)
-    found = select(rows(env, args.all or bool(states), args.group), states, args.name)
-    metric = sort_rows(env, found, sort)
+    found: list[dict[str, Any]] = []
+    metric = None
+    tpl = None
+    if args.all and not (states or args.name or sort or args.json or args.group):
+        tpl, cells = plain_listing(env)
+    else:
+        found = select(rows(env, args.all or bool(states), args.group), states, args.name)
+        metric = sort_rows(env, found, sort)
+        cells = cells_of(found)
     stuck = stuck_scheduler(env.home.locks_dir)
     if stuck:  # queued runs do not move meanwhile: say why
         print(f"orbit: warning: {stuck}", file=env.stderr)
     if args.json:
         print_json(env, {"runs": [json_row(r, metric) for r in found]})
         return ExitCode.OK
-    if not found:
+    if not (tpl["submitted"] if tpl is not None else cells):
         if states or args.name:
             print("no runs match", file=env.stdout)
         elif args.all:
@@ -115,41 +121,45 @@ def run(args: argparse.Namespace, env: Env) -> int:
             text = "no active runs (orbit ps -a lists all)"
         print(text, file=env.stdout)
         return ExitCode.OK
-    body = []
-    now = datetime.now(UTC)
-    for r in found:
-        if "error" in r:
-            body.append([r["id"], "", "unreadable", "", "", "", r["error"]])
-            continue
-        state = str(r.get("state"))
-        note = r.get("reason") or ""
-        if state == "succeeded":
-            note = ""
-        elif r.get("error_line") and from_command(r.get("reason")):
-            note = f"{note} — {shorten(r['error_line'], 80, placeholder=' …')}"
-        res = f"{_num(r.get('cpus'))}c/{_num(r.get('mem_gb'))}G"
-        body.append(
-            [
-                str(r["id"]),
-                str(r.get("name") or ""),
-                state,
-                str(r.get("group") or ""),
-                ago(r.get("submitted_at"), now),
-                res,
-                str(note),
-            ]
-        )
-    headers = ["ID", "NAME", "STATE", "GROUP", "SUBMITTED", "RES", "REASON"]
-    add_columns(headers, body, found, metric)
-    table(env.stdout, headers, body)
+    now_us = time.time_ns() // 1000
+    if tpl is not None:
+        fill(env.stdout, tpl, now_us)
+        return ExitCode.OK
+    extra = None
+    if metric is not None:
+        name, values = metric
+        got = [values.get(str(r.get("id"))) for r in found]
+        extra = (name.upper(), ["-" if v is None else f"{v:.6g}" for v in got])
+    render(env.stdout, cells, now_us, extra)
     return ExitCode.OK
 
 
-def _num(value: Any) -> str:
-    if value is None:
-        return "?"
-    f = float(value)
-    return str(int(f)) if f == int(f) else f"{f:g}"
+def plain_listing(env: Env) -> tuple[dict[str, Any] | None, list[list[Any]]]:
+    """The table of every run (`orbit ps -a`) as a template (cli/ps_table.py): the listing
+    snapshot's (store/listing.py) while its signal says nothing changed, else made from every
+    run's row and saved as the new snapshot. (None, the cells) when no template can be made."""
+    from orbit.store import listing
+
+    snapshot = listing.load(env.home)
+    tpl = snapshot.section("ps") if snapshot is not None else None
+    if is_template(tpl):
+        return tpl, []
+    before = listing.Signal(env.home, str(env.home.runs_dir))
+    found = rows(env, True, None)
+    cells = cells_of(found)
+    tpl = template(cells)
+    if tpl is None:
+        return None, cells
+    # The runs whose status.yaml changes most are checked on every read: the active ones
+    # (against the stamp their row was made from) and the unreadable ones (a repair may come).
+    watch: dict[str, list[int] | None] = {}
+    for r in found:
+        if "error" in r:
+            watch[r["id"]] = listing.status_stamp(f"{before.runs_dir}/{r['id']}/status.yaml")
+        elif r.get("state") in STATE_ALIASES["active"]:
+            watch[str(r["id"])] = r.get("st")
+    listing.save(env.home, before, watch, {"ps": tpl})
+    return tpl, []
 
 
 # --- --state, --name, --sort and the params/metric columns --------------------------------
@@ -286,30 +296,3 @@ def json_row(row: dict[str, Any], metric: tuple[str, dict[str, float]] | None) -
         name, values = metric
         out["metrics"] = {name: values.get(str(row["id"]))}
     return out
-
-
-def params_text(params: Any) -> str:
-    if not isinstance(params, dict):
-        return ""
-    return " ".join(f"{k}={v}" for k, v in params.items())
-
-
-def add_columns(
-    headers: list[str],
-    body: list[list[str]],
-    found: list[dict[str, Any]],
-    metric: tuple[str, dict[str, float]] | None,
-) -> None:
-    """PARAMS (when a listed run has params) and the sort metric, before the last column."""
-    columns: list[tuple[str, list[str]]] = []
-    if any(r.get("params") for r in found):
-        columns.append(("PARAMS", [params_text(r.get("params")) for r in found]))
-    if metric is not None:
-        name, values = metric
-        got = [values.get(str(r.get("id"))) for r in found]
-        columns.append((name.upper(), ["-" if v is None else f"{v:.6g}" for v in got]))
-    at = len(headers) - 1
-    for title, cells in reversed(columns):
-        headers.insert(at, title)
-        for row, cell in zip(body, cells, strict=True):
-            row.insert(at, cell)

@@ -18,7 +18,6 @@ is made readable by its group or everyone (`Home.umask`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -171,6 +170,8 @@ class Home:
     def tag(self) -> str:
         """A short, stable name for this home: container names and labels carry it so two
         homes on one machine never touch each other's containers."""
+        import hashlib  # here: loading OpenSSL costs the commands that never need it ~3 ms
+
         return hashlib.sha256(str(self.root).encode()).hexdigest()[:8]
 
     def ensure(self) -> None:

@@ -1,0 +1,140 @@
+"""The table `orbit ps` prints: each row's cells, and for a plain `orbit ps -a` the whole table
+as a *template* that the listing snapshot keeps (store/listing.py), with only the SUBMITTED
+column (an age, so it changes with the clock) left to fill in when it is shown.
+
+Both give the same text for the same rows and clock: the template is `table` run once with
+SUBMITTED blank, and filling it in pads every line's SUBMITTED slot as `table` would.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+from orbit.cli.common import table
+from orbit.human import human_seconds
+
+HEADERS = ("ID", "NAME", "STATE", "GROUP", "SUBMITTED", "RES", "REASON")
+SUBMITTED = HEADERS.index("SUBMITTED")
+
+
+def cells_of(rows: Iterable[dict[str, Any]]) -> list[list[Any]]:
+    """Each listing row's cells: ID, NAME, STATE, GROUP, SUBMITTED (microseconds since the
+    epoch, shown as an age, or the text to show), RES, REASON, and PARAMS (None: the run has
+    none). Plain JSON values, so that a template can be made from them later."""
+    from datetime import UTC, datetime
+    from textwrap import shorten
+
+    from orbit.store.excerpt import from_command
+    from orbit.store.model import parse_iso
+
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    out: list[list[Any]] = []
+    for row in rows:
+        if "error" in row:
+            out.append([row["id"], "", "unreadable", "", "", "", row["error"], None])
+            continue
+        state = str(row.get("state"))
+        note = row.get("reason") or ""
+        if state == "succeeded":
+            note = ""
+        elif row.get("error_line") and from_command(row.get("reason")):
+            note = f"{note} — {shorten(row['error_line'], 80, placeholder=' …')}"
+        when = parse_iso(row.get("submitted_at"))
+        submitted: int | str = "-"
+        if when is not None:
+            delta = when - epoch  # exact, in whole microseconds
+            submitted = (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+        params = row.get("params")
+        out.append(
+            [
+                str(row["id"]),
+                str(row.get("name") or ""),
+                state,
+                str(row.get("group") or ""),
+                submitted,
+                f"{_num(row.get('cpus'))}c/{_num(row.get('mem_gb'))}G",
+                str(note),
+                params_text(params) if params else None,
+            ]
+        )
+    return out
+
+
+def render(
+    out: TextIO, cells: list[list[Any]], now_us: int, extra: tuple[str, list[str]] | None = None
+) -> None:
+    """The table of `cells` as of `now_us`, with PARAMS when a run has params and `extra`
+    (the sort metric's column) before REASON."""
+    body = [[*c[:SUBMITTED], _age(c[SUBMITTED], now_us), *c[SUBMITTED + 1 : 7]] for c in cells]
+    headers = list(HEADERS)
+    columns = []
+    if any(c[7] is not None for c in cells):
+        columns.append(("PARAMS", [c[7] or "" for c in cells]))
+    if extra is not None:
+        columns.append(extra)
+    at = len(headers) - 1
+    for title, column in reversed(columns):
+        headers.insert(at, title)
+        for row, cell in zip(body, column, strict=True):
+            row.insert(at, cell)
+    table(out, headers, body)
+
+
+def template(cells: list[list[Any]]) -> dict[str, Any] | None:
+    """`render`'s table of all of `cells` with SUBMITTED blank: `lines` (the header first),
+    `at` (where SUBMITTED starts in every line) and `submitted` (each row's SUBMITTED cell).
+    None when a cell holds a line break (a row would not be one line)."""
+    blank = [[*c[:SUBMITTED], "", *c[SUBMITTED + 1 :]] for c in cells]
+    buffer = io.StringIO()
+    render(buffer, blank, 0)
+    lines = buffer.getvalue().split("\n")[:-1]
+    if len(lines) != len(cells) + 1:
+        return None
+    return {"at": lines[0].index("SUBMITTED"), "lines": lines, "submitted": [c[4] for c in cells]}
+
+
+def is_template(value: Any) -> bool:
+    """True for what `template` returns (a snapshot's section is checked before it is used)."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("at"), int)
+        and isinstance(value.get("lines"), list)
+        and isinstance(value.get("submitted"), list)
+        and len(value["lines"]) == len(value["submitted"]) + 1
+    )
+
+
+def fill(out: TextIO, tpl: dict[str, Any], now_us: int) -> None:
+    """Write a template's table as of `now_us`: what `render` writes for the same cells."""
+    at, lines = tpl["at"], tpl["lines"]
+    end = at + len("SUBMITTED")  # the blank column was as wide as its header
+    ages = [_age(s, now_us) for s in tpl["submitted"]]
+    width = max(len("SUBMITTED"), *map(len, ages)) if ages else len("SUBMITTED")
+    text = [lines[0][:at] + "SUBMITTED".ljust(width) + lines[0][end:]]
+    for line, age in zip(lines[1:], ages, strict=True):
+        # A line that ends before its blank slot ended lost its padding to rstrip: so may
+        # the age's.
+        filled = line[:at].ljust(at) + age.ljust(width) + line[end:]
+        text.append(filled if len(line) > end else filled.rstrip())
+    out.write("\n".join(text) + "\n")
+
+
+def _age(submitted: int | str, now_us: int) -> str:
+    if isinstance(submitted, str):
+        return submitted
+    return human_seconds((now_us - submitted) / 1_000_000) + " ago"
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "?"
+    f = float(value)
+    return str(int(f)) if f == int(f) else f"{f:g}"
+
+
+def params_text(params: Any) -> str:
+    if not isinstance(params, dict):
+        return ""
+    return " ".join(f"{k}={v}" for k, v in params.items())

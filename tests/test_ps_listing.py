@@ -1,0 +1,248 @@
+"""The listing snapshot of `orbit ps -a` (store/listing.py, cli/ps_table.py): served while
+nothing changed, never once something Orbit does changes what the listing shows.
+
+Each test makes the snapshot trustworthy (its signal's mtimes older than RACY_S), lists once to
+write it, then *poisons* it (a name only the snapshot holds) so that a listing served from it
+shows. After the change under test, the poison must be gone and the change shown.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Orbit
+
+from orbit.cli.ps_table import cells_of, fill, render, template
+from orbit.store import listing
+from orbit.store.files import write_yaml
+from orbit.store.home import Home
+from orbit.store.model import Run, RunState
+from orbit.store.runs import RunStore
+
+POISON = "served-from-the-snapshot"
+
+
+def make(store: RunStore, name: str, state: RunState = RunState.SUCCEEDED) -> Run:
+    spec = {
+        "name": name,
+        "group": "g",
+        "image": "orbit-test/busybox:1",
+        "command": ["true"],
+        "resources": {"cpus": 1.0, "mem_gb": 1.0},
+    }
+    return store.create(spec, state=state, reason="made by a test", actor="test")
+
+
+def settle(home: Home) -> None:
+    """Age the signal's mtimes past RACY_S, as if the last change was a while ago."""
+    past = time.time() - 10
+    for path in (home.runs_dir, home.index_path):
+        os.utime(path, (past, past))
+
+
+def poison(home: Home) -> None:
+    """Rename the run `one` to POISON in the snapshot, keeping its header (so its signal)."""
+    path = Path(listing.path_of(home))
+    head, _, body = path.read_bytes().partition(b"\n")
+    header = json.loads(head)
+    offset, length, _crc = header["sections"]["ps"]
+    tpl = json.loads(body[offset : offset + length])
+    tpl["lines"] = [tpl["lines"][0]] + [line.replace("one", POISON) for line in tpl["lines"][1:]]
+    raw = json.dumps(tpl).encode() + b"\n"
+    header["sections"] = {"ps": [0, len(raw), zlib.crc32(raw)]}
+    path.write_bytes(json.dumps(header).encode() + b"\n" + raw)
+
+
+@pytest.fixture
+def served(orbit: Orbit) -> tuple[Orbit, RunStore]:
+    """A home of three finished runs and a queued one whose `ps -a` is served from a poisoned
+    snapshot."""
+    store = RunStore(Home.from_environ(orbit.environ))
+    make(store, "one")
+    make(store, "two", RunState.FAILED)
+    make(store, "three")
+    make(store, "waiting", RunState.QUEUED)
+    settle(store.home)
+    first = orbit("ps", "-a")
+    assert first.code == 0 and "one" in first.out
+    assert os.path.exists(listing.path_of(store.home))
+    poison(store.home)
+    assert POISON in orbit("ps", "-a").out
+    return orbit, store
+
+
+def listed(orbit: Orbit) -> str:
+    result = orbit("ps", "-a")
+    assert result.code == 0, result.err
+    return result.out
+
+
+def test_a_snapshot_is_not_written_while_the_last_change_is_recent(orbit: Orbit) -> None:
+    store = RunStore(Home.from_environ(orbit.environ))
+    make(store, "one")
+    assert "one" in listed(orbit)
+    assert not os.path.exists(listing.path_of(store.home))  # a change may share its mtime
+
+
+def test_a_new_run_is_listed(served: tuple[Orbit, RunStore]) -> None:
+    orbit, store = served
+    make(store, "four")
+    out = listed(orbit)
+    assert POISON not in out and "four" in out
+
+
+def test_a_state_change_is_listed(served: tuple[Orbit, RunStore]) -> None:
+    orbit, store = served
+    store.transition("4", RunState.CANCELLED, actor="test", reason="cancelled by a test")
+    out = listed(orbit)
+    assert POISON not in out and "cancelled by a test" in out
+
+
+def test_an_active_run_changed_without_its_index_line_is_listed(
+    served: tuple[Orbit, RunStore],
+) -> None:
+    """A writer killed between status.yaml and index.jsonl: an active run is watched."""
+    orbit, store = served
+    run = store.load("4")
+    write_yaml(run.dir / "status.yaml", {**run.status, "reason": "changed, index not told"})
+    out = listed(orbit)
+    assert POISON not in out and "changed, index not told" in out
+
+
+def test_an_active_run_damaged_by_hand_is_listed(served: tuple[Orbit, RunStore]) -> None:
+    orbit, store = served
+    (store.run_dir("4") / "status.yaml").write_text("format: 1\nstate: queu")
+    out = listed(orbit)
+    assert POISON not in out and "unreadable" in out and "one" in out
+
+
+def test_a_removed_run_is_not_listed(served: tuple[Orbit, RunStore]) -> None:
+    orbit, _store = served
+    assert orbit("rm", "--yes", "1").code == 0
+    out = listed(orbit)
+    assert POISON not in out and "three" in out
+    assert not any(line.split()[0] == "1" for line in out.splitlines()[1:])
+
+
+def test_a_run_deleted_by_hand_is_not_listed(served: tuple[Orbit, RunStore]) -> None:
+    orbit, store = served
+    shutil.rmtree(store.run_dir("1"))
+    out = listed(orbit)
+    assert POISON not in out and "three" in out
+
+
+def test_a_move_to_another_folder_is_seen(served: tuple[Orbit, RunStore]) -> None:
+    orbit, _store = served
+    assert orbit("mv", "1", "papers/x").code == 0
+    assert POISON not in listed(orbit)
+    rows = orbit("ps", "-a", "--json").json()["runs"]
+    assert [r["folder"] for r in rows if r["id"] == "1"] == ["papers/x"]
+
+
+def test_a_note_changes_nothing_listed(served: tuple[Orbit, RunStore]) -> None:
+    """Notes are not in the listing: the snapshot stays valid."""
+    orbit, _store = served
+    assert orbit("note", "1", "looks good").code == 0
+    assert POISON in listed(orbit)
+
+
+def test_a_hand_edit_of_a_finished_run_shows_from_the_next_change(
+    served: tuple[Orbit, RunStore],
+) -> None:
+    """Documented: a finished run's files edited by hand are not watched; the next change
+    anywhere in the home (or a deleted snapshot) brings them in."""
+    orbit, store = served
+    path = store.run_dir("2") / "status.yaml"
+    path.write_text(path.read_text().replace("made by a test", "edited by hand"))
+    assert POISON in listed(orbit)
+    make(store, "four")
+    out = listed(orbit)
+    assert POISON not in out and "edited by hand" in out
+
+
+def test_a_deleted_index_or_another_data_directory_is_seen(
+    served: tuple[Orbit, RunStore], tmp_path: Path
+) -> None:
+    orbit, store = served
+    store.home.index_path.unlink()
+    assert POISON not in listed(orbit)
+    settle(store.home)
+    listed(orbit)
+    poison(store.home)
+    assert POISON in listed(orbit)
+    orbit.environ["ORBIT_DATA"] = str(tmp_path / "elsewhere")
+    assert listed(orbit) == "no runs\n"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [b"", b"garbage\n", b'{"format": 2}\n', None],
+    ids=["empty", "garbage", "newer", "bad-crc"],
+)
+def test_a_damaged_snapshot_is_ignored(
+    served: tuple[Orbit, RunStore], damage: bytes | None
+) -> None:
+    orbit, store = served
+    path = Path(listing.path_of(store.home))
+    if damage is None:
+        data = bytearray(path.read_bytes())
+        data[-10] ^= 0x01  # one bit of the section
+        damage = bytes(data)
+    path.write_bytes(damage)
+    out = listed(orbit)
+    assert POISON not in out and "one" in out
+
+
+# --- the template gives what the table gives ---------------------------------------------
+def rows() -> list[dict[str, Any]]:
+    base = {
+        "group": None,
+        "params": {},
+        "cpus": 1.0,
+        "mem_gb": 0.25,
+        "reason": None,
+        "error_line": None,
+        "state": "succeeded",
+    }
+    return [
+        {**base, "id": "1", "name": "a", "submitted_at": "2026-11-30T06:56:54.968+00:00"},
+        {
+            **base,
+            "id": "2",
+            "name": None,
+            "group": "sweep",
+            "state": "failed",
+            "reason": "exit code 1",
+            "error_line": "ValueError: boom",
+            "params": {"lr": 0.1},
+            "submitted_at": "2026-11-29T01:02:03.000+00:00",
+        },
+        {"id": "3", "state": "unreadable", "error": "runs/3/status.yaml: missing"},
+        {**base, "id": "10", "name": "no-time", "submitted_at": None, "cpus": None},
+    ]
+
+
+@pytest.mark.parametrize("seconds", [1, 75, 4000, 200000, 9e7])
+def test_a_filled_template_is_the_table(seconds: float) -> None:
+    cells = cells_of(rows())
+    now_us = cells[0][4] + int(seconds * 1_000_000)
+    direct, filled = io.StringIO(), io.StringIO()
+    render(direct, cells, now_us)
+    tpl = template(cells)
+    assert tpl is not None
+    fill(filled, json.loads(json.dumps(tpl)), now_us)
+    assert filled.getvalue() == direct.getvalue()
+    assert "lr=0.1" in direct.getvalue()
+
+
+def test_no_template_for_a_cell_with_a_line_break() -> None:
+    cells = cells_of([{**rows()[0], "name": "two\nlines"}])
+    assert template(cells) is None
