@@ -114,7 +114,7 @@ def phases(home: Path, ids: list[str], wall0: float) -> dict[str, float]:
         if before:
             refill.append(adm - max(before))
     return {
-        "submit_all": max(submitted) - wall0,  # launch of the sweep to its last run written
+        "submit_all": max(submitted) - wall0,  # launch to the batch's submit time (one for all)
         "first_admitted": min(admitted) - wall0,
         "admit_to_start": statistics.median(started),
         "exit_to_settled": statistics.median(finished),
@@ -196,7 +196,7 @@ def main() -> int:
     print()
     print("orbit, from the runs' records (median over rounds):")
     labels = {
-        "submit_all": "sweep start -> last run written (s)",
+        "submit_all": "sweep start -> its runs' submit time, stamped as the batch starts (s)",
         "first_admitted": "sweep start -> first admission (s)",
         "admit_to_start": "admitted -> container StartedAt, median run (s)",
         "exit_to_settled": "container FinishedAt -> final event, median run (s)",

@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, TextIO
 from orbit.store.home import Home
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from orbit.sched.tick import Spawner
+    from orbit.store.model import Run
 
 
 @dataclass
@@ -43,7 +46,7 @@ class Env:
 
         return self.prespawned or spawn
 
-    def tick(self) -> object:
+    def tick(self, submitted: Sequence[Run] = ()) -> object:
         from orbit.sched.tick import tick
 
-        return tick(self.home, spawn=self.spawner, actor=self.actor)
+        return tick(self.home, spawn=self.spawner, actor=self.actor, submitted=submitted)

@@ -15,6 +15,7 @@ from orbit.human import human_seconds
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from orbit.store.model import Run
     from orbit.store.runs import Broken, RunStore
 
 
@@ -55,12 +56,13 @@ def key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
-def side_tick(env: Env, *, warn: bool = True) -> Any:
+def side_tick(env: Env, *, warn: bool = True, submitted: Sequence[Run] = ()) -> Any:
     """A tick run on the side of a command (to start or repair runs): its report. A machine
     that refuses it (disk full, permission denied, read-only) does not fail the command: with
-    `warn`, one line `orbit: warning: …` says so, and the result is None."""
+    `warn`, one line `orbit: warning: …` says so, and the result is None. `submitted`: the
+    runs the command has just written (see orbit.sched.tick.tick)."""
     try:
-        return env.tick()
+        return env.tick(submitted)
     except OSError as exc:
         problem = from_os_error(exc, where=str(env.home.root))
         if problem is None:

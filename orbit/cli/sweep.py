@@ -158,9 +158,9 @@ def run(args: argparse.Namespace, env: Env) -> int:
         env.home, requests[0], cwd=env.cwd, environ=env.environ, progress=build_progress(env)
     )
     submitted = submit_all(env, shared, requests, args.group)
-    side_tick(env)
+    side_tick(env, submitted=submitted)
     store = RunStore(env.home)
-    runs = [store.load(r.id) for r in submitted]
+    runs = current(store, submitted)
     if not args.json:
         print_submitted(env, runs, args.group, args.max_running)
     if args.wait:
@@ -171,16 +171,23 @@ def run(args: argparse.Namespace, env: Env) -> int:
 
 
 def submit_all(env: Env, shared: Prepared, requests: list[Request], group: str) -> list[Run]:
-    """Write one run per request; when one fails, the error says which runs were written."""
-    from orbit.execute.submit import submit
+    """Write one run per request, in one batch; when it fails, the error says which runs
+    were written (each whole: see orbit/store/creation.py)."""
+    from orbit.execute.submit import submit, submit_many
 
+    if shared.build_error is not None:  # recorded as one failed run, with the build log
+        first = requests[0]
+        submit(
+            env.home,
+            shared.varied(command=first.command, name=first.name, params=first.params),
+            actor=env.actor,
+        )
+    batch = [
+        shared.varied(command=req.command, name=req.name, params=req.params) for req in requests
+    ]
     submitted: list[Run] = []
     try:
-        for req in requests:
-            prepared = shared.varied(command=req.command, name=req.name, params=req.params)
-            submitted.append(submit(env.home, prepared, actor=env.actor))
-            if len(submitted) == 1:
-                side_tick(env)  # start work while the rest are written
+        return submit_many(env.home, batch, actor=env.actor, revealed=submitted.append)
     except BaseException as exc:
         if submitted:
             ids = " ".join(r.id for r in submitted)
@@ -193,7 +200,23 @@ def submit_all(env: Env, shared: Prepared, requests: list[Request], group: str) 
             else:
                 print(f"orbit: {note}", file=env.stderr)
         raise
-    return submitted
+
+
+def current(store: RunStore, runs: list[Run]) -> list[Run]:
+    """The runs as they are now: only those whose status.yaml changed since they were
+    written (admitted by the tick, say) are read again."""
+    from orbit.errors import CorruptError, NotFoundError
+    from orbit.store.index import status_stamp
+
+    out = []
+    for run in runs:
+        if run.stamp is None or status_stamp(run.dir) != run.stamp:
+            try:
+                run = store.load(run.id)
+            except (CorruptError, NotFoundError):
+                pass  # removed or damaged since: shown as it was written
+        out.append(run)
+    return out
 
 
 def entry(r: Run) -> dict[str, Any]:

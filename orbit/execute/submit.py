@@ -8,11 +8,10 @@ one image and one Docker connection.
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from orbit.sched.plan import Demand, GpuSlot, never_fits
 from orbit.sched.resources import Amount, machine_totals
 from orbit.store import secrets as run_secrets
 from orbit.store.agent import agent_from_environ, record_session_run
+from orbit.store.creation import NewRun, create_runs
 from orbit.store.home import Home
 from orbit.store.model import Run, RunState, now_iso
 from orbit.store.runs import RunStore
@@ -153,9 +153,11 @@ class Prepared:
     build_error: str | None = None
 
     def varied(self, *, command: list[str], name: str | None, params: dict[str, str]) -> Prepared:
-        """The same preparation for a run that differs only in command, name and params."""
-        spec = copy.deepcopy(self.spec)
-        spec.update(command=list(command), name=name, params=dict(params))
+        """The same preparation for a run that differs only in command, name and params.
+
+        The other values are shared with this one, not copied (a sweep makes a thousand):
+        nothing changes a prepared spec once `prepare` has returned it."""
+        spec = {**self.spec, "command": list(command), "name": name, "params": dict(params)}
         return replace(self, spec=spec)
 
 
@@ -324,9 +326,8 @@ def _with_agent(
 def submit(home: Home, prepared: Prepared, *, actor: str) -> Run:
     """Write the prepared run (queued for the scheduler), or, when its Dockerfile failed to
     build, record it as failed with its build log and raise DockerError naming both."""
-    store = RunStore(home)
     if prepared.build_error is not None:
-        run = store.create(
+        run = RunStore(home).create(
             prepared.spec,
             state=RunState.FAILED,
             reason=prepared.build_error,
@@ -337,30 +338,68 @@ def submit(home: Home, prepared: Prepared, *, actor: str) -> Run:
         raise DockerError(
             f"{prepared.build_error} (run {run.id}; build log: {run.path('build.log')})"
         )
-    secrets = prepared.secrets
+    (run,) = submit_many(home, [prepared], actor=actor)
+    return run
 
-    def keep_secrets(run_id: str, staging: Path) -> None:
+
+def submit_many(
+    home: Home,
+    batch: Sequence[Prepared],
+    *,
+    actor: str,
+    revealed: Callable[[Run], None] | None = None,
+) -> list[Run]:
+    """Write prepared runs (none with a build error), queued for the scheduler, as one batch:
+    one id lock, one sync, one index append (orbit/store/creation.py). Each run is whole
+    when it appears; `revealed(run)` is called as each does, and on an error the runs that
+    appeared stay and the others are removed."""
+    written: list[Run] = []
+
+    def note(run: Run) -> None:
+        written.append(run)
+        if revealed:
+            revealed(run)
+
+    news = [NewRun(p.spec, p.files, _keeper(home, p)) for p in batch]
+    try:
+        return create_runs(
+            home, news, reason="waiting for the scheduler", actor=actor, revealed=note
+        )
+    finally:
+        _record_sessions(home, written)
+
+
+def _keeper(home: Home, prepared: Prepared) -> Callable[[str, Path], None] | None:
+    """What a run needs beside its files before it appears: its secrets, its mount points."""
+    secrets = prepared.secrets
+    run_dirs = prepared.spec.get("run_dirs") or []
+    if not secrets and not run_dirs:
+        return None
+
+    def keep(run_id: str, staging: Path) -> None:
         # Written before the run appears, so no tick can start it without them. Kept outside
         # the run directory, mode 0600, and deleted when the run finishes.
         if secrets:
             run_secrets.write(home, run_id, secrets)
-        for folder in prepared.spec.get("run_dirs") or []:  # mount points of the run directory
+        for folder in run_dirs:  # mount points of the run directory
             (staging / folder).mkdir(parents=True, exist_ok=True)
             # Writable by the container's user, which may be neither you nor root (a bench
             # task's [agent].user), as Harbor makes its /logs folders.
             (staging / folder).chmod(0o777)
 
-    run = store.create(
-        prepared.spec,
-        reason="waiting for the scheduler",
-        actor=actor,
-        extra_files=prepared.files,
-        prepare=keep_secrets,
-    )
-    agent = prepared.spec.get("agent")
-    if agent:
+    return keep
+
+
+def _record_sessions(home: Home, runs: list[Run]) -> None:
+    """Name the runs in the index of the agent session that launched them, if any."""
+    by_session: dict[str, tuple[Mapping[str, Any], list[str]]] = {}
+    for run in runs:
+        agent = run.spec.get("agent")
+        if agent:
+            key = str(agent.get("session_id"))
+            by_session.setdefault(key, (agent, []))[1].append(run.id)
+    for agent, ids in by_session.values():
         try:
-            record_session_run(home, agent, run.id)
+            record_session_run(home, agent, *ids)
         except (OSError, OrbitError):
             pass  # the run exists and names its session in run.yaml; the index is a convenience
-    return run

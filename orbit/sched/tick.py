@@ -98,8 +98,17 @@ def tick(
     now: datetime | None = None,
     lock_timeout: float = 0.2,
     full: bool = False,
+    submitted: Sequence[Run] = (),
 ) -> TickReport:
-    """One tick; with `full`, also look through every run for one that lost its marker."""
+    """One tick; with `full`, also look through every run for one that lost its marker.
+
+    `submitted`: runs this process has just written (`orbit sweep`). Each is taken as it is
+    in memory while its status.yaml is still the one written (the same stamp: every write
+    replaces the file), not read again; and such a run that must wait keeps the reason it was
+    born with ("waiting for the scheduler") until a later tick gives it the planner's, so that
+    a sweep of 1,000 runs does not rewrite 1,000 status files before it returns. That later
+    tick is the ticker's, started below when runs are left waiting and no clock ticks.
+    """
     home.ensure()
     flag = home.runtime_dir / "tick.requested"
     request_tick(home)
@@ -120,7 +129,7 @@ def tick(
                 note_holder(lock, _command(actor))
                 while flag.exists():
                     unlink_quiet(flag)
-                    _tick_once(home, spawn, actor, now, report, full)
+                    _tick_once(home, spawn, actor, now, report, full, submitted)
                 atomic_write(home.runtime_dir / "last_tick", now_iso(now).encode(), durable=False)
             except OSError as exc:
                 problem = from_os_error(exc, where=str(home.root))
@@ -169,6 +178,7 @@ def _tick_once(
     now: datetime | None,
     report: TickReport,
     full: bool = False,
+    submitted: Sequence[Run] = (),
 ) -> None:
     store = RunStore(home)
     _check_boot(home, store, spawn, actor, report)
@@ -178,7 +188,8 @@ def _tick_once(
     scanned = full or _scan_due(home)
     if scanned:
         ids = sorted({*ids, *_unmarked(home, store, state.seen, report)}, key=id_key)
-    for item in store.load_many(ids):
+    unchanged = _unchanged(submitted)
+    for item in _load(store, ids, unchanged):
         _reconcile(home, store, item, spawn, actor, report, state)
     if not state.queued:
         if home.config.get("count_outside_use", True):
@@ -202,9 +213,27 @@ def _tick_once(
         if isinstance(decision, Admit):
             _admit(home, store, decision, actor, spawn, report, now)
         elif isinstance(decision, Wait):
-            if by_id[decision.run_id].reason != decision.reason:
+            changed = by_id[decision.run_id].reason != decision.reason
+            if changed and decision.run_id not in unchanged:
                 _set_reason(store, decision, actor)  # only when it changed: ticks stay cheap
             report.waiting[decision.run_id] = decision.reason
+
+
+def _unchanged(submitted: Sequence[Run]) -> dict[str, Run]:
+    """The runs of `submitted` whose status.yaml is still the one written, by id."""
+    return {
+        run.id: run
+        for run in submitted
+        if run.stamp is not None and index.status_stamp(run.dir) == run.stamp
+    }
+
+
+def _load(store: RunStore, ids: list[str], known: dict[str, Run]) -> list[Run | Broken]:
+    """`store.load_many(ids)`, taking the runs in `known` as they are (run.yaml never
+    changes once written; their status.yaml has not)."""
+    if not known:
+        return store.load_many(ids)
+    return [known[i] if i in known else store.load_many([i])[0] for i in ids]
 
 
 def _plan(home: Home, state: _Pass, now: datetime | None) -> tuple[list[Admit | Wait], list[str]]:

@@ -62,9 +62,9 @@ def read_session_index(home: Home, session_id: str) -> dict[str, Any]:
     return data
 
 
-def record_session_run(home: Home, agent: Mapping[str, Any], run_id: str) -> None:
-    """Add `run_id` to its session's index: read, add and replace atomically under a lock, so
-    concurrent submits from one session lose no id."""
+def record_session_run(home: Home, agent: Mapping[str, Any], *run_ids: str) -> None:
+    """Add `run_ids` to their session's index: read, add and replace atomically under a lock,
+    so concurrent submits from one session lose no id."""
     session_id = agent.get("session_id")
     if not valid_session_id(session_id):
         return
@@ -75,7 +75,8 @@ def record_session_run(home: Home, agent: Mapping[str, Any], run_id: str) -> Non
         data = read_session_index(home, session_id)
         data["harness"] = agent.get("harness")
         data["transcript_path"] = agent.get("transcript_path")
-        if run_id not in data["runs"]:
-            data["runs"].append(run_id)
+        for run_id in run_ids:
+            if run_id not in data["runs"]:
+                data["runs"].append(run_id)
         text = json.dumps(data, indent=1) + "\n"
         atomic_write(session_index_path(home, session_id), text.encode())

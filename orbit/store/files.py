@@ -111,6 +111,60 @@ def dump_yaml(data: dict[str, Any]) -> str:
     return yaml.dump(data, Dumper=_yaml_dumper(), sort_keys=False, allow_unicode=True, width=100)
 
 
+class YamlBatch:
+    """`dump_yaml` for many mappings that share most of their values (the runs of a sweep):
+    the text of a top-level key is made once and reused while its value stays the same.
+
+    The result is byte for byte `dump_yaml`'s. A block mapping's keys are emitted one after
+    the other at column 0, so its text is the concatenation of each key's own; the one thing
+    that links keys is an anchor (`&id001`) for an object met twice, so a mapping holding one
+    is dumped whole.
+    """
+
+    def __init__(self) -> None:
+        self._parts: dict[str, tuple[str, str]] = {}  # key -> (repr of its value, its text)
+        self._varying: set[str] = set()  # keys met with a second value: made every time
+
+    def dump(self, data: dict[str, Any]) -> str:
+        if _shared(data, set()):
+            return dump_yaml(data)
+        out: list[str] = []
+        pending: dict[str, Any] = {}  # adjacent keys whose text is made now, in one call
+        for key, value in data.items():
+            part = None
+            if key not in self._varying:
+                token = repr(value)
+                known = self._parts.get(key)
+                if known is None:
+                    part = dump_yaml({key: value})
+                    self._parts[key] = (token, part)
+                elif known[0] == token:
+                    part = known[1]
+                else:
+                    self._varying.add(key)
+            if part is None:
+                pending[key] = value
+                continue
+            if pending:
+                out.append(dump_yaml(pending))
+                pending = {}
+            out.append(part)
+        if pending:
+            out.append(dump_yaml(pending))
+        return "".join(out)
+
+
+def _shared(value: Any, seen: set[int]) -> bool:
+    """True when a list or mapping occurs twice in `value` (PyYAML would anchor it)."""
+    if isinstance(value, dict | list):
+        if id(value) in seen:
+            return True
+        seen.add(id(value))
+        items = value.values() if isinstance(value, dict) else value
+        return any(_shared(item, seen) for item in items)
+    return False
+
+
 def write_yaml(path: Path, data: dict[str, Any], *, durable: bool = True) -> None:
     atomic_write(path, dump_yaml(data).encode(), durable=durable)
 
@@ -142,6 +196,20 @@ def append_line(path: Path, line: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:
         os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def append_lines(path: Path, lines: list[str]) -> None:
+    """Append whole lines in one `write` on an O_APPEND descriptor (a second one only if the
+    kernel took part of it, e.g. on a full disk: readers skip a torn line)."""
+    if not lines:
+        return
+    data = memoryview("".join(line.rstrip("\n") + "\n" for line in lines).encode())
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
     finally:
         os.close(fd)
 

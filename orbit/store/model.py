@@ -168,6 +168,9 @@ class Run:
     dir: Path
     spec: dict[str, Any] = field(default_factory=dict)
     status: dict[str, Any] = field(default_factory=dict)
+    # (mtime_ns, size, inode) of the status.yaml `status` was written as, when known: a file
+    # with another stamp has changed since (every write replaces it: a new inode).
+    stamp: list[int] | None = field(default=None, compare=False)
 
     @property
     def state(self) -> RunState:

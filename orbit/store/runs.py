@@ -19,12 +19,11 @@ from typing import Any
 
 from orbit.errors import ConflictError, CorruptError, NotFoundError
 from orbit.store import index, outbox, secrets
+from orbit.store.creation import NewRun, create_runs
 from orbit.store.files import (
     append_jsonl,
-    atomic_write,
     read_jsonl,
     read_yaml,
-    touch_exclusive,
     unlink_quiet,
     write_yaml,
 )
@@ -83,31 +82,6 @@ class RunStore:
         self.index_cache = index_cache
 
     # --- creation -----------------------------------------------------------------------
-    def _claim_id(self) -> tuple[str, Path]:
-        """Allocate the next id: a counter under a lock, with `mkdir` as the final arbiter."""
-        counter = self.home.runtime_dir / "next_id"
-        with locked(self.home.locks_dir / "ids.lock"):
-            try:
-                n = int(counter.read_text().strip())
-            except (OSError, ValueError):
-                n = 1 + max((int(p) for p in self._dir_names() if p.isdigit()), default=0)
-            while True:
-                path = self.home.runs_dir / str(n)
-                try:
-                    path.mkdir()
-                    break
-                except FileExistsError:
-                    n += 1
-            try:
-                atomic_write(counter, f"{n + 1}\n".encode())
-            except BaseException:
-                try:
-                    path.rmdir()  # a full disk must not leave an empty runs/<n> behind
-                except OSError:
-                    pass
-                raise
-        return str(n), path
-
     def create(
         self,
         spec: dict[str, Any],
@@ -119,65 +93,15 @@ class RunStore:
         status_fields: dict[str, Any] | None = None,
         prepare: Callable[[str, Path], None] | None = None,
     ) -> Run:
-        """Write a complete run directory and, when queued, its queue marker.
+        """Write a complete run directory and, when queued, its queue marker (a batch of one:
+        see orbit/store/creation.py).
 
         `prepare(id, staging_dir)` may add files (e.g. code.diff) before the directory appears.
         """
-        self.home.ensure()
-        run_id, final = self._claim_id()
-        staging = self.home.runs_dir / f".staging-{run_id}"
-        try:
-            staging.mkdir()
-            (staging / "output").mkdir()
-            now = now_iso()
-            spec = {"format": FORMAT, "id": run_id, **spec, "submitted_at": now}
-            finished_at = now if state.finished else None
-            status = {
-                "format": FORMAT,
-                "state": state.value,
-                "reason": reason,
-                "exit_code": None,
-                "submitted_at": now,
-                "started_at": None,
-                "finished_at": finished_at,
-                **(status_fields or {}),
-                "updated_at": now,  # always the last key: a file cut short lacks it
-            }
-            write_yaml(staging / "run.yaml", spec, durable=False)
-            write_yaml(staging / "status.yaml", status, durable=False)
-            for name in ("log.txt", "metrics.jsonl", "notes.jsonl"):
-                (staging / name).touch()
-            for name, data in (extra_files or {}).items():
-                (staging / name).write_bytes(data)
-            event = {"time": now, "event": "submitted", "state": state.value, "actor": actor}
-            append_jsonl(staging / "events.jsonl", event)
-            if prepare:
-                prepare(run_id, staging)
-            fd = os.open(staging, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            # The marker goes first: a run that appears is always seen by the tick. Until the
-            # rename, the tick skips the marker (and clears it if the submit was abandoned).
-            if state is RunState.QUEUED:
-                touch_exclusive(self.home.queue_dir / run_id)
-            # A run born finished (a failed build) is settled by the rename: its event first.
-            notify = state.finished and outbox.record_settled(self.home, run_id, state.value, now)
-            os.rename(staging, final)  # replaces the empty directory that claimed the id
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            unlink_quiet(self.home.queue_dir / run_id)
-            secrets.drop(self.home, run_id)
-            try:
-                final.rmdir()
-            except OSError:
-                pass
-            raise
-        run = Run(run_id, final, spec, status)
-        self._index(run)
-        if notify:
-            outbox.wake_sender(self.home)
+        new = NewRun(spec, extra_files or {}, prepare)
+        (run,) = create_runs(
+            self.home, [new], state=state, reason=reason, actor=actor, status_fields=status_fields
+        )
         return run
 
     def settle_unfinished_submit(self, run_id: str) -> bool:

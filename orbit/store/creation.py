@@ -1,0 +1,233 @@
+"""Writing new runs, one or a whole batch (a sweep) at once.
+
+A batch is written in phases, so that 1,000 runs cost one lock, one journal commit and one
+index append instead of 1,000 of each; a single run is a batch of one. Each run gets exactly
+the files a run written alone gets:
+
+1. Claim: under `locks/ids.lock`, `mkdir runs/<n>` for every run (on `FileExistsError`,
+   n+1), then `runtime/next_id` once. Concurrent `orbit run` and `orbit sweep` processes
+   take the same lock, and `mkdir` is the final arbiter: no id is handed out twice.
+2. Stage: write every `runs/.staging-<id>/` whole. Nothing reads a hidden directory.
+3. Sync: fsync every staging directory, after all of them are written, so the first fsync
+   commits the journal for all and the others find little left to do.
+4. Reveal, one run after another: `queue/<id>` (queued runs), then the rename of the staging
+   directory over the empty `runs/<id>`. The marker comes first, so that a run that appears
+   is always seen by the tick; a marker whose run has not appeared is skipped by the tick.
+5. fsync `queue/` and `runs/`: once this returns, the renames survive a power cut too.
+6. One append of all the runs' rows to index.jsonl (a cache: a crash before it costs a
+   re-read at the next listing).
+
+Killed at any instant, a batch leaves only whole runs visible (those revealed) and, of the
+others, what a killed single submit leaves: hidden staging directories, empty claimed
+directories (neither is a run) and at most one marker without its run, which the tick skips
+and clears after `ABANDONED_SECONDS`. An exception stops a batch the same way, and what
+was not revealed is removed. See docs/architecture.md, "From submit to finish".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orbit.store import index, outbox, secrets
+from orbit.store.files import (
+    YamlBatch,
+    append_lines,
+    atomic_write,
+    dump_yaml,
+    touch_exclusive,
+    unlink_quiet,
+)
+from orbit.store.home import Home
+from orbit.store.locks import locked
+from orbit.store.model import FORMAT, Run, RunState, now_iso
+
+log_files = ("log.txt", "metrics.jsonl", "notes.jsonl")  # created empty in every run
+
+
+@dataclass
+class NewRun:
+    """One run to write: its run.yaml keys (without format, id and submitted_at), the files
+    beside them (code.diff, build.log), and `prepare(id, staging_dir)`, which may add more
+    before the run appears (its secrets, the folders its mounts need)."""
+
+    spec: dict[str, Any]
+    files: dict[str, bytes] = field(default_factory=dict)
+    prepare: Callable[[str, Path], None] | None = None
+
+
+def claim_ids(home: Home, count: int) -> list[tuple[str, Path]]:
+    """Allocate `count` ids: a counter under a lock, with `mkdir` as the final arbiter."""
+    counter = home.runtime_dir / "next_id"
+    claimed: list[tuple[str, Path]] = []
+    with locked(home.locks_dir / "ids.lock"):
+        try:
+            n = int(counter.read_text().strip())
+        except (OSError, ValueError):
+            n = 1 + max((int(p) for p in _dir_names(home) if p.isdigit()), default=0)
+        try:
+            while len(claimed) < count:
+                path = home.runs_dir / str(n)
+                try:
+                    path.mkdir()
+                    claimed.append((str(n), path))
+                except FileExistsError:
+                    pass
+                n += 1
+            atomic_write(counter, f"{n}\n".encode())
+        except BaseException:
+            for _, path in claimed:  # a full disk must not leave empty runs/<n> behind
+                _rmdir_quiet(path)
+            raise
+    return claimed
+
+
+def create_runs(
+    home: Home,
+    runs: Sequence[NewRun],
+    *,
+    state: RunState = RunState.QUEUED,
+    reason: str,
+    actor: str,
+    status_fields: dict[str, Any] | None = None,
+    revealed: Callable[[Run], None] | None = None,
+) -> list[Run]:
+    """Write `runs` as complete run directories (queued ones with their markers), in order.
+
+    `revealed(run)` is called as each run appears; when it raises, or anything fails, the
+    runs revealed so far stay and the others are removed. The runs share one submit time.
+    """
+    if not runs:
+        return []
+    home.ensure()
+    claimed = claim_ids(home, len(runs))
+    now = now_iso()
+    status = {
+        "format": FORMAT,
+        "state": state.value,
+        "reason": reason,
+        "exit_code": None,
+        "submitted_at": now,
+        "started_at": None,
+        "finished_at": now if state.finished else None,
+        **(status_fields or {}),
+        "updated_at": now,  # always the last key: a file cut short lacks it
+    }
+    event = {"time": now, "event": "submitted", "state": state.value, "actor": actor}
+    status_text = dump_yaml(status).encode()
+    event_line = (json.dumps(event, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    yaml = YamlBatch()
+    done: list[Run] = []
+    notify = False
+    try:
+        staged = []
+        for (run_id, final), new in zip(claimed, runs, strict=True):
+            spec = {"format": FORMAT, "id": run_id, **new.spec, "submitted_at": now}
+            staging = home.runs_dir / f".staging-{run_id}"
+            stamp = _stage(staging, yaml.dump(spec).encode(), status_text, event_line, new.files)
+            if new.prepare:
+                new.prepare(run_id, staging)
+            staged.append((Run(run_id, final, spec, dict(status), stamp), staging))
+        for _, staging in staged:
+            _fsync(staging)
+        for run, staging in staged:
+            if state is RunState.QUEUED:
+                touch_exclusive(home.queue_dir / run.id)
+            # A run born finished (a failed build) is settled by the rename: its event first.
+            if state.finished and outbox.record_settled(home, run.id, state.value, now):
+                notify = True
+            os.rename(staging, run.dir)  # replaces the empty directory that claimed the id
+            done.append(run)
+            if revealed:
+                revealed(run)
+    except BaseException:
+        for run_id, final in claimed[len(done) :]:
+            shutil.rmtree(home.runs_dir / f".staging-{run_id}", ignore_errors=True)
+            unlink_quiet(home.queue_dir / run_id)
+            secrets.drop(home, run_id)
+            _rmdir_quiet(final)
+        try:
+            _settle(home, done)
+        except OSError:
+            pass  # the error that stopped the batch is the one to report
+        raise
+    _settle(home, done)
+    if notify:
+        outbox.wake_sender(home)  # after the run appears: a spawn costs it nothing more
+    return done
+
+
+def _settle(home: Home, runs: list[Run]) -> None:
+    """Make the renames durable and list the runs in index.jsonl."""
+    if runs:
+        _fsync(home.queue_dir)
+        _fsync(home.runs_dir)
+        _index(home, runs)
+
+
+def _stage(
+    staging: Path, spec: bytes, status: bytes, event: bytes, files: dict[str, bytes]
+) -> list[int]:
+    """The run's directory under its hidden name, and the stamp of its status.yaml (a rename
+    keeps it); no file is fsynced: the caller syncs."""
+    staging.mkdir()
+    (staging / "output").mkdir()
+    _write(staging / "run.yaml", spec)
+    st = _write(staging / "status.yaml", status)
+    for name in log_files:
+        _write(staging / name, b"")
+    for name, data in files.items():
+        _write(staging / name, data)
+    _write(staging / "events.jsonl", event)
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
+
+
+def _write(path: Path, data: bytes) -> os.stat_result:
+    """A new file (nobody else sees the staging directory: no temporary name is needed)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+def _index(home: Home, runs: list[Run]) -> None:
+    """Their rows in index.jsonl, in one append; a cache, so a refused write is no error.
+
+    Each row carries the stamp of the status.yaml it was made from, as written: should a tick
+    have changed a run since it appeared, its row is stale, not wrong."""
+    lines = [json.dumps(index.row_for(run, run.stamp), separators=(",", ":")) for run in runs]
+    try:
+        append_lines(home.index_path, lines)
+    except OSError:
+        pass
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _rmdir_quiet(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass
+
+
+def _dir_names(home: Home) -> list[str]:
+    try:
+        return [n for n in os.listdir(home.runs_dir) if not n.startswith(".")]
+    except FileNotFoundError:
+        return []
