@@ -29,7 +29,6 @@ characters or more is replaced too.
 
 from __future__ import annotations
 
-import calendar
 import json
 import os
 import socket
@@ -38,6 +37,7 @@ import time
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -61,12 +61,27 @@ _STREAM_NUM = {"out": 1, "err": 2}
 _seconds: dict[bytes, int] = {}
 
 
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
+
+
+def _epoch_seconds(head: bytes) -> int:
+    """`YYYY-MM-DDTHH:MM:SS` in UTC as seconds since the epoch (calendar.timegm of
+    time.strptime, without the imports those cost a shepherd); ValueError when malformed."""
+    if len(head) != 19 or head[4:5] != b"-" or head[10:11] != b"T" or head[13:14] != b":":
+        raise ValueError(f"not a Docker timestamp: {head!r}")
+    day = date(int(head[0:4]), int(head[5:7]), int(head[8:10])).toordinal() - _EPOCH_DAY
+    hours, minutes, seconds = int(head[11:13]), int(head[14:16]), int(head[17:19])
+    if hours > 23 or minutes > 59 or seconds > 61:
+        raise ValueError(f"not a Docker timestamp: {head!r}")
+    return day * 86400 + hours * 3600 + minutes * 60 + seconds
+
+
 def parse_ts_ns(stamp: bytes) -> int:
     """Nanoseconds since the epoch from Docker's RFC 3339 `2024-11-30T05:50:00.123456789Z`."""
     head = stamp[:19]
     base = _seconds.get(head)
     if base is None:
-        base = calendar.timegm(time.strptime(head.decode("ascii", "replace"), "%Y-%m-%dT%H:%M:%S"))
+        base = _epoch_seconds(head)
         if len(_seconds) > 4096:
             _seconds.clear()
         _seconds[head] = base

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,6 +145,8 @@ def create_runs(
             if revealed:
                 revealed(run)
     except BaseException:
+        import shutil  # here: a shepherd imports this module and never needs it
+
         for run_id, final in claimed[len(done) :]:
             shutil.rmtree(home.runs_dir / f".staging-{run_id}", ignore_errors=True)
             unlink_quiet(home.queue_dir / run_id)

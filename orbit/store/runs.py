@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -123,6 +122,8 @@ class RunStore:
             return True
         age = time.time() - max(_mtime(final), _mtime(staging))
         if age > ABANDONED_SECONDS:
+            import shutil
+
             shutil.rmtree(staging, ignore_errors=True)
             secrets.drop(self.home, run_id)
             try:
@@ -449,6 +450,7 @@ def _present(path: Path) -> bool:
 def _rmtree(path: Path) -> None:
     """Remove a tree, also the directories its owner made unreadable (chmod 000); what cannot
     be removed even so stays behind under its hidden name."""
+    import shutil
 
     def retry(func: Any, name: str, exc_info: Any) -> None:
         if func is os.unlink or not os.path.isdir(name):

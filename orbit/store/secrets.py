@@ -11,7 +11,6 @@ replaced by `[redacted]` in log.txt. Runs submitted before version 2 have a flat
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,4 +71,6 @@ def read(home: Home, run_id: str) -> Secrets:
 def drop(home: Home, run_id: str) -> None:
     """Delete the run's secrets, files included (safe to repeat)."""
     unlink_quiet(home.secrets_path(run_id))
+    import shutil  # here: a shepherd needs it only for a run with secret files
+
     shutil.rmtree(files_dir(home, run_id), ignore_errors=True)
