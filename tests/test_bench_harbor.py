@@ -569,18 +569,20 @@ def test_fixture_dockerfiles_build_with_buildkit(
     import docker
 
     from orbit.execute.build import build_image
+    from orbit.execute.engine import Engine
 
     ensure_debian_image()
     client = docker.from_env()
+    engine = Engine()
     home = Home(orbit.home, orbit.environ)
     for dockerfile in sorted(BASIC.glob("*/*/Dockerfile")):
-        built = build_image(client, home, dockerfile, orbit.environ, lambda _: None)
+        built = build_image(engine, home, dockerfile, orbit.environ, lambda _: None)
         assert client.images.get(built.tag)
     context = tmp_path / "environment"
     shutil.copytree(BASIC / "hello" / "environment", context)
     (context / "nonce").write_text(str(tmp_path))
     assert (context / "greet.sh").stat().st_mode & 0o777 == 0o644
-    built = build_image(client, home, context / "Dockerfile", orbit.environ, lambda _: None)
+    built = build_image(engine, home, context / "Dockerfile", orbit.environ, lambda _: None)
     try:
         assert not built.reused and "COPY --chmod=755 greet.sh" in built.log
         out = client.containers.run(

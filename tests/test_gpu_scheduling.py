@@ -309,7 +309,7 @@ def test_a_shepherd_started_as_a_fresh_process_keeps_the_stand_in(
     run_id = orbit.submit("--image", busybox, *SMALL, "--gpus", "1", "--", "env")
     assert orbit.status(run_id)["state"] == "queued"
     write_gpus(path, [gpu(0)])
-    res = orbit("scheduler", "tick", "--spawn", "exec", "--json")
+    res = orbit("scheduler", "tick", "--json")
     assert res.code == 0 and res.json()["admitted"] == [run_id], res.out + res.err
     res = orbit("wait", run_id)
     assert res.code == 0, res.out + res.err + str(orbit.status(run_id))

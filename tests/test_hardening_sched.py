@@ -130,7 +130,7 @@ def test_shepherds_keep_none_of_the_submitters_environment(orbit: Orbit, busybox
     assert comm_of(pid) == "orbit-shepherd"
     # Exec mode (the timer's and `scheduler run`'s), started from the same environment.
     kill_shepherd(orbit, "1")
-    tick = orbit.proc("scheduler", "tick", "--spawn", "exec")
+    tick = orbit.proc("scheduler", "tick")
     assert tick.wait(60) == 0
     env = environ_of(next_shepherd_pid(orbit, "1", pid))
     assert f"ORBIT_HOME={orbit.home}".encode() in env
@@ -145,7 +145,7 @@ def test_exec_mode_shepherds_are_named_orbit_shepherd(orbit: Orbit, busybox: str
     run_id = orbit.submit("--image", busybox, *SMALL, "--", "sleep", "30")
     orbit.wait_for(run_id, running)
     old = kill_shepherd(orbit, run_id)
-    assert orbit("scheduler", "tick", "--spawn", "exec").code == 0
+    assert orbit("scheduler", "tick").code == 0
     pid = next_shepherd_pid(orbit, run_id, old)  # written once the shepherd runs
     assert comm_of(pid) == "orbit-shepherd"
     assert orbit("cancel", run_id).code == 0

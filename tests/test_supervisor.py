@@ -107,7 +107,7 @@ def test_rendered_units_pass_systemd_analyze_verify(orbit: Orbit, user: Path) ->
     assert f"# orbit-home: {orbit.home}\n" in text
     assert "\nType=oneshot\n" in text and "\nKillMode=process\n" in text
     assert f"\nEnvironment=ORBIT_HOME={orbit.home} PYTHONPATH={PACKAGE_PARENT}\n" in text
-    assert f"\nExecStart={sys.executable} -m orbit scheduler tick --spawn exec --clock 30\n" in text
+    assert f"\nExecStart={sys.executable} -m orbit scheduler tick --clock 30\n" in text
     text = timer.read_text()
     assert "\nOnUnitActiveSec=30s\n" in text and "\nAccuracySec=1s\n" in text
     assert "\nUnit=orbit-tick.service\n" in text and "\nWantedBy=timers.target\n" in text

@@ -42,13 +42,10 @@ def interval_of(home: Home, requested: float | None) -> float:
     return value
 
 
-def tick_command(clock_s: float, spawn: str = "fork") -> list[str]:
+def tick_command(clock_s: float) -> list[str]:
     """The clock's tick: `--clock S` notes it in runtime/clock.json, so no ticker starts while
     the clock ticks every S seconds."""
-    cmd = [sys.executable, "-m", "orbit", "scheduler", "tick"]
-    if spawn == "exec":
-        cmd += ["--spawn", "exec"]
-    return [*cmd, "--clock", f"{clock_s:g}"]
+    return [sys.executable, "-m", "orbit", "scheduler", "tick", "--clock", f"{clock_s:g}"]
 
 
 # --- systemd ------------------------------------------------------------------------------
@@ -63,7 +60,7 @@ def _owner_fix(owner: str) -> str:
 def render_units(home: Home, interval_s: float) -> dict[str, str]:
     """The tick units for `home`, rendered from the templates in systemd/."""
     env = child_environ(home, {})
-    argv = tick_command(interval_s, "exec")
+    argv = tick_command(interval_s)
     extra = {"INTERVAL": f"{interval_s:g}s", "INTERVAL_TEXT": f"{interval_s:g} s"}
     return {name: units.render(name, home, env, argv, **extra) for name in TICK_UNITS}
 

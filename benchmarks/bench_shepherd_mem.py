@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Private memory of Orbit's shepherds, against a bare interpreter of the same Python.
+
+Each round submits one sweep of N runs of `sleep S` (tiny leases, `count_outside_use: false`,
+`total_cpus` high enough that every run starts at once), so that the first run's shepherd is
+the one `orbit sweep` started ahead of its run and the others are started by the tick, waits
+until every run is `running` and a further second, then reads RssAnon (private resident
+memory: what each process costs the machine beyond the shared interpreter and libraries) of
+every shepherd of the home. In the same round it starts N `python -c "import time;
+time.sleep(S)"` of the same interpreter and environment and reads theirs after the same
+settling time. Then both are stopped (`orbit cancel`, a kill).
+
+It prints each round's medians, and last `ratio: X.XX (target ≤ 1.5)`: the median over all
+shepherds read over the median over all bare interpreters read.
+
+Standalone: `python benchmarks/bench_shepherd_mem.py [--runs N] [--rounds R]`; needs Docker
+and the test images (scripts/build-test-images.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # common.py, also under python -P
+
+from common import (
+    add_image_option,
+    add_orbit_options,
+    child_environ,
+    machine,
+    ratio_line,
+    require_docker,
+    setup_lines,
+    shepherd_pids,
+    wait_for_shepherds,
+)
+
+TARGET = 1.5
+SETTLE_S = 1.0
+
+
+def rss_anon_kb(pid: int) -> int | None:
+    """RssAnon of a live process in kB; None when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def states(home: Path) -> list[str]:
+    found = []
+    for status in sorted((home / "runs").glob("*/status.yaml")):
+        for line in status.read_text().splitlines():
+            if line.startswith("state:"):
+                found.append(line.split(":", 1)[1].strip())
+    return found
+
+
+def shepherd_round(
+    home: Path, orbit_py: Path, image: str, env: dict[str, str], runs: int, seconds: int
+) -> list[int]:
+    cmd = [sys.executable, str(orbit_py), "sweep", "-g", "mem", "--no-project", "--image", image]
+    cmd += ["--cpus", "0.1", "--mem", "0.05", "-p", "i=" + ",".join(map(str, range(runs)))]
+    cmd += ["--", "sleep", str(seconds)]
+    before = set(p.name for p in (home / "runs").glob("*")) if (home / "runs").exists() else set()
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+    ids = sorted(p.name for p in (home / "runs").glob("*") if p.name not in before)
+    deadline = time.monotonic() + 60
+    while states(home).count("running") < runs:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench_shepherd_mem: runs not all running: {states(home)}")
+        time.sleep(0.1)
+    time.sleep(SETTLE_S)
+    values = [v for v in (rss_anon_kb(p) for p in shepherd_pids(home)) if v is not None]
+    subprocess.run(
+        [sys.executable, str(orbit_py), "cancel", *[i for i in ids if i.isdigit()]],
+        env=env,
+        check=False,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for_shepherds(home, 60, 0.1, "bench_shepherd_mem: shepherds still alive after cancel")
+    return values
+
+
+def bare_round(env: dict[str, str], runs: int, seconds: int) -> list[int]:
+    procs = [
+        subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"], env=env)
+        for _ in range(runs)
+    ]
+    time.sleep(SETTLE_S + 0.5)
+    values = [v for v in (rss_anon_kb(p.pid) for p in procs) if v is not None]
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+    return values
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="RssAnon of shepherds vs bare interpreters.")
+    parser.add_argument("--runs", type=int, default=8, help="runs per round (default 8)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
+    parser.add_argument("--seconds", type=int, default=30, help="each run's sleep (default 30)")
+    add_image_option(parser)
+    parser.add_argument("--keep", action="store_true", help="keep the temporary ORBIT_HOME")
+    add_orbit_options(parser)
+    args = parser.parse_args()
+    if args.runs < 1 or args.rounds < 1:
+        parser.error("--runs and --rounds must be at least 1")
+    require_docker(args.image, "bench_shepherd_mem")
+
+    print("bench_shepherd_mem: RssAnon of the shepherds of N running `sleep` runs")
+    print(f"  vs `{Path(sys.executable).name} -c 'import time; time.sleep(…)'`")
+    print(machine(docker=True))
+    scratch = Path(tempfile.mkdtemp(prefix="orbit-bench-mem-"))
+    home = scratch / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text(
+        f"format: 1\ncount_outside_use: false\ntotal_cpus: {args.runs}\n"
+    )
+    pycache = None if args.env_as_is else scratch / "pycache"
+    env = child_environ(home, pycache)
+    orbit_py = args.orbit.resolve()
+    print(setup_lines(orbit_py, home, pycache))
+    print(f"rounds: {args.rounds} of {args.runs} runs, alternated shepherds, bare interpreters")
+    shepherds: list[int] = []
+    bare: list[int] = []
+    try:
+        for i in range(args.rounds):
+            s = shepherd_round(home, orbit_py, args.image, env, args.runs, args.seconds)
+            b = bare_round(env, args.runs, args.seconds)
+            shepherds += s
+            bare += b
+            print(
+                f"  round {i + 1}: shepherds {statistics.median(s) / 1024:.2f} MB "
+                f"(n={len(s)}, {min(s) / 1024:.2f}–{max(s) / 1024:.2f})   "
+                f"bare {statistics.median(b) / 1024:.2f} MB (n={len(b)})",
+                flush=True,
+            )
+    finally:
+        if args.keep:
+            print(f"kept ORBIT_HOME: {home}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+    s_med, b_med = statistics.median(shepherds), statistics.median(bare)
+    print()
+    print(f"shepherd RssAnon  median {s_med / 1024:.2f} MB, max {max(shepherds) / 1024:.2f} MB")
+    print(f"bare python       median {b_med / 1024:.2f} MB")
+    print()
+    print(ratio_line(s_med / b_med, TARGET))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
