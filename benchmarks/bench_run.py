@@ -8,7 +8,9 @@ Each measured pair runs, in alternation,
 
 after one unmeasured warm-up of each, against a fresh temporary ORBIT_HOME. It prints the
 median and p90 (nearest rank) of both, the phases of an orbit run taken from its events.jsonl
-(median over the measured runs), and last `ratio: X.XX (target ≤ 1.15)`, the ratio of medians.
+(median over the measured runs), where the time goes (the same container created, started and
+waited for through the Engine API alone, `python -c pass` and `python orbit.py --version`, each
+measured once per pair), and last `ratio: X.XX (target ≤ 1.15)`, the ratio of medians.
 
 Between two commands the script waits (unmeasured) until the run's shepherd has exited, so the
 background work orbit leaves behind (container removal, the final tick) cannot slow the next
@@ -34,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # common.py, also under python -P
 
 from common import (
+    REPO,
     add_image_option,
     add_orbit_options,
     child_environ,
@@ -112,6 +115,34 @@ def run_docker(image: str, env: dict[str, str]) -> float:
     return elapsed
 
 
+def run_engine_floor(image: str) -> float:
+    """The Docker engine's own part of a run: create, start and wait for the same container
+    through the Engine API (Orbit's client, in this process; no CLI start), then remove it
+    (untimed; `docker run --rm` and Orbit both remove after the exit is known)."""
+    sys.path.insert(0, str(REPO))
+    from orbit.execute.engine import Engine
+
+    engine = Engine()
+    config = {
+        "Image": image,
+        "Cmd": ["true"],
+        "HostConfig": {"NanoCpus": 10**9, "Memory": 256 * 2**20, "MemorySwap": 256 * 2**20},
+    }
+    t0 = time.perf_counter()
+    container = engine.create(config)
+    container.start()
+    container.wait()
+    elapsed = time.perf_counter() - t0
+    container.remove(force=True)
+    return elapsed
+
+
+def run_python(args: list[str], env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, *args], env=env, capture_output=True, check=True)
+    return time.perf_counter() - t0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description="Time `orbit run -w … -- true` against `docker run --rm … true` "
@@ -146,9 +177,16 @@ def main() -> int:
         run_docker(args.image, env)
         orbit: list[dict[str, float]] = []
         docker: list[float] = []
+        floor: list[float] = []
+        bare: list[float] = []
+        version: list[float] = []
+        run_engine_floor(args.image)
         for i in range(args.pairs):
             orbit.append(run_orbit(home, args.image, orbit_py, env))
             docker.append(run_docker(args.image, env))
+            floor.append(run_engine_floor(args.image))
+            bare.append(run_python(["-c", "pass"], env))
+            version.append(run_python([str(orbit_py), "--version"], env))
             print(
                 f"  pair {i + 1:>2}: orbit {orbit[-1]['elapsed'] * 1000:7.1f} ms   "
                 f"docker {docker[-1] * 1000:7.1f} ms",
@@ -176,6 +214,14 @@ def main() -> int:
     print(
         f"  {tail * 1000:7.1f} ms  (after the CLI returned: shepherd removes the container, ticks)"
     )
+    f_med = statistics.median(floor)
+    print()
+    print("where the time goes (medians, measured in the same pairs):")
+    print(f"  {f_med * 1000:7.1f} ms  the engine alone: create, start, wait through the API")
+    print(f"  {(d_med - f_med) * 1000:7.1f} ms  docker run beyond it (the docker CLI)")
+    print(f"  {(o_med - f_med) * 1000:7.1f} ms  orbit run -w beyond it, of which:")
+    print(f"  {statistics.median(bare) * 1000:7.1f} ms    `python -c pass` (interpreter and site)")
+    print(f"  {statistics.median(version) * 1000:7.1f} ms    `python orbit.py --version`")
     print()
     print(ratio_line(o_med / d_med, TARGET))
     return 0

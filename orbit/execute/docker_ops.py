@@ -225,5 +225,20 @@ def remove_container(home: Home, run_id: str) -> bool:
     except NotFound:
         return False
     except EngineError as exc:
+        # Its shepherd removes it at the same moment: done once it is gone.
+        if exc.status == 409 and "already in progress" in exc.explanation:
+            return _gone(container)
         raise DockerError(f"cannot remove container {container.name}: {exc.explanation}") from None
+    return True
+
+
+def _gone(container: Container, timeout: float = 30.0) -> bool:
+    """True once a container that another process is removing no longer exists."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while container.engine.container(container.id) is not None:
+        if time.monotonic() > deadline:
+            raise DockerError(f"container {container.name} is still being removed")
+        time.sleep(0.05)
     return True

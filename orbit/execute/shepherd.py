@@ -57,6 +57,7 @@ from orbit.store.runs import RunStore
 
 if TYPE_CHECKING:
     from orbit.execute import workspace
+    from orbit.execute.spawn import Prespawned
     from orbit.sched.gpus import GpuPeaks
     from orbit.sched.tick import Spawner
 
@@ -98,11 +99,11 @@ class Shepherd:
         self.metrics = Follower(home.runs_dir / run_id / METRICS)
         self.metrics_failed = False
 
-    def tick(self) -> None:
+    def tick(self, spawner: Spawner | None = None) -> None:
         from orbit.sched.tick import tick
 
         try:
-            tick(self.home, spawn=self.spawner, actor=self.actor)
+            tick(self.home, spawn=spawner or self.spawner, actor=self.actor)
         except OSError as exc:  # a full disk: the next tick does it
             log.warning("tick failed: %s", exc)
             return
@@ -492,8 +493,13 @@ class Shepherd:
 
     def _finish(self, run: Run, container: Container | None) -> None:
         secrets.drop(self.home, run.id)
-        settled = self._finalize(run)
-        self.tick()  # the lease is free now: refill it before the slower clean-up
+        ahead = self._ahead()
+        try:
+            settled = self._finalize(run)
+            self.tick(ahead)  # the lease is free now: refill it before the slower clean-up
+        finally:
+            if ahead is not None:
+                ahead.close()
         if container is not None:
             self._remove(container)
         if settled:
@@ -501,6 +507,19 @@ class Shepherd:
         else:  # the result is in exit.json; the marker keeps the run in the tick's view
             log.warning("run %s: not settled (its files are damaged); a tick repairs it", run.id)
         self._summarize(None)  # last: the whole file may have to be read (a fast writer)
+
+    def _ahead(self) -> Prespawned | None:
+        """When runs are queued, the next run's shepherd, started now so that it imports
+        while this one settles and ticks (the tick hands it the run it admits first)."""
+        try:
+            with os.scandir(self.home.queue_dir) as entries:
+                if not any(entries):
+                    return None
+            from orbit.execute.spawn import Prespawned
+
+            return Prespawned(self.home)
+        except OSError:
+            return None
 
     def _finalize(self, run: Run) -> bool:
         """finalize_from_exit, again every few seconds while the disk is full. If the status
