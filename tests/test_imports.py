@@ -1,4 +1,5 @@
-"""Imports stay lazy: the commands people type most never load the Docker SDK.
+"""Imports stay lazy: the commands people type most never load the Docker SDK, and a shepherd
+loads only what following one container needs.
 
 Each command runs as a real `python -X importtime orbit.py …` process; the interpreter's own
 import log says which modules were loaded.
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import ORBIT_PY
 
+from orbit.execute.spawn import ENTRY, shepherd_environ
 from orbit.store.home import Home
 from orbit.store.model import RunState
 from orbit.store.runs import RunStore
@@ -67,3 +69,37 @@ def test_command_does_not_import_docker(home: Path, args: list[str], shows: str)
     assert "orbit.cli" in modules  # the log was read: a parse that found nothing proves nothing
     heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
     assert heavy == []
+
+
+# What a shepherd must not load: a machine runs a hundred of them, each for as long as its run
+# (dataclasses alone, with the inspect, ast and dis it imports, costs each about 1 MB).
+NOT_IN_SHEPHERD = (
+    *HEAVY,
+    "dataclasses",
+    "typing",
+    "inspect",
+    "psutil",
+    "portalocker",
+    "argparse",
+    "tarfile",
+    "shutil",
+    "tempfile",
+    "hashlib",
+)
+
+
+def test_shepherd_imports_stay_lean(tmp_path: Path) -> None:
+    # As spawn.py starts one: `python -S`, with the environment and import path a shepherd gets;
+    # orbit.sched.gpus is what it imports for a run that leases GPUs.
+    code = f"import sys, {ENTRY}, orbit.sched.gpus; print(' '.join(sys.modules))"
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        capture_output=True,
+        text=True,
+        env=shepherd_environ(Home(tmp_path / "home")),
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    modules = set(proc.stdout.split())
+    assert ENTRY in modules
+    assert sorted(m for m in modules if m.split(".")[0] in NOT_IN_SHEPHERD) == []

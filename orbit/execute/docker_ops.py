@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
 
 from orbit.errors import CorruptError, DockerError
 from orbit.execute.engine import START_HINT, Container, Engine, EngineError, NotFound
@@ -17,6 +16,10 @@ from orbit.sched.resources import GIB
 from orbit.store import secrets
 from orbit.store.home import Home
 from orbit.store.model import Run
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["START_HINT", "Container", "Engine"]
 

@@ -18,10 +18,13 @@ import json
 import os
 import socket
 from collections.abc import Iterable, Iterator
-from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from orbit.errors import DockerError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 API = "/v1.41"  # Docker 20.10 and later; every call Orbit makes exists in it
 DEFAULT_HOST = "unix:///var/run/docker.sock"

@@ -36,16 +36,19 @@ import struct
 import time
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlencode
 
 from orbit.errors import DISK_FULL, DockerError
 from orbit.execute.engine import API, Engine
 from orbit.execute.logvalve import FRAME_HEADER, READ_TIMEOUT, Valve, json_size
+from orbit.record import Frozen, Record
 from orbit.store.files import atomic_write
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 STREAMS = ("out", "err")
 FIRST_TAIL = 1024
@@ -125,14 +128,18 @@ def parse_frames(data: bytes) -> tuple[list[int], list[bytes], list[bytes]]:
     return streams, stamps, texts
 
 
-@dataclass(frozen=True)
-class FrameId:
-    """One frame of Docker's log, recognisable in any later read of it."""
+class FrameId(Frozen):
+    """One frame of Docker's log, recognisable in any later read of it: a value (compared,
+    hashed, never changed)."""
 
+    __slots__ = ("crc", "ordinal", "stamp", "stream")
     stream: int
     stamp: bytes
     ordinal: int
     crc: int
+
+    def __init__(self, stream: int, stamp: bytes, ordinal: int, crc: int) -> None:
+        self._init(stream=stream, stamp=stamp, ordinal=ordinal, crc=crc)
 
     def to_json(self) -> list[Any]:
         return [_STREAM_NAME[self.stream], self.stamp.decode(), self.ordinal, self.crc]
@@ -205,15 +212,24 @@ class Window:
         return min(matches, key=lambda j: abs(members.index(j) - at))
 
 
-@dataclass
-class Position:
-    """What log.txt holds, as recorded in log.pos."""
+class Position(Record):
+    """What log.txt holds, as recorded in log.pos; compared by value."""
 
-    size: int = 0
-    anchor: FrameId | None = None
-    held: dict[int, FrameId] = field(default_factory=dict)  # stream → its first held frame
-    gaps: list[dict[str, Any]] = field(default_factory=list)
-    legacy: dict[int, tuple[int, int]] | None = None  # log.pos of Orbit before this format
+    __slots__ = ("anchor", "gaps", "held", "legacy", "size")
+
+    def __init__(
+        self,
+        size: int = 0,
+        anchor: FrameId | None = None,
+        held: dict[int, FrameId] | None = None,
+        gaps: list[dict[str, Any]] | None = None,
+        legacy: dict[int, tuple[int, int]] | None = None,
+    ) -> None:
+        self.size = size
+        self.anchor = anchor
+        self.held: dict[int, FrameId] = {} if held is None else held  # stream → first held frame
+        self.gaps: list[dict[str, Any]] = [] if gaps is None else gaps
+        self.legacy = legacy  # log.pos of Orbit before this format
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"size": self.size}

@@ -14,7 +14,6 @@ import resource
 import threading
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
 
 from orbit.detach import release_memory
 from orbit.errors import DISK_FULL, DockerError, OrbitError, from_os_error
@@ -55,7 +54,10 @@ from orbit.store.model import (
 )
 from orbit.store.runs import RunStore
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from orbit.execute import workspace
     from orbit.execute.spawn import Prespawned
     from orbit.sched.gpus import GpuPeaks

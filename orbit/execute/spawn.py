@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
 
 from orbit.store.childenv import child_environ
 from orbit.store.home import Home
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PROCESS_NAME = "orbit-shepherd"
 ENTRY = "orbit.execute.shepherd_main"

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from orbit.execute.logfollow import LogCopier
+from orbit.record import Record
 from orbit.sched.cgroup import OomEvents, Sampler
 from orbit.store.model import now_iso
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from orbit.sched.gpus import GpuPeaks
 
 SAMPLE_SECONDS = 0.5
@@ -34,19 +36,42 @@ METRICS_BUDGET_BYTES = 4 << 20
 METRICS_COST_FACTOR = 50
 
 
-@dataclass
-class Watching:
+class Watching(Record):
     """What a shepherd keeps while its container runs."""
 
-    sampler: Sampler
-    oom_events: OomEvents
-    gpus: GpuPeaks | None
-    copier: LogCopier
-    waiter: threading.Thread
-    waited: dict[str, Any]  # the waiter's result: "code", or "gone" when the container vanished
-    deadline: float | None  # time.time() at which the timeout stops the container
-    timed_out: bool = False
-    cancelled: bool = False
+    __slots__ = (
+        "cancelled",
+        "copier",
+        "deadline",
+        "gpus",
+        "oom_events",
+        "sampler",
+        "timed_out",
+        "waited",
+        "waiter",
+    )
+
+    def __init__(
+        self,
+        sampler: Sampler,
+        oom_events: OomEvents,
+        gpus: GpuPeaks | None,
+        copier: LogCopier,
+        waiter: threading.Thread,
+        waited: dict[str, Any],
+        deadline: float | None,
+        timed_out: bool = False,
+        cancelled: bool = False,
+    ) -> None:
+        self.sampler = sampler
+        self.oom_events = oom_events
+        self.gpus = gpus
+        self.copier = copier
+        self.waiter = waiter
+        self.waited = waited  # the waiter's result: "code", or "gone" when the container vanished
+        self.deadline = deadline  # time.time() at which the timeout stops the container
+        self.timed_out = timed_out
+        self.cancelled = cancelled
 
     def sample(self) -> None:
         """One sample of the cgroup, the kernel's OOM events and the leased GPUs."""

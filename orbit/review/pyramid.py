@@ -14,7 +14,10 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Sequence
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 GROUPS_MAX = 1000
 

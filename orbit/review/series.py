@@ -22,13 +22,16 @@ import os
 import threading
 from array import array
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from itertools import chain, compress
 from pathlib import Path
-from typing import Any
 
+from orbit.record import Record
 from orbit.review import sidecar
 from orbit.review.pyramid import GROUPS_MAX, Pyramid, downsample
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -38,26 +41,52 @@ MAX_KEYS = 64  # keys beyond this are counted, not charted
 X_KEYS = ("step", "time", "timestamp")  # the x axis: the first of these a file uses, else line
 
 
-@dataclass
-class Series:
-    key: str
-    x: list[float]
-    y: list[float]
-    count: int  # points before down-sampling
-    min: float  # min, max and their x: of every point parsed, never of the down-sampled ones
-    max: float
-    last: float
-    min_at: float  # the x of the first point holding the minimum
-    max_at: float
+class Series(Record):
+    """One key's points, down-sampled, and its summary; compared by value."""
+
+    __slots__ = ("count", "key", "last", "max", "max_at", "min", "min_at", "x", "y")
+
+    def __init__(
+        self,
+        key: str,
+        x: list[float],
+        y: list[float],
+        count: int,  # points before down-sampling
+        min: float,  # min, max and their x: of every point parsed, never of the down-sampled ones
+        max: float,
+        last: float,
+        min_at: float,  # the x of the first point holding the minimum
+        max_at: float,
+    ) -> None:
+        self.key = key
+        self.x = x
+        self.y = y
+        self.count = count
+        self.min = min
+        self.max = max
+        self.last = last
+        self.min_at = min_at
+        self.max_at = max_at
 
 
-@dataclass
-class Metrics:
-    x_label: str = "line"
-    lines: int = 0
-    series: dict[str, Series] = field(default_factory=dict)
-    dropped_keys: int = 0  # numeric keys past MAX_KEYS
-    skipped_bytes: int = 0  # bytes at the head of a huge file that were not read
+class Metrics(Record):
+    """What a metrics file holds, as series; compared by value."""
+
+    __slots__ = ("dropped_keys", "lines", "series", "skipped_bytes", "x_label")
+
+    def __init__(
+        self,
+        x_label: str = "line",
+        lines: int = 0,
+        series: dict[str, Series] | None = None,
+        dropped_keys: int = 0,  # numeric keys past MAX_KEYS
+        skipped_bytes: int = 0,  # bytes at the head of a huge file that were not read
+    ) -> None:
+        self.x_label = x_label
+        self.lines = lines
+        self.series: dict[str, Series] = {} if series is None else series
+        self.dropped_keys = dropped_keys
+        self.skipped_bytes = skipped_bytes
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -13,9 +13,12 @@ import base64
 import json
 import logging
 from pathlib import Path
-from typing import IO, Any
 
 from orbit.store.files import atomic_write
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 log = logging.getLogger(__name__)
 

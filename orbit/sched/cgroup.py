@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from orbit.record import Record
 
 ROOT = Path("/sys/fs/cgroup")
 
@@ -83,16 +84,25 @@ def locate(container_id: str, pid: int | None) -> dict[str, Path]:
     return found
 
 
-@dataclass
-class Sampler:
+class Sampler(Record):
     """Accumulates peaks across samples; every reading is optional (the dir may be gone)."""
 
-    dirs: dict[str, Path] = field(default_factory=dict)
-    mem_peak: int = 0
-    cpu_seconds: float = 0.0
-    cpu_peak: float = 0.0
-    oom_kills: int = 0
-    _last: tuple[float, float] | None = None
+    __slots__ = ("_last", "cpu_peak", "cpu_seconds", "dirs", "mem_peak", "oom_kills")
+
+    def __init__(
+        self,
+        dirs: dict[str, Path] | None = None,
+        mem_peak: int = 0,
+        cpu_seconds: float = 0.0,
+        cpu_peak: float = 0.0,
+        oom_kills: int = 0,
+    ) -> None:
+        self.dirs: dict[str, Path] = {} if dirs is None else dirs
+        self.mem_peak = mem_peak
+        self.cpu_seconds = cpu_seconds
+        self.cpu_peak = cpu_peak
+        self.oom_kills = oom_kills
+        self._last: tuple[float, float] | None = None
 
     def sample(self) -> bool:
         """Read the counters once; False when the cgroup no longer exists."""

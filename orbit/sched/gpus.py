@@ -24,49 +24,97 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
 
 from orbit.errors import CorruptError
+from orbit.record import Frozen
 from orbit.store.home import Home
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+
+    # Only the type checker needs it: a shepherd following a GPU run never loads `typing`.
+    class GpuReader(Protocol):
+        kind: str  # "nvml", "fake" or "none"
+
+        def read(self, indices: Collection[int] | None = None) -> list[Gpu]:
+            """The GPUs with these host indices (all when None)."""
+            ...
+
 
 log = logging.getLogger(__name__)
 
 GIB = 1024**3
 
 
-@dataclass(frozen=True)
-class GpuProcess:
+class GpuProcess(Frozen):
+    """A compute process on a GPU: a value (compared, hashed, never changed). `container_id`
+    is the Docker container it runs in, when it runs in one; `util_pct` its own share of the
+    GPU, where the reader can tell."""
+
+    __slots__ = ("container_id", "mem_bytes", "name", "pid", "user", "util_pct")
     pid: int
     mem_bytes: int
-    name: str = ""
-    user: str = ""
-    container_id: str | None = None  # the Docker container it runs in, when it runs in one
-    util_pct: int | None = None  # its own share of the GPU, where the reader can tell
+    name: str
+    user: str
+    container_id: str | None
+    util_pct: int | None
+
+    def __init__(
+        self,
+        pid: int,
+        mem_bytes: int,
+        name: str = "",
+        user: str = "",
+        container_id: str | None = None,
+        util_pct: int | None = None,
+    ) -> None:
+        self._init(
+            pid=pid,
+            mem_bytes=mem_bytes,
+            name=name,
+            user=user,
+            container_id=container_id,
+            util_pct=util_pct,
+        )
 
 
-@dataclass(frozen=True)
-class Gpu:
+class Gpu(Frozen):
+    """One GPU as read: a value (compared, hashed, never changed)."""
+
+    __slots__ = ("index", "mem_total", "mem_used", "name", "processes", "utilization", "uuid")
     index: int
     uuid: str
     name: str
     mem_total: int
     mem_used: int
-    utilization: int | None = None
-    processes: tuple[GpuProcess, ...] = field(default_factory=tuple)
+    utilization: int | None
+    processes: tuple[GpuProcess, ...]
+
+    def __init__(
+        self,
+        index: int,
+        uuid: str,
+        name: str,
+        mem_total: int,
+        mem_used: int,
+        utilization: int | None = None,
+        processes: tuple[GpuProcess, ...] = (),
+    ) -> None:
+        self._init(
+            index=index,
+            uuid=uuid,
+            name=name,
+            mem_total=mem_total,
+            mem_used=mem_used,
+            utilization=utilization,
+            processes=processes,
+        )
 
     @property
     def mem_free(self) -> int:
         return max(0, self.mem_total - self.mem_used)
-
-
-class GpuReader(Protocol):
-    kind: str  # "nvml", "fake" or "none"
-
-    def read(self, indices: Collection[int] | None = None) -> list[Gpu]:
-        """The GPUs with these host indices (all when None)."""
-        ...
 
 
 def container_of(pid: int) -> str | None:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from orbit.record import Frozen
 from orbit.store.home import Home
 
 GIB = 1024**3
 
 
-@dataclass(frozen=True)
-class Amount:
+class Amount(Frozen):
+    """CPUs and GiB of memory: a value (compared, hashed, never changed)."""
+
+    __slots__ = ("cpus", "mem_gb")
     cpus: float
     mem_gb: float
+
+    def __init__(self, cpus: float, mem_gb: float) -> None:
+        self._init(cpus=cpus, mem_gb=mem_gb)
 
     def __add__(self, other: Amount) -> Amount:
         return Amount(self.cpus + other.cpus, self.mem_gb + other.mem_gb)

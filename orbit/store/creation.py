@@ -29,10 +29,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from orbit.record import Record
 from orbit.store import index, outbox, secrets
 from orbit.store.files import (
     YamlBatch,
@@ -46,18 +45,29 @@ from orbit.store.home import Home
 from orbit.store.locks import locked
 from orbit.store.model import FORMAT, Run, RunState, now_iso
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 log_files = ("log.txt", "metrics.jsonl", "notes.jsonl")  # created empty in every run
 
 
-@dataclass
-class NewRun:
+class NewRun(Record):
     """One run to write: its run.yaml keys (without format, id and submitted_at), the files
     beside them (code.diff, build.log), and `prepare(id, staging_dir)`, which may add more
     before the run appears (its secrets, the folders its mounts need)."""
 
-    spec: dict[str, Any]
-    files: dict[str, bytes] = field(default_factory=dict)
-    prepare: Callable[[str, Path], None] | None = None
+    __slots__ = ("files", "prepare", "spec")
+
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        files: dict[str, bytes] | None = None,
+        prepare: Callable[[str, Path], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.files: dict[str, bytes] = {} if files is None else files
+        self.prepare = prepare
 
 
 def claim_ids(home: Home, count: int) -> list[tuple[str, Path]]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
 from orbit.errors import DISK_FULL, ConflictError, CorruptError, OrbitError
 from orbit.human import fmt_num
@@ -20,6 +19,10 @@ from orbit.store.files import atomic_write, read_yaml, write_yaml
 from orbit.store.locks import locked
 from orbit.store.model import FORMAT, LEASED, LOG, Run, RunState, now_iso
 from orbit.store.runs import RunStore
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,12 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from orbit.errors import CorruptError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _umask: int | None = None
 

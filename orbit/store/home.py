@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from orbit.errors import CorruptError, UsageError
+from orbit.record import Record
 from orbit.store.files import read_yaml, set_umask, write_yaml
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CONFIG_FORMAT = 1
 
@@ -95,11 +98,16 @@ def check_setting(key: str, value: Any) -> str | None:
     return None
 
 
-@dataclass
-class Home:
-    root: Path
-    environ: Mapping[str, str] = field(default_factory=dict)
-    _config: dict[str, Any] | None = None
+class Home(Record):
+    """An ORBIT_HOME and the environment it was found in; config.yaml is read once, when first
+    asked for. Equal to a home with the same root, environment and settings read."""
+
+    __slots__ = ("_config", "environ", "root")
+
+    def __init__(self, root: Path, environ: Mapping[str, str] | None = None) -> None:
+        self.root = root
+        self.environ: Mapping[str, str] = {} if environ is None else environ
+        self._config: dict[str, Any] | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Home:

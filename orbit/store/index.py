@@ -15,11 +15,14 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
 from orbit.store.excerpt import key_line
 from orbit.store.files import append_jsonl, atomic_write
 from orbit.store.model import Run, folder_of
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Keys added to the row after its first version: a row without one is from an older Orbit.
 ROW_KEYS = ("params", "error_line")

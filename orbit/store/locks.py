@@ -9,13 +9,16 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from orbit.detach import LOCK_FD
 from orbit.errors import ExitCode, OrbitError
+from orbit.record import Record
 from orbit.store.files import atomic_write
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO
 
 
 class LockTimeout(OrbitError):
@@ -113,12 +116,18 @@ PROCESS_STATES = {
 }
 
 
-@dataclass
-class Holder:
-    pid: int | None
-    command: str | None
-    state: str | None
-    held_s: float
+class Holder(Record):
+    """Who holds a lock, as far as can be told, and for how long; compared by value."""
+
+    __slots__ = ("command", "held_s", "pid", "state")
+
+    def __init__(
+        self, pid: int | None, command: str | None, state: str | None, held_s: float
+    ) -> None:
+        self.pid = pid
+        self.command = command
+        self.state = state
+        self.held_s = held_s
 
     def describe(self, what: str) -> str:
         """`scheduler lock held by pid 4242 (orbit scheduler tick, stopped) for 45 s`."""

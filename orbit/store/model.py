@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+
+from orbit.record import Frozen, Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMAT = 1
 
@@ -73,40 +77,73 @@ EXIT_JSON = "exit.json"
 SHEPHERD_LOCK = "shepherd.lock"
 
 
-@dataclass(frozen=True)
-class Resources:
-    """What a run asked for (run.yaml `resources`)."""
+class Resources(Frozen):
+    """What a run asked for (run.yaml `resources`): a value (compared, hashed, never changed)."""
 
-    cpus: float = 0.0
-    mem_gb: float = 0.0
-    gpus: int = 0
-    gpu_mem_gb: float | None = None
-    gpu_ids: tuple[int, ...] | None = None
+    __slots__ = ("cpus", "gpu_ids", "gpu_mem_gb", "gpus", "mem_gb")
+    cpus: float
+    mem_gb: float
+    gpus: int
+    gpu_mem_gb: float | None
+    gpu_ids: tuple[int, ...] | None
+
+    def __init__(
+        self,
+        cpus: float = 0.0,
+        mem_gb: float = 0.0,
+        gpus: int = 0,
+        gpu_mem_gb: float | None = None,
+        gpu_ids: tuple[int, ...] | None = None,
+    ) -> None:
+        self._init(cpus=cpus, mem_gb=mem_gb, gpus=gpus, gpu_mem_gb=gpu_mem_gb, gpu_ids=gpu_ids)
 
 
-@dataclass(frozen=True)
-class Lease:
-    """What a run holds while starting or running (status.yaml `lease`); `gpus` as recorded."""
+class Lease(Frozen):
+    """What a run holds while starting or running (status.yaml `lease`); `gpus` as recorded. A
+    value (compared, never changed; not hashable, as its `gpus` are dicts)."""
 
-    cpus: float = 0.0
-    mem_gb: float = 0.0
-    gpus: tuple[dict[str, Any], ...] = ()
+    __slots__ = ("cpus", "gpus", "mem_gb")
+    cpus: float
+    mem_gb: float
+    gpus: tuple[dict[str, Any], ...]
+
+    def __init__(
+        self, cpus: float = 0.0, mem_gb: float = 0.0, gpus: tuple[dict[str, Any], ...] = ()
+    ) -> None:
+        self._init(cpus=cpus, mem_gb=mem_gb, gpus=gpus)
 
     @property
     def gpu_indices(self) -> list[Any]:
         return [g.get("index") for g in self.gpus]
 
 
-@dataclass(frozen=True)
-class Peaks:
+class Peaks(Frozen):
     """What the shepherd measured of a run (status.yaml `peaks`); 0 when never sampled,
-    `gpu_mem_bytes` None when no GPU was measured, `gpus_used` the GPUs that held memory."""
+    `gpu_mem_bytes` None when no GPU was measured, `gpus_used` the GPUs that held memory. A
+    value (compared, hashed, never changed)."""
 
-    mem_bytes: int = 0
-    cpu_cores: float = 0.0
-    cpu_seconds: float = 0.0
-    gpu_mem_bytes: int | None = None
-    gpus_used: int = 0
+    __slots__ = ("cpu_cores", "cpu_seconds", "gpu_mem_bytes", "gpus_used", "mem_bytes")
+    mem_bytes: int
+    cpu_cores: float
+    cpu_seconds: float
+    gpu_mem_bytes: int | None
+    gpus_used: int
+
+    def __init__(
+        self,
+        mem_bytes: int = 0,
+        cpu_cores: float = 0.0,
+        cpu_seconds: float = 0.0,
+        gpu_mem_bytes: int | None = None,
+        gpus_used: int = 0,
+    ) -> None:
+        self._init(
+            mem_bytes=mem_bytes,
+            cpu_cores=cpu_cores,
+            cpu_seconds=cpu_seconds,
+            gpu_mem_bytes=gpu_mem_bytes,
+            gpus_used=gpus_used,
+        )
 
     @property
     def sampled(self) -> bool:
@@ -160,17 +197,33 @@ def folder_of(spec: Mapping[str, Any], status: Mapping[str, Any]) -> str | None:
     return str(folder) if folder else None
 
 
-@dataclass
-class Run:
-    """One run directory as read from disk: `spec` is run.yaml, `status` is status.yaml."""
+class Run(Record):
+    """One run directory as read from disk: `spec` is run.yaml, `status` is status.yaml.
+    Equal to a run with the same id, directory, spec and status, whatever its `stamp`."""
 
-    id: str
-    dir: Path
-    spec: dict[str, Any] = field(default_factory=dict)
-    status: dict[str, Any] = field(default_factory=dict)
-    # (mtime_ns, size, inode) of the status.yaml `status` was written as, when known: a file
-    # with another stamp has changed since (every write replaces it: a new inode).
-    stamp: list[int] | None = field(default=None, compare=False)
+    __slots__ = ("dir", "id", "spec", "stamp", "status")
+
+    def __init__(
+        self,
+        id: str,
+        dir: Path,
+        spec: dict[str, Any] | None = None,
+        status: dict[str, Any] | None = None,
+        stamp: list[int] | None = None,
+    ) -> None:
+        self.id = id
+        self.dir = dir
+        self.spec: dict[str, Any] = {} if spec is None else spec
+        self.status: dict[str, Any] = {} if status is None else status
+        # (mtime_ns, size, inode) of the status.yaml `status` was written as, when known: a
+        # file with another stamp has changed since (every write replaces it: a new inode).
+        self.stamp = stamp
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Run):
+            return NotImplemented
+        mine = (self.id, self.dir, self.spec, self.status)
+        return mine == (other.id, other.dir, other.spec, other.status)
 
     @property
     def state(self) -> RunState:

@@ -21,13 +21,16 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import IO
 
 from orbit.detach import start_with_lock
 from orbit.store.childenv import child_environ
 from orbit.store.files import atomic_write, read_yaml
 from orbit.store.home import Home
 from orbit.store.locks import is_locked, try_lock
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO
 
 log = logging.getLogger(__name__)
 

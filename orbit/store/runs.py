@@ -12,11 +12,10 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from orbit.errors import ConflictError, CorruptError, NotFoundError
+from orbit.record import Record
 from orbit.store import index, outbox, secrets
 from orbit.store.creation import NewRun, create_runs
 from orbit.store.files import (
@@ -38,22 +37,28 @@ from orbit.store.model import (
     now_iso,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 log = logging.getLogger(__name__)
 
 ABANDONED_SECONDS = 600  # a submit that has not finished writing its run by then never will
 
 
-@dataclass
-class Broken:
+class Broken(Record):
     """A run directory that cannot be read; listed with its problem, never fatal.
 
     `spec` is its run.yaml when that one file could still be read (a broken status.yaml), so
     its group and name are known; None when not even that could be read.
     """
 
-    id: str
-    problem: str
-    spec: dict[str, Any] | None = None
+    __slots__ = ("id", "problem", "spec")
+
+    def __init__(self, id: str, problem: str, spec: dict[str, Any] | None = None) -> None:
+        self.id = id
+        self.problem = problem
+        self.spec = spec
 
     @property
     def group_known(self) -> bool:

@@ -11,20 +11,30 @@ replaced by `[redacted]` in log.txt. Runs submitted before version 2 have a flat
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from orbit.record import Record
 from orbit.store.files import atomic_write, unlink_quiet
 from orbit.store.home import Home
 
 VERSION = 2
 
 
-@dataclass
-class Secrets:
-    env: dict[str, str] = field(default_factory=dict)
-    redact: list[str] = field(default_factory=list)
-    files: dict[str, bytes] = field(default_factory=dict)  # name under <id>.d/ → content
+class Secrets(Record):
+    """A run's secrets; compared by value. Empty (false) when there are none."""
+
+    __slots__ = ("env", "files", "redact")
+
+    def __init__(
+        self,
+        env: dict[str, str] | None = None,
+        redact: list[str] | None = None,
+        files: dict[str, bytes] | None = None,
+    ) -> None:
+        self.env: dict[str, str] = {} if env is None else env
+        self.redact: list[str] = [] if redact is None else redact
+        # name under <id>.d/ → content
+        self.files: dict[str, bytes] = {} if files is None else files
 
     def __bool__(self) -> bool:
         return bool(self.env or self.redact or self.files)
