@@ -28,3 +28,9 @@ def test_records_compare_by_value_and_are_not_hashable() -> None:
     assert run != Run("1", Path("r"), {"name": "b"}, {"state": "queued"})
     with pytest.raises(TypeError):
         hash(run)
+
+
+def test_a_secrets_repr_names_what_it_holds_and_shows_no_value() -> None:
+    shown = repr(Secrets({"API_KEY": "sk-very-secret"}, ["tok-123456"], {"auth.json": b"pw"}))
+    assert "API_KEY" in shown and "auth.json" in shown
+    assert "sk-very-secret" not in shown and "tok-123456" not in shown and "pw'" not in shown

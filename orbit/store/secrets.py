@@ -39,6 +39,13 @@ class Secrets(Record):
     def __bool__(self) -> bool:
         return bool(self.env or self.redact or self.files)
 
+    def __repr__(self) -> str:
+        """Names only: a repr lands in logs and tracebacks, a value never may."""
+        return (
+            f"Secrets(env={sorted(self.env)}, redact=<{len(self.redact)}>, "
+            f"files={sorted(self.files)})"
+        )
+
     @property
     def values(self) -> list[str]:
         """Every string to keep out of the log."""
