@@ -76,6 +76,9 @@ def main(argv: Sequence[str] | None = None, env: Env | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     first = args_list[0] if args_list else None
     completing = "_ARGCOMPLETE" in os.environ
+    if args_list == ["--version"]:  # without building every command's parser
+        print(f"orbit {__version__}", file=env.stdout)
+        return int(ExitCode.OK)
     if first in ("run", "sweep") and not completing and env.prespawned is None:
         _prespawn(env)
     parser = build_parser(first if first in COMMANDS and not completing else None)

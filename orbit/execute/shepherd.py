@@ -100,6 +100,7 @@ class Shepherd:
         self.ticked = False
         self.metrics = Follower(home.runs_dir / run_id / METRICS)
         self.metrics_failed = False
+        self.ahead: Prespawned | None = None  # the next run's shepherd, started at this one's end
 
     def tick(self, spawner: Spawner | None = None) -> None:
         from orbit.sched.tick import tick
@@ -136,13 +137,13 @@ class Shepherd:
         if read_exit(run.dir) is not None:
             self._finish(run, None)
             return True
-        try:
-            client = docker_ops.connect()
+        client = Engine()
+        try:  # the first call is the ping
+            container = docker_ops.find_container(client, self.home, run.id)
         except DockerError as exc:
             # Docker is down: leave the run as it is; a later tick starts another shepherd.
             log.warning("run %s: %s", run.id, exc)
             return False
-        container = docker_ops.find_container(client, self.home, run.id)
         if container is not None and container.status == "created":
             # Never started, perhaps without its code: a predecessor died while preparing it.
             container.remove(force=True)
@@ -230,11 +231,15 @@ class Shepherd:
         w = self._open_watch(client, run, container, valve)
         release_memory()  # what starting it took: this process may now live for days
         self._follow(run, container, w)
+        self.ahead = self._ahead()  # it imports while this one records the end
         if valve is not None:
             valve.close()  # the container has ended: its streams are closed
         if w.waited.get("gone"):
             w.copier.close()
             self._lose(run)
+            if self.ahead is not None:
+                self.ahead.close()
+                self.ahead = None
             return
         record = self._exit_record(run, container, w)
         record.update(self._commit(run, container))
@@ -495,7 +500,7 @@ class Shepherd:
 
     def _finish(self, run: Run, container: Container | None) -> None:
         secrets.drop(self.home, run.id)
-        ahead = self._ahead()
+        ahead, self.ahead = self.ahead or self._ahead(), None
         try:
             settled = self._finalize(run)
             self.tick(ahead)  # the lease is free now: refill it before the slower clean-up

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from orbit.errors import DockerError, OrbitError, UsageError
-from orbit.execute import build, docker_ops, snapshot
+from orbit.execute import docker_ops
 from orbit.sched.plan import Demand, GpuSlot, never_fits
 from orbit.sched.resources import Amount, machine_totals
 from orbit.store import secrets as run_secrets
@@ -191,6 +191,8 @@ def _project(home: Home, req: Request, cwd: Path) -> tuple[dict[str, Any], dict[
     if req.no_project:
         return {"mode": "none"}, {}
     path = (cwd / req.project).resolve() if req.project else cwd
+    from orbit.execute import snapshot  # Git and the snapshot store: only with a project
+
     if req.no_snapshot:
         return snapshot.describe_mount(path), {}
     snap = snapshot.take(
@@ -229,6 +231,8 @@ def _image(
     dockerfile = (cwd / req.dockerfile).resolve()
     spec["dockerfile"] = str(dockerfile)
     try:
+        from orbit.execute import build  # BuildKit through the docker CLI: only for a Dockerfile
+
         built = build.build_image(client, home, dockerfile, environ, progress)
     except build.BuildFailed as exc:
         spec["image"] = None

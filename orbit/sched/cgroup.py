@@ -185,13 +185,13 @@ class OomEvents:
             return None
         deadline = time.monotonic() + timeout
         while self.memory_dir.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+            time.sleep(0.005)
         if self.memory_dir.exists():
             return None
         # The kernel signals an OOM when it happens, before the process it kills ends, so
         # every OOM signal is counted once the removal's signal (the last) is.
         while self.poll() < 1 and time.monotonic() < deadline:
-            time.sleep(0.02)
+            time.sleep(0.005)
         total = self.poll()
         os.close(self.fd)
         self.fd = None
