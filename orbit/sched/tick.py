@@ -23,7 +23,7 @@ from orbit.errors import OrbitError, from_os_error
 from orbit.sched import clock, pool
 from orbit.sched.plan import Admit, Demand, Wait, plan
 from orbit.sched.resources import Amount, machine_totals
-from orbit.store import index, outbox
+from orbit.store import index, outbox, runcache
 from orbit.store.excerpt import log_excerpt
 from orbit.store.exitrecord import finalize_from_exit, read_exit, rebuild_status
 from orbit.store.files import atomic_write, touch_exclusive, unlink_quiet
@@ -182,6 +182,24 @@ def _tick_once(
 ) -> None:
     store = RunStore(home)
     _check_boot(home, store, spawn, actor, report)
+    cache = runcache.RunCache(store)
+    try:
+        _reconcile_and_admit(home, store, cache, spawn, actor, now, report, full, submitted)
+    finally:
+        cache.save()
+
+
+def _reconcile_and_admit(
+    home: Home,
+    store: RunStore,
+    cache: runcache.RunCache,
+    spawn: Spawner,
+    actor: str,
+    now: datetime | None,
+    report: TickReport,
+    full: bool,
+    submitted: Sequence[Run],
+) -> None:
     state = _Pass()
     ids = store.active_ids()
     state.seen.update(ids)
@@ -189,7 +207,7 @@ def _tick_once(
     if scanned:
         ids = sorted({*ids, *_unmarked(home, store, state.seen, report)}, key=id_key)
     unchanged = _unchanged(submitted)
-    for item in _load(store, ids, unchanged):
+    for item in _load(cache, ids, unchanged):
         _reconcile(home, store, item, spawn, actor, report, state)
     if not state.queued:
         if home.config.get("count_outside_use", True):
@@ -200,9 +218,9 @@ def _tick_once(
     if not scanned and any(isinstance(d, Admit) for d in decisions):
         # Before leasing anything, make sure no active run lost its marker: its lease would not
         # be counted, and the machine would be leased twice.
-        extra: Sequence[Run | Broken] | None = _unmarked_since_scan(home, store, state.seen)
+        extra: Sequence[Run | Broken] | None = _unmarked_since_scan(home, cache, state.seen)
         if extra is None:  # no record of the last scan: look through every run
-            extra = store.load_many(_unmarked(home, store, state.seen, report))
+            extra = cache.load_many(_unmarked(home, store, state.seen, report))
         if extra:
             for item in extra:
                 _reconcile(home, store, item, spawn, actor, report, state)
@@ -228,12 +246,12 @@ def _unchanged(submitted: Sequence[Run]) -> dict[str, Run]:
     }
 
 
-def _load(store: RunStore, ids: list[str], known: dict[str, Run]) -> list[Run | Broken]:
+def _load(cache: runcache.RunCache, ids: list[str], known: dict[str, Run]) -> list[Run | Broken]:
     """`store.load_many(ids)`, taking the runs in `known` as they are (run.yaml never
-    changes once written; their status.yaml has not)."""
-    if not known:
-        return store.load_many(ids)
-    return [known[i] if i in known else store.load_many([i])[0] for i in ids]
+    changes once written; their status.yaml has not), and the others whose files have not
+    changed since a tick parsed them from cache/tick-runs.jsonl (store/runcache.py)."""
+    loaded = iter(cache.load_many([i for i in ids if i not in known]))
+    return [known[i] if i in known else next(loaded) for i in ids]
 
 
 def _plan(home: Home, state: _Pass, now: datetime | None) -> tuple[list[Admit | Wait], list[str]]:
@@ -352,10 +370,11 @@ def _unmarked(home: Home, store: RunStore, seen: set[str], report: TickReport) -
     return missing
 
 
-def _unmarked_since_scan(home: Home, store: RunStore, seen: set[str]) -> list[Run] | None:
+def _unmarked_since_scan(home: Home, cache: runcache.RunCache, seen: set[str]) -> list[Run] | None:
     """The active runs without a marker among those the last full scan found active and those
     created since (ids from its `next_id` on): every run that can be active, at the cost of
-    reading only those. None when there is no usable record of the last scan."""
+    reading only those (mostly runs finished since the scan: from the cache, as they do not
+    change). None when there is no usable record of the last scan."""
     try:
         record = json.loads(_markers_checked(home).read_text())
         candidates = {str(i) for i in record["active"]}
@@ -368,7 +387,7 @@ def _unmarked_since_scan(home: Home, store: RunStore, seen: set[str]) -> list[Ru
     candidates.update(str(i) for i in range(first_new, last))
     found = [
         item
-        for item in store.load_many(sorted(candidates - seen, key=id_key))
+        for item in cache.load_many(sorted(candidates - seen, key=id_key))
         if isinstance(item, Run) and item.state.active
     ]
     lost = [r.id for r in found if not _has_marker(home, r.id)]
