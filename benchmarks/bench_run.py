@@ -35,9 +35,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # common.py, also under python -P
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # REPO: the checkout's orbit
 
 from common import (
-    REPO,
     add_image_option,
     add_orbit_options,
     child_environ,
@@ -124,8 +124,7 @@ def run_engine_floor(image: str) -> float:
     """The Docker engine's own part of a run: create, start and wait for the same container
     through the Engine API (Orbit's client, in this process; no CLI start), then remove it
     (untimed; `docker run --rm` and Orbit both remove after the exit is known)."""
-    sys.path.insert(0, str(REPO))
-    from orbit.execute.engine import Engine
+    from orbit.execute.engine import Engine  # the checkout's: REPO is on sys.path
 
     engine = Engine()
     config = {

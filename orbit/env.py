@@ -15,6 +15,7 @@ from orbit.store.home import Home
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from orbit.execute.spawn import Prespawned
     from orbit.sched.tick import Spawner
     from orbit.store.model import Run
 
@@ -27,7 +28,7 @@ class Env:
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
     cwd: Path = field(default_factory=Path.cwd)
     # A shepherd started ahead of the run this command submits (execute/spawn.Prespawned).
-    prespawned: Spawner | None = None
+    prespawned: Prespawned | None = None
 
     @cached_property
     def home(self) -> Home:

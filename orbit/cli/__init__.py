@@ -115,9 +115,8 @@ def main(argv: Sequence[str] | None = None, env: Env | None = None) -> int:
     except Exception as exc:
         return _internal(exc, env)
     finally:
-        close = getattr(env.prespawned, "close", None)
-        if close is not None:
-            close()
+        if env.prespawned is not None:
+            env.prespawned.close()
 
 
 def _prespawn(env: Env) -> None:

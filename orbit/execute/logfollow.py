@@ -31,17 +31,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import struct
 import time
 import zlib
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
-from urllib.parse import urlencode
 
-from orbit.errors import DISK_FULL, DockerError
-from orbit.execute.engine import API, Engine
+from orbit.errors import DISK_FULL
+from orbit.execute.engine import Engine
 from orbit.execute.logvalve import FRAME_HEADER, READ_TIMEOUT, Valve, json_size
 from orbit.record import Frozen, Record
 from orbit.store.files import atomic_write
@@ -326,12 +323,8 @@ class LogCopier:
             "follow": 0,
             "tail": "all" if tail is None else tail,
         }
-        target = f"/containers/{self.container_id}/logs"
-        socket_path = self.engine.socket_path
-        if socket_path is not None:
-            data = _get_http10(socket_path, API + target + "?" + urlencode(params))
-        else:  # TCP: HTTP/1.1, one chunk per frame (slower)
-            data = self.engine.request("GET", target, query=params, timeout=READ_TIMEOUT).read()
+        path = f"/containers/{self.container_id}/logs"
+        data = self.engine.get_whole(path, query=params, timeout=READ_TIMEOUT)
         window = Window(data, whole=True)
         if tail is not None and len(window) >= tail:
             window.whole = False
@@ -593,28 +586,3 @@ class LogCopier:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 lines += block.count(b"\n")
         return {"gaps": len(self.pos.gaps), "lines_written": lines, "ranges": self.pos.gaps}
-
-
-def _get_http10(socket_path: str, target: str) -> bytes:
-    """GET over Docker's Unix socket as HTTP/1.0: the answer comes unchunked until the
-    connection closes, which spares a Python step per frame (Docker sends each as a chunk)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        # A kernel timeout keeps the socket blocking, so MSG_WAITALL gathers whole megabytes.
-        timeval = struct.pack("ll", int(READ_TIMEOUT), 0)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
-        sock.connect(socket_path)
-        sock.sendall(f"GET {target} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
-        parts = []
-        while True:
-            part = sock.recv(1 << 22, socket.MSG_WAITALL)  # fewer, larger reads
-            if not part:
-                break
-            parts.append(part)
-    data = b"".join(parts)
-    head, _, body = data.partition(b"\r\n\r\n")
-    status = head.split(b"\r\n", 1)[0].split()
-    if len(status) < 2 or status[1] != b"200":
-        message = body.decode("utf-8", "replace").strip()[:200]
-        raise DockerError(f"Docker's log read failed: {head[:40]!r} {message}")
-    return body
