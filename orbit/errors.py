@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     CONFLICT = 5  # the request contradicts the run's state (rm of a running run, …)
     CORRUPT = 6  # a file under ORBIT_HOME cannot be read
     ENVIRONMENT = 7  # the machine refused: disk full, permission denied, read-only file system
+    NODE = 8  # a node (docs/nodes.md) could not be reached, or Orbit there refused
     INTERNAL = 70  # a bug in Orbit: one line, and the traceback with ORBIT_DEBUG=1
     INTERRUPTED = 130  # Ctrl-C: only the waiting stops, the run goes on
     # `orbit run -w` only: the run ended without an exit code of the command's own choosing.
@@ -54,6 +55,16 @@ class ConflictError(OrbitError):
 
 class CorruptError(OrbitError):
     exit_code = ExitCode.CORRUPT
+
+
+class NodeError(OrbitError):
+    """A node answered with an error: the message is the node's own one line."""
+
+    exit_code = ExitCode.NODE
+
+
+class NodeUnreachable(NodeError):
+    """A node could not be reached, or the connection to it broke."""
 
 
 class EnvironmentProblem(OrbitError):

@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("orbit.agents",),
     ("orbit.bench",),
     ("orbit.notify",),
+    ("orbit.nodes",),
     ("orbit.env", "orbit.doctor"),
     ("orbit.web",),
     ("orbit.cli",),

@@ -45,7 +45,9 @@ COMMANDS = {
     "scheduler": "scheduler",
     "completion": "completion",
     "hook": "hook",
+    "node": "node",
     "_shepherd": "shepherd",
+    "_node": "node_agent",
 }
 
 

@@ -15,9 +15,11 @@ from orbit.cli.ps_table import cells_of, fill, is_template, render, template
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
 
-STATES = ("queued", "starting", "running", "succeeded", "failed", "cancelled", "lost")
+STATES = (
+    "queued", "starting", "running", "unknown", "succeeded", "failed", "cancelled", "lost"
+)  # fmt: skip
 STATE_ALIASES = {
-    "active": ("queued", "starting", "running"),
+    "active": ("queued", "starting", "running", "unknown"),
     "finished": ("succeeded", "failed", "cancelled", "lost"),
     "unreadable": ("unreadable",),
 }
@@ -84,7 +86,7 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
         item: dict[str, Any] = entry
         if group and item.get("group") != group:
             continue
-        if not all_runs and item.get("state") not in ("queued", "starting", "running"):
+        if not all_runs and item.get("state") not in STATE_ALIASES["active"]:
             continue
         out.append(item)
     return out

@@ -60,6 +60,11 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mem", type=mem_value, metavar="GB", help="memory limit in GiB (default 16)")
     p.add_argument("--gpus", type=non_negative_int, default=0, help="number of GPUs (default 0)")
     p.add_argument(
+        "--node",
+        metavar="NAME",
+        help="run only on this node (`orbit node ls`); default: here, else any node that fits",
+    )
+    p.add_argument(
         "--gpu-mem",
         type=positive_float,
         metavar="GB",
@@ -170,6 +175,7 @@ def request_from(args: argparse.Namespace, env: Env) -> Request:
         gpu_mem_gb=args.gpu_mem,
         gpu_ids=args.gpu_ids,
         in_container=_in_container(args, env),
+        node=args.node,
     )
 
 

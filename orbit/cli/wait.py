@@ -27,6 +27,7 @@ UNREADABLE = "unreadable"  # the state shown for a run whose files cannot be rea
 # The order of the counts in the progress line: what moves first, then how it ended.
 PROGRESS_ORDER = (
     "running",
+    "unknown",
     "starting",
     "queued",
     "succeeded",

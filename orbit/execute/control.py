@@ -32,7 +32,7 @@ def request_cancel(store: RunStore, run_id: str, *, actor: str) -> Run:
             return run
         except ConflictError:
             run = store.load(run_id)  # admitted meanwhile: cancel it as a started run
-    if run.state in LEASED:
+    if run.state in LEASED or run.state is RunState.UNKNOWN:  # UNKNOWN: on a node (mirror)
         atomic_write(run.path(CANCEL_FILE), actor.encode())
         store.append_event(run_id, "cancel-requested", actor=actor)
     return run

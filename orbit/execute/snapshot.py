@@ -310,7 +310,7 @@ def _take(
         if not _racy(st, started_ns):
             fresh[entry.path] = [st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino]
             fresh[entry.path] += [st.st_mode, sha, "", 0]
-    snap_hash = _hash(entries)
+    snap_hash = snapshot_hash(entries)
     stored = 0
     try:  # read whole, so that a manifest damaged by a power cut is written again
         _learn_places(fresh, read_manifest(snapshots_dir, snap_hash)[0])
@@ -379,7 +379,7 @@ def _read(root: Path, name: str) -> bytes:
         return fh.read()
 
 
-def _hash(entries: list[Entry]) -> str:
+def snapshot_hash(entries: list[Entry]) -> str:
     """What `project.snapshot` names: SHA-256 over each entry's kind, path and object (or
     symlink target), in path order; 32 hex digits."""
     text = "".join([f"{e.kind} {e.path}\0{e.ref}\0" for e in entries])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -64,6 +63,7 @@ class Request:
     run_dirs: list[str] = field(default_factory=list)  # folders of the run directory to create
     commit: str | None = None  # keep the ended container's file system as this image
     record: dict[str, Any] = field(default_factory=dict)  # more run.yaml keys (e.g. `bench`)
+    node: str | None = None  # run only on this node (docs/nodes.md): run.yaml `pin_node`
 
 
 @dataclass
@@ -106,6 +106,39 @@ def parse_mount(item: str, cwd: Path) -> dict[str, Any]:
     return {"source": str(src), "target": dst, "rw": mode == "rw"}
 
 
+def _elsewhere(home: Home, req: Request) -> bool:
+    """The run names another node: checked against that node, never this machine."""
+    if req.node is None:
+        return False
+    from orbit.store import nodes
+
+    if req.node == nodes.local_name(home):
+        return False
+    nodes.get(home, req.node)  # an unknown name is an error
+    return True
+
+
+def _node_slots(home: Home, names: list[str] | None) -> list[tuple[Amount, tuple[GpuSlot, ...]]]:
+    """The totals and GPUs of the nodes named (all when None), as last read."""
+    from orbit.sched.nodeplace import pool_from_dict
+    from orbit.store import nodes
+
+    if names is None:
+        try:
+            names = list(nodes.load(home)) if nodes.registry_path(home).exists() else []
+        except OrbitError:
+            return []
+    found = []
+    for name in names:
+        state = nodes.read_state(home, name)
+        try:
+            pool = pool_from_dict((state.info if state else {}).get("pool") or {})
+        except ValueError:
+            continue
+        found.append((pool.totals, pool.gpus))
+    return found
+
+
 def _resources(home: Home, req: Request) -> Amount:
     totals = machine_totals(home)
     cfg = home.config
@@ -132,7 +165,16 @@ def _resources(home: Home, req: Request) -> Amount:
         gpu_mem_gb=req.gpu_mem_gb,
         gpu_ids=tuple(req.gpu_ids) if req.gpu_ids else None,
     )
-    why = never_fits(probe, totals, slots)
+    if _elsewhere(home, req):
+        # Only what that node was last seen to have can refuse it (none yet: its tick says).
+        seen = _node_slots(home, [str(req.node)])
+        why = never_fits(probe, *seen[0]) if seen else None
+        if why:
+            why = why.replace("this machine", f"node {req.node}")
+    else:
+        why = never_fits(probe, totals, slots)
+        if why and any(never_fits(probe, *node) is None for node in _node_slots(home, None)):
+            why = None  # a node can take it
     if why:
         subject = "it " if why.startswith("needs ") else ""  # "pinned GPU 7 does not exist"
         raise UsageError(f"this run can never start: {subject}{why}")
@@ -223,8 +265,10 @@ def _image(
     progress: Callable[[str], None],
 ) -> None:
     """Make sure of the image: pull it when missing, or build (or reuse) the Dockerfile's."""
-    client = docker_ops.connect()
     spec = prepared.spec
+    if not req.dockerfile and _elsewhere(home, req):
+        return  # the node makes sure of the image when the run is sent there
+    client = docker_ops.connect()
     if not req.dockerfile:
         docker_ops.ensure_image(client, str(spec["image"]), float(home.config["pull_timeout_s"]))
         return
@@ -259,6 +303,10 @@ def prepare(
     carries `build_error` and the log, for `submit` to record as a failed run.
     """
     need, env, secrets, mounts = _check(home, req, cwd, environ)
+    if _elsewhere(home, req):
+        why = _only_here(req, mounts)
+        if why:
+            raise UsageError(f"--node {req.node}: {why}")
     project, files = _project(home, req, cwd)
     spec: dict[str, Any] = {
         "name": req.name,
@@ -284,9 +332,11 @@ def prepare(
         "timeout_min": req.timeout_min,
         "user": req.user or (None if req.root else f"{os.getuid()}:{os.getgid()}"),
         "project": project,
-        "node": socket.gethostname(),
+        "node": _here(home),
         "submitted_by": {"user": environ.get("USER") or str(os.getuid()), "pid": os.getpid()},
     }
+    if req.node is not None:
+        spec["pin_node"] = req.node
     if req.workdir != "/workspace":
         spec["workdir"] = req.workdir
     if req.run_dirs:
@@ -305,6 +355,25 @@ def prepare(
         image_path = docker_ops.image_path(docker_ops.connect(), str(spec["image"]))
         spec["env"]["PATH"] = ":".join([*req.in_container.path, image_path])
     return prepared
+
+
+def _only_here(req: Request, mounts: list[dict[str, Any]]) -> str | None:
+    """Why the request cannot run on another node, or None."""
+    if mounts:
+        return "-m mounts a path of this machine (register the data on the node instead)"
+    if req.dockerfile:
+        return "--dockerfile builds the image on this machine (build it on the node, give --image)"
+    if req.no_snapshot:
+        return "--no-snapshot mounts the repository of this machine"
+    if req.in_container is not None:
+        return "--auth uses an agent login of this machine"
+    return None
+
+
+def _here(home: Home) -> str:
+    from orbit.store.nodes import local_name
+
+    return local_name(home)
 
 
 def _with_agent(

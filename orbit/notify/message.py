@@ -57,7 +57,9 @@ MAX_METRICS = 8  # final metrics shown as fields; the rest are counted
 MAX_FAILURES = 10  # failed runs of a group named one by one; the rest are counted
 MAX_DIGEST_LINES = 30
 # Worst first: a group or digest takes the colour of its worst member.
-SEVERITY = ("failed", "lost", "cancelled", "running", "starting", "queued", "succeeded")
+SEVERITY = (
+    "failed", "lost", "unknown", "cancelled", "running", "starting", "queued", "succeeded"
+)  # fmt: skip
 FAILED = frozenset({RunState.FAILED.value, RunState.LOST.value})
 
 

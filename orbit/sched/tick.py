@@ -20,10 +20,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from orbit.errors import OrbitError, from_os_error
-from orbit.sched import clock, pool
-from orbit.sched.plan import Admit, Demand, Wait, plan
-from orbit.sched.resources import Amount, machine_totals
-from orbit.store import index, outbox, runcache
+from orbit.sched import clock, pool, remote
+from orbit.sched.nodeplace import Place
+from orbit.sched.plan import Admit, Wait, plan
+from orbit.sched.remote import demand_of
+from orbit.sched.resources import machine_totals
+from orbit.store import index, nodes, outbox, runcache
 from orbit.store.excerpt import log_excerpt
 from orbit.store.exitrecord import finalize_from_exit, read_exit, rebuild_status
 from orbit.store.files import atomic_write, touch_exclusive, unlink_quiet
@@ -35,14 +37,14 @@ from orbit.store.locks import (
     stuck_scheduler,
     try_lock,
 )
-from orbit.store.model import LEASED, LOG, Run, RunState, now_iso, parse_iso
+from orbit.store.model import LEASED, LOG, Run, RunState, now_iso
 from orbit.store.runs import Broken, RunStore, id_key, shepherd_alive
 
 log = logging.getLogger(__name__)
 
 Spawner = Callable[[Home, str], None]
 
-ACTIVE_STATES = frozenset(s.value for s in (RunState.QUEUED, *LEASED))
+ACTIVE_STATES = frozenset(s.value for s in (RunState.QUEUED, RunState.UNKNOWN, *LEASED))
 # Ticks look through every run for one that lost its marker at most this often.
 SCAN_EVERY_S = 30.0
 
@@ -69,21 +71,6 @@ class TickReport:
             "repaired": self.repaired,
             "problems": self.problems,
         }
-
-
-def demand_of(run: Run) -> Demand:
-    res = run.resources
-    return Demand(
-        run_id=run.id,
-        need=Amount(res.cpus, res.mem_gb),
-        gpus=res.gpus,
-        gpu_mem_gb=res.gpu_mem_gb,
-        gpu_ids=res.gpu_ids,
-        group=run.group,
-        group_cap=run.spec.get("group_cap"),
-        submitted_at=parse_iso(run.status.get("submitted_at")),
-        label=run.label,
-    )
 
 
 def request_tick(home: Home) -> None:
@@ -230,6 +217,8 @@ def _reconcile_and_admit(
     for decision in decisions:
         if isinstance(decision, Admit):
             _admit(home, store, decision, actor, spawn, report, now)
+        elif isinstance(decision, Place):
+            _place(home, store, decision, actor, spawn, report, now)
         elif isinstance(decision, Wait):
             changed = by_id[decision.run_id].reason != decision.reason
             if changed and decision.run_id not in unchanged:
@@ -254,13 +243,32 @@ def _load(cache: runcache.RunCache, ids: list[str], known: dict[str, Run]) -> li
     return [known[i] if i in known else next(loaded) for i in ids]
 
 
-def _plan(home: Home, state: _Pass, now: datetime | None) -> tuple[list[Admit | Wait], list[str]]:
-    """The decisions for the queued runs, and the problems met measuring."""
-    demands = [demand_of(r) for r in state.queued]
+def _plan(
+    home: Home, state: _Pass, now: datetime | None
+) -> tuple[list[Admit | Wait | Place], list[str]]:
+    """The decisions for the queued runs, and the problems met measuring. With nodes
+    (nodes.yaml), a run that waits here, or names another node, is offered to them
+    (sched/remote.py)."""
+    with_nodes = nodes.registry_path(home).exists()
+    here = nodes.local_name(home)
+    local = [r for r in state.queued if remote.pinned(r) in (None, here)]
+    demands = [demand_of(r) for r in local]
     reading = pool.build(home, state.leased, with_gpus=any(d.gpus > 0 for d in demands))
     when = now or datetime.now(UTC)
-    decisions = plan(demands, reading.pool, when, float(home.config["reserve_after_s"]))
-    return list(decisions), reading.problems
+    reserve = float(home.config["reserve_after_s"])
+    decisions: list[Admit | Wait | Place] = list(plan(demands, reading.pool, when, reserve))
+    if not with_nodes:
+        decisions += [
+            Wait(r.id, f"waiting for node {remote.pinned(r)}: not a node of this home")
+            for r in state.queued
+            if r not in local
+        ]
+        return decisions, reading.problems
+    local_decisions = [d for d in decisions if isinstance(d, Admit | Wait)]
+    offered, problems = remote.offer(
+        home, state.queued, local_decisions, state.leased, reading.pool.group_running, when, reserve
+    )
+    return offered, [*reading.problems, *problems]
 
 
 def _reconcile(
@@ -298,7 +306,7 @@ def _reconcile(
         touch_exclusive(q_marker)
         return
     unlink_quiet(q_marker)
-    if run.state in LEASED:
+    if run.state in LEASED or run.state is RunState.UNKNOWN:
         touch_exclusive(a_marker)
         state.leased.append(run)
         if not shepherd_alive(run.dir):
@@ -454,6 +462,38 @@ def _admit(
     report.admitted.append(d.run_id)
 
 
+def _place(
+    home: Home,
+    store: RunStore,
+    d: Place,
+    actor: str,
+    spawn: Spawner,
+    report: TickReport,
+    now: datetime | None,
+) -> None:
+    """Hand the run to a node: its shepherd here (a mirror, orbit/nodes/mirror.py) sends it
+    there and keeps its record; it holds no lease here. Written in the order of `_admit`."""
+    try:
+        store.transition(
+            d.run_id,
+            RunState.STARTING,
+            actor=actor,
+            event="placed",
+            expect=[RunState.QUEUED],
+            reason=f"sending it to node {d.node}",
+            lease={"cpus": 0, "mem_gb": 0, "gpus": []},  # it holds nothing on this machine
+            node=d.node,
+            placed_at=now_iso(now),
+        )
+    except Exception as exc:
+        report.problems.append(f"run {d.run_id}: not placed ({exc})")
+        return
+    touch_exclusive(home.active_dir / d.run_id)
+    unlink_quiet(home.queue_dir / d.run_id)
+    spawn(home, d.run_id)
+    report.admitted.append(d.run_id)
+
+
 def _set_reason(store: RunStore, d: Wait, actor: str) -> None:
     def change(run: Run) -> dict[str, object] | None:
         if run.state is not RunState.QUEUED or run.reason == d.reason:
@@ -480,6 +520,9 @@ def _check_boot(
     if previous != boot:
         for item in store.load_many(store.leased_ids()):
             if isinstance(item, Broken) or item.state not in LEASED:
+                continue
+            if remote.placed_on(item) is not None:
+                spawn(home, item.id)  # it runs on a node, not here: its mirror carries on
                 continue
             if read_exit(item.dir) is not None:
                 finalize_from_exit(store, item.id, actor=actor)

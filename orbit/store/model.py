@@ -24,6 +24,9 @@ class RunState(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     LOST = "lost"
+    # A run on another node that cannot be reached now (docs/nodes.md): neither finished nor
+    # known to run; it becomes what the node says once it answers again.
+    UNKNOWN = "unknown"
 
     @property
     def active(self) -> bool:
@@ -34,17 +37,35 @@ class RunState(StrEnum):
         return self not in ACTIVE
 
 
-ACTIVE = frozenset({RunState.QUEUED, RunState.STARTING, RunState.RUNNING})
+ACTIVE = frozenset({RunState.QUEUED, RunState.STARTING, RunState.RUNNING, RunState.UNKNOWN})
 LEASED = frozenset({RunState.STARTING, RunState.RUNNING})
 
 # Which transitions are legal; anything else is a bug or a race lost, and is refused.
 TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     RunState.QUEUED: frozenset({RunState.STARTING, RunState.CANCELLED, RunState.FAILED}),
     RunState.STARTING: frozenset(
-        {RunState.RUNNING, RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.LOST}
+        {
+            RunState.RUNNING,
+            RunState.SUCCEEDED,
+            RunState.FAILED,
+            RunState.CANCELLED,
+            RunState.LOST,
+            RunState.UNKNOWN,
+            RunState.QUEUED,  # only a run placed on a node that could not be reached to send it
+        }
     ),
     RunState.RUNNING: frozenset(
-        {RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.LOST}
+        {RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.LOST, RunState.UNKNOWN}
+    ),
+    RunState.UNKNOWN: frozenset(
+        {
+            RunState.STARTING,
+            RunState.RUNNING,
+            RunState.SUCCEEDED,
+            RunState.FAILED,
+            RunState.CANCELLED,
+            RunState.LOST,
+        }
     ),
 }
 

@@ -28,7 +28,9 @@ COLUMNS = ("id", "name", "state", "group", "folder", "submitted", "duration")
 IDS_MAX = 500  # /api/runs?ids=: the page asks for the PER_PAGE runs it shows
 NOTES_READ_MAX = 1 << 20  # a larger notes.jsonl is not counted: only its last note is read
 NOTE_WORDS = 40  # characters of the last note the list shows
-STATES = ("queued", "starting", "running", "succeeded", "failed", "cancelled", "lost")
+STATES = (
+    "queued", "starting", "running", "unknown", "succeeded", "failed", "cancelled", "lost"
+)  # fmt: skip
 
 
 @dataclass

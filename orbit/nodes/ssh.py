@@ -1,0 +1,116 @@
+"""Reaching a node: the user's own `ssh`, one shared connection per node, and `orbit _node` there.
+
+Every call is `ssh [options] [-p PORT] [-l USER] HOST -- env ORBIT_HOME=H <orbit> _node OP ARGS`:
+the user's keys, agent and ~/.ssh/config apply as for any ssh. `ORBIT_SSH` replaces the `ssh`
+command (a command line, e.g. `ssh -F ~/.ssh/lab_config`). Calls to one node share a master
+connection (ControlMaster, kept 60 s after the last call) whose socket lives in a private
+directory under /tmp (a socket path must stay short), so after the first call one costs a few
+milliseconds, not a new handshake.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from orbit.errors import NodeError
+from orbit.errors import NodeUnreachable as Unreachable
+from orbit.store.nodes import Node
+
+CONNECT_TIMEOUT_S = 10
+# ssh's own exit status when it could not reach the node (or lost the connection).
+SSH_FAILED = 255
+
+
+def control_dir() -> Path:
+    path = Path(tempfile.gettempdir()) / f"orbit-ssh-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    return path
+
+
+def ssh_base(node: Node, environ: Mapping[str, str]) -> list[str]:
+    """The ssh command line up to the remote command."""
+    command = shlex.split(environ.get("ORBIT_SSH") or "ssh")
+    options = [
+        "-o", "BatchMode=yes",
+        "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
+        "-o", "ServerAliveInterval=5",
+        "-o", "ServerAliveCountMax=3",
+        "-o", "ControlMaster=auto",
+        "-o", f"ControlPath={control_dir()}/%C",
+        "-o", "ControlPersist=60",
+        "-T",
+    ]  # fmt: skip
+    if node.port:
+        options += ["-p", str(node.port)]
+    if node.user:
+        options += ["-l", node.user]
+    return [*command, *options, node.host, "--"]
+
+
+def remote_command(node: Node, op: str, args: Sequence[str]) -> str:
+    """What the node's shell runs: its Orbit, on the node's home, doing `op`."""
+    words = ["env"]
+    if node.home:
+        words.append(shlex.quote(f"ORBIT_HOME={node.home}"))
+    return " ".join([*words, node.orbit, "_node", op, *(shlex.quote(a) for a in args)])
+
+
+def argv(node: Node, environ: Mapping[str, str], op: str, args: Sequence[str] = ()) -> list[str]:
+    return [*ssh_base(node, environ), remote_command(node, op, args)]
+
+
+def call(
+    node: Node,
+    environ: Mapping[str, str],
+    op: str,
+    args: Sequence[str] = (),
+    *,
+    data: bytes = b"",
+    timeout: float = 60.0,
+) -> bytes:
+    """Run `orbit _node op args` on the node with `data` on its stdin; its stdout.
+
+    Unreachable when ssh could not connect, timed out or lost the connection; NodeError with
+    the node's message when Orbit there refused.
+    """
+    try:
+        proc = subprocess.run(
+            argv(node, environ, op, args),
+            input=data,
+            capture_output=True,
+            timeout=timeout,
+            env=dict(environ),
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise Unreachable(f"node {node.name}: no answer within {timeout:g} s") from None
+    except OSError as exc:
+        raise Unreachable(f"node {node.name}: cannot run ssh: {exc.strerror or exc}") from None
+    if proc.returncode == 0:
+        return proc.stdout
+    raise failure(node, proc.returncode, proc.stderr)
+
+
+def failure(node: Node, code: int, stderr: bytes) -> NodeError:
+    """The error for an ssh that exited with `code`: the last line it or Orbit there wrote."""
+    lines = [ln.strip() for ln in stderr.decode(errors="replace").splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("Warning: Permanently added")]
+    text = lines[-1] if lines else f"exit status {code}"
+    if code == SSH_FAILED:
+        return Unreachable(f"node {node.name}: {text}")
+    if code == 127 or ("_node" in text and "invalid choice" in text):
+        return NodeError(
+            f"node {node.name}: Orbit not found there ({text}); see `orbit node add --orbit`"
+        )
+    return NodeError(f"node {node.name}: {text.removeprefix('orbit: ')}")
+
+
+def key(node: Node) -> str:
+    """A short stable name for the node's connection (for logs and lock names)."""
+    return hashlib.sha256(node.url.encode()).hexdigest()[:12]

@@ -1,0 +1,264 @@
+"""The other machines this home places runs on, and what was last learnt of each.
+
+    nodes.yaml            the registry (format: 1): per name its URL, the remote home and the
+                          command that runs Orbit there; written by `orbit node add/rm` only
+    nodes/<name>.json     the node's last state: when it was read, reachable or not (and since
+                          when not), its Orbit version, executor, pool and datasets; written by
+                          whoever reached the node last (a probe, a mirror, `orbit node ls`)
+
+A node is reached with the user's own `ssh` (docs/nodes.md). This module only reads and writes
+these files; the SSH side is orbit/nodes/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from orbit.errors import CorruptError, NotFoundError, UsageError
+from orbit.record import Frozen, Record
+from orbit.store.files import atomic_write, read_yaml, write_yaml
+from orbit.store.home import Home
+from orbit.store.locks import locked
+from orbit.store.model import now_iso, parse_iso
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+FORMAT = 1
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+KINDS = ("ssh", "slurm")
+# A node's state older than this is read again before runs are placed on it.
+FRESH_S = 15.0
+
+
+class Node(Record):
+    """One registered node: how to reach it and run Orbit there."""
+
+    __slots__ = (
+        "account",
+        "added_at",
+        "home",
+        "host",
+        "kind",
+        "name",
+        "orbit",
+        "partition",
+        "port",
+        "user",
+    )
+    name: str
+    kind: str  # ssh or slurm
+    host: str
+    user: str | None
+    port: int | None
+    home: str | None  # ORBIT_HOME there; None: the node's default
+    orbit: str  # the command that runs Orbit there
+    partition: str | None
+    account: str | None
+    added_at: str | None
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        host: str,
+        *,
+        user: str | None = None,
+        port: int | None = None,
+        home: str | None = None,
+        orbit: str = "orbit",
+        partition: str | None = None,
+        account: str | None = None,
+        added_at: str | None = None,
+    ) -> None:
+        self.name = name
+        self.kind = kind
+        self.host = host
+        self.user = user
+        self.port = port
+        self.home = home
+        self.orbit = orbit
+        self.partition = partition
+        self.account = account
+        self.added_at = added_at
+
+    @property
+    def url(self) -> str:
+        who = f"{self.user}@" if self.user else ""
+        port = f":{self.port}" if self.port else ""
+        return f"{self.kind}://{who}{self.host}{port}"
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"url": self.url, "home": self.home, "orbit": self.orbit}
+        if self.kind == "slurm":
+            out["partition"] = self.partition
+            out["account"] = self.account
+        out["added_at"] = self.added_at
+        return out
+
+
+def local_name(home: Home) -> str:
+    """This machine's node name: ORBIT_NODE, else the host name up to its first dot."""
+    return home.environ.get("ORBIT_NODE") or socket.gethostname().split(".")[0]
+
+
+def check_name(name: str) -> str:
+    if not NAME.match(name):
+        raise UsageError(
+            f"bad node name {name!r}: use letters, digits, '.', '_' and '-' (at most 63)"
+        )
+    return name
+
+
+def parse_url(name: str, url: str, **fields: Any) -> Node:
+    """A node from `ssh://[user@]host[:port]` or `slurm://[user@]login-host[:port]`."""
+    parts = urlsplit(url)
+    if parts.scheme not in KINDS:
+        raise UsageError(f"node URL must start with ssh:// or slurm://, got {url!r}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise UsageError(f"bad port in node URL {url!r}") from None
+    if not parts.hostname or parts.path not in ("", "/") or parts.query or parts.password:
+        raise UsageError(f"node URL must be {parts.scheme}://[user@]host[:port], got {url!r}")
+    return Node(
+        check_name(name), parts.scheme, parts.hostname, user=parts.username, port=port, **fields
+    )
+
+
+def registry_path(home: Home) -> Path:
+    return home.root / "nodes.yaml"
+
+
+def state_path(home: Home, name: str) -> Path:
+    return home.root / "nodes" / f"{name}.json"
+
+
+def load(home: Home) -> dict[str, Node]:
+    """The registered nodes by name ({} when none). A damaged nodes.yaml is one CorruptError."""
+    path = registry_path(home)
+    if not path.exists():
+        return {}
+    data = read_yaml(path)
+    nodes: dict[str, Node] = {}
+    try:
+        for name, entry in (data.get("nodes") or {}).items():
+            fields = {k: entry.get(k) for k in ("home", "partition", "account", "added_at")}
+            node = parse_url(str(name), str(entry["url"]), **fields)
+            node.orbit = str(entry.get("orbit") or "orbit")
+            nodes[node.name] = node
+    except (AttributeError, KeyError, TypeError, UsageError) as exc:
+        raise CorruptError(f"{path} is damaged: {exc}") from None
+    return nodes
+
+
+def get(home: Home, name: str) -> Node:
+    nodes = load(home)
+    if name not in nodes:
+        known = ", ".join(sorted(nodes)) or "none; add one with `orbit node add`"
+        raise NotFoundError(f"no node named {name!r} (known: {known})")
+    return nodes[name]
+
+
+def _write(home: Home, nodes: dict[str, Node]) -> None:
+    doc = {"format": FORMAT, "nodes": {n.name: n.as_dict() for n in nodes.values()}}
+    write_yaml(registry_path(home), doc)
+
+
+def add(home: Home, node: Node, *, replace: bool = False) -> Node:
+    if node.name == local_name(home):
+        raise UsageError(f"{node.name!r} is this machine's own node name (ORBIT_NODE)")
+    home.ensure()
+    with locked(home.locks_dir / "nodes.lock"):
+        nodes = load(home)
+        if node.name in nodes and not replace:
+            raise UsageError(f"a node named {node.name!r} exists; remove it first")
+        node.added_at = node.added_at or now_iso()
+        nodes[node.name] = node
+        _write(home, nodes)
+    return node
+
+
+def remove(home: Home, name: str) -> Node:
+    with locked(home.locks_dir / "nodes.lock"):
+        nodes = load(home)
+        if name not in nodes:
+            raise NotFoundError(f"no node named {name!r}")
+        node = nodes.pop(name)
+        _write(home, nodes)
+    try:
+        os.unlink(state_path(home, name))
+    except FileNotFoundError:
+        pass
+    return node
+
+
+class NodeState(Frozen):
+    """What was last learnt of a node (nodes/<name>.json)."""
+
+    __slots__ = ("at", "error", "info", "ok", "since")
+    at: datetime | None
+    ok: bool
+    info: dict[str, Any]
+    error: str | None
+    since: datetime | None
+
+    def __init__(
+        self,
+        at: datetime | None,
+        ok: bool,
+        info: dict[str, Any] | None = None,
+        error: str | None = None,
+        since: datetime | None = None,
+    ) -> None:
+        self._init(at=at, ok=ok, info=info or {}, error=error, since=since)
+
+    def age_s(self, now: datetime) -> float:
+        return (now - self.at).total_seconds() if self.at else float("inf")
+
+    def fresh(self, now: datetime) -> bool:
+        return 0 <= self.age_s(now) < FRESH_S
+
+
+def read_state(home: Home, name: str) -> NodeState | None:
+    """The node's last state; None when never read, or when the file is damaged (it is only a
+    cache: the next probe writes it again)."""
+    try:
+        doc = json.loads(state_path(home, name).read_bytes())
+        return NodeState(
+            parse_iso(doc["at"]),
+            bool(doc["ok"]),
+            doc.get("info") if isinstance(doc.get("info"), dict) else {},
+            doc.get("error"),
+            parse_iso(doc.get("since")),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_state(
+    home: Home, name: str, *, info: dict[str, Any] | None = None, error: str | None = None
+) -> NodeState:
+    """Record a node as reached now (`info`, its answer) or not (`error`). An unreachable node
+    keeps the time it was first found so (`since`) and the last info it gave."""
+    now = now_iso()
+    previous = read_state(home, name)
+    doc: dict[str, Any] = {"at": now, "ok": error is None}
+    if error is None:
+        doc["info"] = info or {}
+    else:
+        doc["error"] = error
+        doc["info"] = previous.info if previous else {}
+        since = previous.since if previous is not None and not previous.ok else None
+        doc["since"] = since.isoformat() if since else now
+    path = state_path(home, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(doc).encode(), durable=False)
+    return NodeState(parse_iso(now), error is None, doc["info"], error, parse_iso(doc.get("since")))
