@@ -39,6 +39,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     auth = run.spec.get("auth") if isinstance(run.spec.get("auth"), dict) else None
     if auth is not None:
         d["auth"] = auth
+    node = _node(env, run, d)
     if args.json:
         print_json(env, d)
         return ExitCode.OK
@@ -50,9 +51,47 @@ def run(args: argparse.Namespace, env: Env) -> int:
         *_code(d),
         *_session_lines(session),
         *_auth_lines(auth),
+        *_node_lines(node),
     ]
     env.stdout.write("".join(line + "\n" for line in lines))
     return ExitCode.OK
+
+
+def _node(env: Env, run: Any, d: dict[str, Any]) -> dict[str, Any] | None:
+    """Where a run sent to another node is (docs/nodes.md); its output/ stays there and is
+    listed through the node (d["output"]), or, when the node cannot be reached, said so."""
+    from orbit.errors import OrbitError
+    from orbit.nodes.client import outputs
+
+    name = run.status.get("node")
+    if not name:
+        return None
+    remote = run.status.get("remote") or {}
+    node: dict[str, Any] = {"name": name, "id": remote.get("id"), "lease": remote.get("lease")}
+    try:
+        files = outputs(env.home, run)
+    except OrbitError as exc:
+        node["output_error"] = str(exc)
+    else:
+        if files is not None:
+            listed = [{"name": f["path"], "type": "file", "size": f["size"]} for f in files]
+            d["output"] = {"files": listed, "count": len(listed)}
+    d["node"] = node
+    return node
+
+
+def _node_lines(node: dict[str, Any] | None) -> list[str]:
+    if node is None:
+        return []
+    there = f"as run {node['id']}" if node.get("id") else "not sent yet"
+    gpus = ((node.get("lease") or {}).get("gpus")) or []
+    text = f"{node['name']} ({there}"
+    if gpus:
+        text += ", " + ", ".join(f"GPU {g.get('index')}" for g in gpus)
+    text += "); output/ stays there"
+    if node.get("output_error"):
+        text += f" (not readable now: {node['output_error']})"
+    return [_field("node", text)]
 
 
 def _session(run: Any) -> dict[str, Any] | None:

@@ -53,6 +53,8 @@ DEFAULTS: dict[str, Any] = {
     "fake_gpus": None,  # path of a YAML stand-in for NVML; ORBIT_FAKE_GPUS overrides
     "allowed_gpus": None,  # GPU indices Orbit may use, e.g. [0, 1]; ORBIT_GPUS overrides
     "gpu_outside_min_gb": 1.0,  # a GPU is busy outside Orbit above this much foreign memory
+    # Nodes (docs/nodes.md)
+    "node_unknown_after_s": 30,  # a run on a node unreachable this long becomes `unknown`
     # Notifications (docs/notify.md)
     "web_url": None,  # how people reach `orbit web`, e.g. http://gpu1:7777: messages link to it
 }
@@ -66,6 +68,7 @@ POSITIVE = (
     "reserve_after_s",
     "scheduler_interval_s",
     "pids_limit",
+    "node_unknown_after_s",
 )
 OPTIONAL_TEXT = ("data_dir", "default_image", "fake_gpus", "web_url")
 NON_NEGATIVE = ("outside_cpu_min", "outside_mem_min_gb", "gpu_outside_min_gb")
