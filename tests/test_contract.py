@@ -33,6 +33,7 @@ RUN = {  # run --json, show --json
     "peaks",
     "timeout_min",
     "project",
+    "datasets",
     "submitted_at",
     "started_at",
     "finished_at",

@@ -20,6 +20,7 @@ from orbit.errors import DockerError, OrbitError, UsageError
 from orbit.execute import docker_ops
 from orbit.sched.plan import Demand, GpuSlot, never_fits
 from orbit.sched.resources import Amount, machine_totals
+from orbit.store import datasets as named_datasets
 from orbit.store import secrets as run_secrets
 from orbit.store.agent import agent_from_environ, record_session_run
 from orbit.store.creation import NewRun, create_runs
@@ -43,6 +44,7 @@ class Request:
     folder: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     mounts: list[str] = field(default_factory=list)
+    datasets: list[str] = field(default_factory=list)  # `-d NAME[:DST[:rw]]` values
     env: list[str] = field(default_factory=list)
     pass_env: list[str] = field(default_factory=list)
     project: str | None = None
@@ -163,8 +165,9 @@ class Prepared:
 
 def _check(
     home: Home, req: Request, cwd: Path, environ: Mapping[str, str]
-) -> tuple[Amount, dict[str, str], dict[str, str], list[dict[str, Any]]]:
-    """The request's checks, in the order a person fixes them: (resources, env, secrets, mounts)."""
+) -> tuple[Amount, dict[str, str], dict[str, str], list[dict[str, Any]], list[named_datasets.Use]]:
+    """The request's checks, in the order a person fixes them: (resources, env, secrets,
+    mounts, datasets)."""
     if not req.command:
         raise UsageError("no command given: put it after `--`, e.g. orbit run -- python train.py")
     if req.image and req.dockerfile:
@@ -179,11 +182,24 @@ def _check(
             raise UsageError(f"--pass-env {var}: not set in this environment")
         secrets[var] = environ[var]
     mounts = [parse_mount(m, cwd) for m in req.mounts]
+    uses = named_datasets.resolve(home, req.datasets)
+    _check_targets([*mounts, *(u.mount() for u in uses)])
     if req.timeout_min is not None and req.timeout_min <= 0:
         raise UsageError("--timeout must be a positive number of minutes")
     if not (req.image or home.config.get("default_image")) and not req.dockerfile:
         raise UsageError("no image: give --image or --dockerfile (or set default_image)")
-    return need, env, secrets, mounts
+    return need, env, secrets, mounts, uses
+
+
+def _check_targets(mounts: list[dict[str, Any]]) -> None:
+    """Two of `-m` and `-d` at one mount point: refused here, where Docker would refuse the
+    container when the run starts."""
+    seen: set[str] = set()
+    for mount in mounts:
+        target = os.path.normpath(mount["target"])
+        if target in seen:
+            raise UsageError(f"two mounts at {target} (-m and -d): give each its own destination")
+        seen.add(target)
 
 
 def _project(home: Home, req: Request, cwd: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
@@ -258,7 +274,7 @@ def prepare(
     Raises on any bad input. A Dockerfile that fails to build is the one exception: the result
     carries `build_error` and the log, for `submit` to record as a failed run.
     """
-    need, env, secrets, mounts = _check(home, req, cwd, environ)
+    need, env, secrets, mounts, uses = _check(home, req, cwd, environ)
     project, files = _project(home, req, cwd)
     spec: dict[str, Any] = {
         "name": req.name,
@@ -279,7 +295,9 @@ def prepare(
         },
         "env": env,
         "pass_env": sorted(secrets),
-        "mounts": [*mounts, *req.run_mounts],
+        "mounts": [*mounts, *(u.mount() for u in uses), *req.run_mounts],
+        # Which datasets the run read (the mounts say only where from); only when it used any.
+        **({"datasets": [u.record() for u in uses]} if uses else {}),
         "network": req.network,
         "timeout_min": req.timeout_min,
         "user": req.user or (None if req.root else f"{os.getuid()}:{os.getgid()}"),
