@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=list_datasets)
     r = dsub.add_parser("rm", help="forget a dataset's name (the data stays)")
     name = r.add_argument("name")
-    name.completer = complete_datasets  # type: ignore[attr-defined]
+    name.completer = complete_datasets
     add_json(r)
     r.set_defaults(func=rm)
 

@@ -90,7 +90,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME[:DST[:rw]]",
-        help="mount a named dataset (orbit data ls) at DST, default /data/NAME; read-only unless :rw",
+        help="mount a named dataset (orbit data ls) at DST (default /data/NAME), read-only "
+        "unless :rw",
     )
     data.completer = complete_datasets  # type: ignore[attr-defined]
     p.add_argument(

@@ -44,7 +44,7 @@ class Dataset:
     description: str | None = None
 
     def kind(self) -> str | None:
-        """"directory" or "file" as the path is now; None when it is gone (one stat, never a
+        """`directory` or `file` as the path is now; None when it is gone (one stat, never a
         walk of the tree)."""
         try:
             mode = os.stat(self.path).st_mode
@@ -151,7 +151,12 @@ def _known(datasets: dict[str, Dataset]) -> str:
 
 
 def add(
-    home: Home, name: str, path: str | Path, *, description: str | None = None, replace: bool = False
+    home: Home,
+    name: str,
+    path: str | Path,
+    *,
+    description: str | None = None,
+    replace: bool = False,
 ) -> Dataset:
     """Name `path` (a directory or a file, which must exist; resolved to an absolute path
     without symlinks). A name that exists is refused (ConflictError) unless `replace`."""
@@ -260,4 +265,3 @@ def resolve(home: Home, items: list[str]) -> list[Use]:
             )
         uses.append(Use(name, dataset.path, target or f"{DEFAULT_TARGET}/{name}", rw))
     return uses
-
