@@ -393,6 +393,27 @@ def check_notify(home: Home) -> list[Check]:
     return [Check("notify", WARN if stuck else OK, detail, fix if stuck else "")]
 
 
+def check_datasets(home: Home) -> list[Check]:
+    """The named datasets (only once there are some): each path must still exist. One stat
+    each, never a walk of the data."""
+    from orbit.errors import OrbitError
+    from orbit.store import datasets
+
+    path = datasets.path_of(home)
+    try:
+        found = datasets.load(home)
+    except OrbitError as exc:
+        return [Check("datasets", FAIL, str(exc), f"fix or remove {path}")]
+    if not found:
+        return []
+    gone = [d for _, d in sorted(found.items()) if d.kind() is None]
+    if not gone:
+        return [Check("datasets", OK, f"{len(found)} named, every path present")]
+    detail = "paths gone: " + ", ".join(f"{d.name} ({d.path})" for d in gone)
+    fix = "`orbit data add NAME NEWPATH --replace`, or `orbit data rm NAME`"
+    return [Check("datasets", WARN, f"{detail}; `-d` of them is refused", fix)]
+
+
 def run_checks(home: Home, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     checks: list[Check] = []
     docker_checks, info, client = check_docker()
@@ -409,4 +430,5 @@ def run_checks(home: Home, environ: Mapping[str, str] | None = None) -> list[dic
     checks.extend(check_agents(home, os.environ if environ is None else environ))
     checks.extend(check_auth(home, os.environ if environ is None else environ))
     checks.extend(check_notify(home))
+    checks.extend(check_datasets(home))
     return [asdict(c) for c in checks]

@@ -33,6 +33,7 @@ RUN = {  # run --json, show --json
     "peaks",
     "timeout_min",
     "project",
+    "datasets",
     "submitted_at",
     "started_at",
     "finished_at",
@@ -100,6 +101,7 @@ CONFIG = {
     "allowed_gpus",
     "gpu_outside_min_gb",
     "scheduler_interval_s",
+    "node_unknown_after_s",
     "pids_limit",
 }
 RESOURCES = {"gpu_source", "gpus", "gpus_free", "cpus", "memory", "leases", "queue", "problems"}
@@ -250,8 +252,15 @@ def test_json_of_doctor_config_and_tick(orbit: Orbit, busybox: str) -> None:
 
 def test_every_command_has_json() -> None:
     """New commands get --json too (completion prints shell code; _shepherd and bench _drive
-    are internal; hook prints what the agent's hook protocol asks for, JSON already)."""
-    exempt = {"orbit completion", "orbit _shepherd", "orbit hook", "orbit bench _drive"}
+    are internal; hook prints what the agent's hook protocol asks for, JSON already; _node
+    answers a primary in JSON or frames always)."""
+    exempt = {
+        "orbit completion",
+        "orbit _shepherd",
+        "orbit hook",
+        "orbit bench _drive",
+        "orbit _node",
+    }
     missing = []
 
     def walk(parser: argparse.ArgumentParser, inherited: bool) -> None:

@@ -278,8 +278,9 @@ def test_the_size_limit_refuses_with_the_same_message(tmp_path: Path) -> None:
     (repo / "big.bin").write_bytes(b"x" * 300_000)
     os.utime(repo / "big.bin", (HOUR_AGO, HOUR_AGO))
     message = (
-        "code snapshot is over 0.25 MB; add data and weights to .gitignore and mount them with "
-        "-m, or use --no-snapshot"
+        "code snapshot is over 0.25 MB; add data and weights to .gitignore and mount them: "
+        "name a data folder once with `orbit data add NAME PATH` and run with -d NAME, or mount "
+        "any path with -m SRC:DST; or use --no-snapshot"
     )
     with pytest.raises(UsageError) as refused:
         take(repo, tmp_path / "store", max_mb=0.25)

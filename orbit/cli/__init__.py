@@ -30,6 +30,7 @@ COMMANDS = {
     "rm": "rm",
     "mv": "mv",
     "folders": "folders",
+    "data": "data",
     "export": "export",
     "note": "note",
     "best": "best",

@@ -147,6 +147,21 @@ def complete_groups(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> l
     return sorted(g for g in groups if g.startswith(prefix))
 
 
+def complete_datasets(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
+    """Dataset names for `-d` and `orbit data rm` (none when datasets.yaml cannot be read)."""
+    import os
+
+    from orbit.errors import OrbitError
+    from orbit.store import datasets
+    from orbit.store.home import Home
+
+    try:
+        names = datasets.load(Home.from_environ(os.environ))
+    except OrbitError:
+        return []
+    return sorted(n for n in names if n.startswith(prefix))
+
+
 def runs_argument(parser: argparse.ArgumentParser, nargs: str = "+", help: str = "run id") -> None:
     action = parser.add_argument("runs", nargs=nargs, metavar="ID", help=help)
     action.completer = complete_runs  # type: ignore[attr-defined]

@@ -21,13 +21,14 @@ OPS = (
     "cancel",
     "outputs",
     "cat",
+    "data",
 )
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("_node")  # hidden: no help text in the command list
     p.add_argument("op", choices=OPS)
-    p.add_argument("args", nargs="*")
+    p.add_argument("args", nargs=argparse.REMAINDER)
     p.set_defaults(func=run)
 
 
@@ -43,6 +44,10 @@ def run(args: argparse.Namespace, env: Env) -> int:
     out = _binary(env.stdout, sys.stdout.buffer)
     stdin = _binary(env.stdin, sys.stdin.buffer)
     a = args.args
+    if args.op == "data":  # `orbit data …` in this home, for `orbit data --node` there
+        from orbit.cli import main
+
+        return main(["data", *a], env)
     needs = {"info": 0, "submit": 0, "has-snapshot": 1, "put-snapshot": 1, "follow": 3,
              "status": 1, "cancel": 1, "outputs": 1, "cat": 2}  # fmt: skip
     if len(a) != needs[args.op]:

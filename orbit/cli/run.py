@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, BinaryIO, TextIO
 from orbit.cli.common import (
     add_json,
     build_progress,
+    complete_datasets,
     index_list,
     key_value,
     non_negative_int,
@@ -88,6 +89,16 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         metavar="SRC:DST[:rw]",
         help="bind-mount a host path (read-only unless :rw)",
     )
+    data = p.add_argument(
+        "-d",
+        "--data",
+        action="append",
+        default=[],
+        metavar="NAME[:DST[:rw]]",
+        help="mount a named dataset (orbit data ls) at DST (default /data/NAME), read-only "
+        "unless :rw",
+    )
+    data.completer = complete_datasets  # type: ignore[attr-defined]
     p.add_argument(
         "-e",
         "--env",
@@ -163,6 +174,7 @@ def request_from(args: argparse.Namespace, env: Env) -> Request:
         folder=normalize(args.folder),
         tags=dict(args.tag),
         mounts=args.mount,
+        datasets=args.data,
         env=args.env,
         pass_env=args.pass_env,
         project=args.project,

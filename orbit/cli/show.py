@@ -159,6 +159,17 @@ def _request(d: dict[str, Any]) -> list[str]:
     if d.get("timeout_min"):
         text += f", timeout {d['timeout_min']} min"
     out.append(_field("resources", text))
+    out.extend(_datasets(d.get("datasets") or []))
+    return out
+
+
+def _datasets(uses: list[Any]) -> list[str]:
+    """`imagenet at /data/imagenet (read-only; /srv/imagenet)`, one line each (`-d`)."""
+    out = []
+    for i, use in enumerate(u for u in uses if isinstance(u, dict)):
+        mode = "read-write" if use.get("rw") else "read-only"
+        text = f"{use.get('name')} at {use.get('target')} ({mode}; {use.get('path')})"
+        out.append(_field("datasets" if i == 0 else "", text))
     return out
 
 

@@ -328,8 +328,9 @@ def _take(
 def _check_size(total: int, max_mb: float) -> None:
     if total > max_mb * 1024 * 1024:
         raise UsageError(
-            f"code snapshot is over {max_mb:g} MB; add data and weights to .gitignore "
-            "and mount them with -m, or use --no-snapshot"
+            f"code snapshot is over {max_mb:g} MB; add data and weights to .gitignore and "
+            "mount them: name a data folder once with `orbit data add NAME PATH` and run with "
+            "-d NAME, or mount any path with -m SRC:DST; or use --no-snapshot"
         )
 
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from orbit.errors import DockerError, OrbitError, UsageError
+from orbit.errors import DockerError, NotFoundError, OrbitError, UsageError
 from orbit.execute import docker_ops
 from orbit.sched.plan import Demand, GpuSlot, never_fits
 from orbit.sched.resources import Amount, machine_totals
+from orbit.store import datasets as named_datasets
 from orbit.store import secrets as run_secrets
 from orbit.store.agent import agent_from_environ, record_session_run
 from orbit.store.creation import NewRun, create_runs
@@ -42,6 +43,7 @@ class Request:
     folder: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     mounts: list[str] = field(default_factory=list)
+    datasets: list[str] = field(default_factory=list)  # `-d NAME[:DST[:rw]]` values
     env: list[str] = field(default_factory=list)
     pass_env: list[str] = field(default_factory=list)
     project: str | None = None
@@ -205,8 +207,9 @@ class Prepared:
 
 def _check(
     home: Home, req: Request, cwd: Path, environ: Mapping[str, str]
-) -> tuple[Amount, dict[str, str], dict[str, str], list[dict[str, Any]]]:
-    """The request's checks, in the order a person fixes them: (resources, env, secrets, mounts)."""
+) -> tuple[Amount, dict[str, str], dict[str, str], list[dict[str, Any]], list[named_datasets.Use]]:
+    """The request's checks, in the order a person fixes them: (resources, env, secrets,
+    mounts, datasets)."""
     if not req.command:
         raise UsageError("no command given: put it after `--`, e.g. orbit run -- python train.py")
     if req.image and req.dockerfile:
@@ -221,11 +224,66 @@ def _check(
             raise UsageError(f"--pass-env {var}: not set in this environment")
         secrets[var] = environ[var]
     mounts = [parse_mount(m, cwd) for m in req.mounts]
+    uses = _datasets(home, req)
+    _check_targets([*mounts, *(u.mount() for u in uses)])
     if req.timeout_min is not None and req.timeout_min <= 0:
         raise UsageError("--timeout must be a positive number of minutes")
     if not (req.image or home.config.get("default_image")) and not req.dockerfile:
         raise UsageError("no image: give --image or --dockerfile (or set default_image)")
-    return need, env, secrets, mounts
+    return need, env, secrets, mounts, uses
+
+
+def _datasets(home: Home, req: Request) -> list[named_datasets.Use]:
+    """The datasets of `-d`, from this home's registry, or, for one this machine lacks (or a
+    run for another node), from the nodes' last readings: such a run goes only to a node that
+    has them all (its path here is None; the node mounts its own, docs/nodes.md)."""
+    if not req.datasets:
+        return []
+    elsewhere = _elsewhere(home, req)
+    here = {} if elsewhere else named_datasets.load(home)
+    uses = []
+    for text in req.datasets:
+        name, target, rw = named_datasets.parse_use(text)
+        if name in here:
+            uses += named_datasets.resolve(home, [text])
+            continue
+        having = _nodes_with(home, name, [str(req.node)] if elsewhere else None)
+        if not having and elsewhere:
+            raise NotFoundError(
+                f"-d {text}: no dataset {name!r} on node {req.node} "
+                f"(`orbit data ls --node {req.node}`)"
+            )
+        if not having:
+            named_datasets.resolve(home, [text])  # raises, naming the ones there are
+        uses.append(named_datasets.Use(name, None, target or f"/data/{name}", rw))
+    return uses
+
+
+def _nodes_with(home: Home, name: str, among: list[str] | None) -> list[str]:
+    """The nodes last seen to have dataset `name`."""
+    from orbit.store import nodes
+
+    try:
+        names = among if among is not None else list(nodes.load(home))
+    except OrbitError:
+        return []
+    found = []
+    for node in names:
+        state = nodes.read_state(home, node)
+        if state is not None and name in (state.info.get("datasets") or {}):
+            found.append(node)
+    return found
+
+
+def _check_targets(mounts: list[dict[str, Any]]) -> None:
+    """Two of `-m` and `-d` at one mount point: refused here, where Docker would refuse the
+    container when the run starts."""
+    seen: set[str] = set()
+    for mount in mounts:
+        target = os.path.normpath(mount["target"])
+        if target in seen:
+            raise UsageError(f"two mounts at {target} (-m and -d): give each its own destination")
+        seen.add(target)
 
 
 def _project(home: Home, req: Request, cwd: Path) -> tuple[dict[str, Any], dict[str, bytes]]:
@@ -302,7 +360,7 @@ def prepare(
     Raises on any bad input. A Dockerfile that fails to build is the one exception: the result
     carries `build_error` and the log, for `submit` to record as a failed run.
     """
-    need, env, secrets, mounts = _check(home, req, cwd, environ)
+    need, env, secrets, mounts, uses = _check(home, req, cwd, environ)
     if _elsewhere(home, req):
         why = _only_here(req, mounts)
         if why:
@@ -327,7 +385,9 @@ def prepare(
         },
         "env": env,
         "pass_env": sorted(secrets),
-        "mounts": [*mounts, *req.run_mounts],
+        "mounts": [*mounts, *(u.mount() for u in uses), *req.run_mounts],
+        # Which datasets the run read (the mounts say only where from); only when it used any.
+        **({"datasets": [u.record() for u in uses]} if uses else {}),
         "network": req.network,
         "timeout_min": req.timeout_min,
         "user": req.user or (None if req.root else f"{os.getuid()}:{os.getgid()}"),

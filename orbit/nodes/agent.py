@@ -38,7 +38,7 @@ from orbit.nodes import snapsend
 from orbit.sched import pool
 from orbit.sched.nodeplace import pool_to_dict
 from orbit.sched.tick import tick
-from orbit.store import nodes
+from orbit.store import datasets, nodes
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
 from orbit.store.locks import locked
@@ -74,8 +74,30 @@ def info(home: Home) -> dict[str, Any]:
 
 
 def _datasets(home: Home) -> dict[str, str]:
-    """The named datasets of this home (none until the registry exists)."""
-    return {}
+    """The named datasets of this home: name → path."""
+    try:
+        return {name: str(d.path) for name, d in datasets.load(home).items()}
+    except OrbitError:
+        return {}
+
+
+def _own_datasets(home: Home, spec: dict[str, Any]) -> None:
+    """Point the run's dataset mounts at this node's copies of them (by name: the primary's
+    paths mean nothing here); a dataset this node lacks refuses the run."""
+    uses = [d for d in spec.get("datasets") or [] if isinstance(d, dict)]
+    if not uses:
+        return
+    here = datasets.load(home)
+    by_target: dict[str, str] = {}
+    for use in uses:
+        dataset = here.get(str(use.get("name")))
+        if dataset is None:
+            raise NotFoundError(f"no dataset {use.get('name')!r} on node {nodes.local_name(home)}")
+        use["path"] = str(dataset.path)
+        by_target[str(use.get("target"))] = str(dataset.path)
+    for mount in spec.get("mounts") or []:
+        if str(mount.get("target")) in by_target:
+            mount["source"] = by_target[str(mount["target"])]
 
 
 def _origins(home: Home) -> Path:
@@ -109,6 +131,7 @@ def submit(home: Home, request: dict[str, Any]) -> dict[str, Any]:
         docker_ops.ensure_image(
             docker_ops.connect(), str(image), float(home.config["pull_timeout_s"])
         )
+        _own_datasets(home, spec)
         spec["node"] = nodes.local_name(home)
         spec.pop("pin_node", None)  # it is on its node now
         spec["origin"] = origin

@@ -49,6 +49,16 @@ def pinned(run: Run) -> str | None:
     return str(value) if value else None
 
 
+def not_here(run: Run) -> set[str]:
+    """The datasets the run names that this machine does not have (run.yaml `datasets`
+    entries without a path: docs/nodes.md)."""
+    return {
+        str(d.get("name"))
+        for d in run.spec.get("datasets") or []
+        if isinstance(d, dict) and not d.get("path")
+    }
+
+
 def placed_on(run: Run) -> str | None:
     """The node this home sent the run to, or None when it runs here."""
     value = run.status.get("node")

@@ -252,16 +252,26 @@ def _plan(
     with_nodes = nodes.registry_path(home).exists()
     here = nodes.local_name(home)
     local = [r for r in state.queued if remote.pinned(r) in (None, here)]
+    lacking = {r.id: remote.not_here(r) for r in local}
+    elsewhere = [
+        Wait(r.id, f"waiting for a node with dataset {', '.join(sorted(lacking[r.id]))}")
+        for r in local
+        if lacking[r.id]
+    ]
+    local = [r for r in local if not lacking[r.id]]
     demands = [demand_of(r) for r in local]
     reading = pool.build(home, state.leased, with_gpus=any(d.gpus > 0 for d in demands))
     when = now or datetime.now(UTC)
     reserve = float(home.config["reserve_after_s"])
-    decisions: list[Admit | Wait | Place] = list(plan(demands, reading.pool, when, reserve))
+    decisions: list[Admit | Wait | Place] = [
+        *plan(demands, reading.pool, when, reserve),
+        *elsewhere,
+    ]
     if not with_nodes:
         decisions += [
             Wait(r.id, f"waiting for node {remote.pinned(r)}: not a node of this home")
             for r in state.queued
-            if r not in local
+            if remote.pinned(r) not in (None, here)
         ]
         return decisions, reading.problems
     local_decisions = [d for d in decisions if isinstance(d, Admit | Wait)]

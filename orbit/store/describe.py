@@ -115,6 +115,7 @@ def describe(
         "peaks": status.get("peaks") or {},
         "timeout_min": spec.get("timeout_min"),
         "project": spec.get("project") or {},
+        "datasets": spec.get("datasets") or [],  # [{name, path, target, rw}] (`-d`)
         "submitted_at": status.get("submitted_at"),
         "started_at": status.get("started_at"),
         "finished_at": status.get("finished_at"),

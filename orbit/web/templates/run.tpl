@@ -41,6 +41,9 @@
   % if proj:
   <tr><th>project</th><td>{{proj.get('mode', '')}} {{proj.get('path') or ''}} <code>{{(proj.get('commit') or '')[:12]}}</code>{{' (dirty)' if proj.get('dirty') else ''}}</td></tr>
   % end
+  % for i, use in enumerate(u for u in info['datasets'] if isinstance(u, dict)):
+  <tr><th>{{'datasets' if i == 0 else ''}}</th><td>{{use.get('name')}} at <code>{{use.get('target')}}</code> ({{'read-write' if use.get('rw') else 'read-only'}}; <code>{{use.get('path')}}</code>)</td></tr>
+  % end
   <tr><th>network</th><td>{{spec.get('network') or ''}}</td></tr>
   <tr><th>timeout</th><td>{{'' if info['timeout_min'] is None else fmt(float(info['timeout_min'])) + ' min'}}</td></tr>
   <tr><th>node</th><td>{{spec.get('node') or ''}}</td></tr>

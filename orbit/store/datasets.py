@@ -1,0 +1,267 @@
+"""Named datasets of one home: a name for a host path that runs mount with `-d NAME`.
+
+    ORBIT_HOME/datasets.yaml   (replaced atomically, under locks/datasets.lock)
+    format: 1
+    datasets:
+      NAME: {path, added_at, added_by, description}
+
+A dataset is a directory or a single file on this machine, named once and mounted read-only
+by default. Orbit never copies, walks or deletes it: `remove` forgets the name only. The
+registry is read at submit, where a `-d` becomes an ordinary `mounts` entry of run.yaml plus
+a `datasets` entry saying which dataset it was (docs/run-directory.md). Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from orbit.errors import ConflictError, CorruptError, NotFoundError, UsageError
+from orbit.store.files import read_yaml, write_yaml
+from orbit.store.home import Home
+from orbit.store.locks import locked
+from orbit.store.model import now_iso
+
+FORMAT = 1
+FILE = "datasets.yaml"
+LOCK = "datasets.lock"
+# Letters, digits, `.`, `_` and `-`, not starting with a dot or dash: a name is also the last
+# part of its default mount point (/data/NAME) and an argument of `orbit data rm`.
+NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
+DEFAULT_TARGET = "/data"  # `-d NAME` mounts at /data/NAME
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    path: str  # absolute, symlinks resolved when added
+    added_at: str
+    added_by: str
+    description: str | None = None
+
+    def kind(self) -> str | None:
+        """`directory` or `file` as the path is now; None when it is gone (one stat, never a
+        walk of the tree)."""
+        try:
+            mode = os.stat(self.path).st_mode
+        except OSError:
+            return None
+        return "directory" if stat.S_ISDIR(mode) else "file"
+
+    def entry(self) -> dict[str, Any]:
+        """Its datasets.yaml entry (the name is the key)."""
+        out: dict[str, Any] = {
+            "path": self.path,
+            "added_at": self.added_at,
+            "added_by": self.added_by,
+        }
+        if self.description:
+            out["description"] = self.description
+        return out
+
+
+@dataclass(frozen=True)
+class Use:
+    """A dataset as one run mounts it (`-d NAME[:DST[:rw]]`): run.yaml's `datasets` entry."""
+
+    name: str
+    path: str | None  # None: not on this machine; the node the run goes to mounts its own
+    target: str
+    rw: bool
+
+    def record(self) -> dict[str, Any]:
+        return {"name": self.name, "path": self.path, "target": self.target, "rw": self.rw}
+
+    def mount(self) -> dict[str, Any]:
+        """Its run.yaml `mounts` entry: an ordinary bind mount."""
+        return {"source": self.path, "target": self.target, "rw": self.rw}
+
+
+def path_of(home: Home) -> Path:
+    return home.root / FILE
+
+
+def check_name(name: str) -> None:
+    if not NAME.match(name):
+        raise UsageError(
+            f"bad dataset name {name!r}: letters, digits, `.`, `_` and `-`, at most 64, "
+            "not starting with `.` or `-`"
+        )
+
+
+def load(home: Home) -> dict[str, Dataset]:
+    """Every dataset of the home, by name; none when datasets.yaml does not exist. A damaged
+    file raises one CorruptError naming it (exit 6)."""
+    path = path_of(home)
+    if not path.exists():
+        return {}
+    data = read_yaml(path)
+    version = data.get("format")
+    if version != FORMAT:
+        raise CorruptError(f"{path}: format {version!r} is not one this Orbit reads ({FORMAT})")
+    entries = data.get("datasets")
+    if entries is None:
+        return {}
+    if not isinstance(entries, dict):
+        raise CorruptError(f"{path}: `datasets` is not a mapping; fix or remove it")
+    out = {}
+    for name, entry in entries.items():
+        out[str(name)] = _parse(path, name, entry)
+    return out
+
+
+def _parse(path: Path, name: Any, entry: Any) -> Dataset:
+    def bad(why: str) -> CorruptError:
+        return CorruptError(f"{path}: dataset {name!r} {why}; fix or remove it")
+
+    if not isinstance(name, str) or not NAME.match(name):
+        raise bad("has a name Orbit does not accept")
+    if not isinstance(entry, dict):
+        raise bad("is not a mapping")
+    where = entry.get("path")
+    if not isinstance(where, str) or not where.startswith("/"):
+        raise bad("has no absolute `path`")
+    description = entry.get("description")
+    if description is not None and not isinstance(description, str):
+        raise bad("has a `description` that is not text")
+    return Dataset(
+        name=name,
+        path=where,
+        added_at=str(entry.get("added_at") or ""),
+        added_by=str(entry.get("added_by") or ""),
+        description=description or None,
+    )
+
+
+def get(home: Home, name: str) -> Dataset:
+    datasets = load(home)
+    if name not in datasets:
+        raise NotFoundError(f"no dataset {name!r} ({_known(datasets)})")
+    return datasets[name]
+
+
+def _known(datasets: dict[str, Dataset]) -> str:
+    if not datasets:
+        return "none yet: add one with `orbit data add NAME PATH`"
+    return "datasets: " + ", ".join(sorted(datasets))
+
+
+def add(
+    home: Home,
+    name: str,
+    path: str | Path,
+    *,
+    description: str | None = None,
+    replace: bool = False,
+) -> Dataset:
+    """Name `path` (a directory or a file, which must exist; resolved to an absolute path
+    without symlinks). A name that exists is refused (ConflictError) unless `replace`."""
+    check_name(name)
+    if description is not None and ("\n" in description or not description.strip()):
+        raise UsageError("a dataset description is one non-empty line")
+    resolved = Path(path).expanduser().resolve()
+    if not resolved.exists():
+        raise UsageError(f"dataset path does not exist: {resolved}")
+    if not (resolved.is_dir() or resolved.is_file()):
+        raise UsageError(f"dataset path is neither a directory nor a file: {resolved}")
+    dataset = Dataset(
+        name=name,
+        path=str(resolved),
+        added_at=now_iso(),
+        added_by=_user(home),
+        description=description.strip() if description else None,
+    )
+    with _locked(home):
+        datasets = load(home)
+        old = datasets.get(name)
+        if old is not None and not replace:
+            raise ConflictError(
+                f"dataset {name!r} exists ({old.path}); add it again with --replace, "
+                f"or `orbit data rm {name}` first"
+            )
+        datasets[name] = dataset
+        _save(home, datasets)
+    return dataset
+
+
+def remove(home: Home, name: str) -> Dataset:
+    """Forget the name (the data stays where it is); NotFoundError for an unknown name."""
+    with _locked(home):
+        datasets = load(home)
+        if name not in datasets:
+            raise NotFoundError(f"no dataset {name!r} ({_known(datasets)})")
+        dataset = datasets.pop(name)
+        _save(home, datasets)
+    return dataset
+
+
+def _locked(home: Home) -> Any:
+    home.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return locked(home.locks_dir / LOCK)
+
+
+def _save(home: Home, datasets: dict[str, Dataset]) -> None:
+    body = {"format": FORMAT, "datasets": {n: d.entry() for n, d in sorted(datasets.items())}}
+    write_yaml(path_of(home), body)
+
+
+def _user(home: Home) -> str:
+    user = home.environ.get("USER")
+    if user:
+        return user
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
+# --- `-d NAME[:DST[:rw]]` at submit -------------------------------------------------------------
+def parse_use(text: str) -> tuple[str, str | None, bool]:
+    """(name, target or None for the default, rw) of one `-d` value. `NAME:rw` (and `:ro`) is
+    short for the default target with that mode: a target is always an absolute path."""
+    parts = text.split(":")
+    name = parts[0]
+    if len(parts) > 3 or not name:
+        raise UsageError(f"-d expects NAME[:DST[:rw]], got {text!r}")
+    check_name(name)
+    target: str | None = None
+    mode = "ro"
+    rest = parts[1:]
+    if len(rest) == 1 and rest[0] in ("ro", "rw"):
+        mode = rest[0]
+    elif rest:
+        target = rest[0] or None
+        if len(rest) == 2:
+            mode = rest[1]
+    if mode not in ("ro", "rw"):
+        raise UsageError(f"-d mode must be ro or rw, got {mode!r} in {text!r}")
+    if target is not None and not target.startswith("/"):
+        raise UsageError(f"-d destination must be an absolute path, got {target!r} in {text!r}")
+    return name, target, mode == "rw"
+
+
+def resolve(home: Home, items: list[str]) -> list[Use]:
+    """The datasets a run asks for, each checked: a known name (NotFoundError listing the
+    known ones), a path that still exists (UsageError), one mount point each."""
+    if not items:
+        return []
+    datasets = load(home)
+    uses = []
+    for text in items:
+        name, target, rw = parse_use(text)
+        dataset = datasets.get(name)
+        if dataset is None:
+            raise NotFoundError(f"-d {text}: no dataset {name!r} ({_known(datasets)})")
+        if dataset.kind() is None:
+            raise UsageError(
+                f"-d {text}: dataset {name!r} is registered at {dataset.path}, which no longer "
+                f"exists; `orbit data add {name} NEWPATH --replace`, or `orbit data rm {name}`"
+            )
+        uses.append(Use(name, dataset.path, target or f"{DEFAULT_TARGET}/{name}", rw))
+    return uses
