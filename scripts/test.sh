@@ -49,6 +49,16 @@ if ! command -v npm >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm >/dev/null
 fi
 
+# ------------------------------------------------------------------- sshd
+# The node tests start their own sshd on loopback (tests/node_setup.py); nothing is enabled.
+if [ ! -x /usr/sbin/sshd ]; then
+    banner "apt-get install openssh-server (for the node tests' sshd)"
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server >/dev/null; then
+        apt-get update -q >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server >/dev/null
+    fi
+fi
+
 # --------------------------------------------------------------------- lint
 banner "ruff check ."
 "$PYTHON" -m ruff check .

@@ -25,6 +25,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from docker_setup import BUSYBOX_IMAGE, PYTHON_IMAGE, REPO_ROOT, ensure_docker, ensure_test_images
+from node_setup import SecondEngine, SshClient, SshServer, cleanup_sshd_leftovers, ensure_packages
 
 from orbit.cli import main
 from orbit.env import Env
@@ -146,6 +147,53 @@ def no_tickers_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
                 proc.send_signal(signal.SIGTERM)
         except psutil.Error:
             continue
+
+
+@pytest.fixture(scope="session")
+def _second_engine_session(docker_engine: None) -> Iterator[SecondEngine]:
+    engine = SecondEngine()  # its first start removes what a crashed session left
+    try:
+        yield engine
+    finally:
+        engine.stop()
+
+
+@pytest.fixture
+def second_engine(_second_engine_session: SecondEngine) -> SecondEngine:
+    """The node machine's Docker engine (see docs/testing.md), one per session, started (or
+    restarted, after a test killed or stopped it) for each test that asks for it."""
+    _second_engine_session.start()
+    return _second_engine_session
+
+
+@pytest.fixture(scope="session")
+def ssh_client(tmp_path_factory: pytest.TempPathFactory) -> SshClient:
+    """The primary's ssh key and config: one for the session, reaching every `node_sshd`."""
+    ensure_packages()
+    cleanup_sshd_leftovers()
+    return SshClient(tmp_path_factory.mktemp("ssh-client"))
+
+
+@pytest.fixture(scope="session")
+def node_sshd(
+    ssh_client: SshClient, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[..., SshServer]]:
+    """`node_sshd(env)` starts an sshd on its own port whose sessions see `env` (SetEnv);
+    every one is stopped at the end of the session."""
+    servers: list[SshServer] = []
+    base = tmp_path_factory.getbasetemp()
+
+    def make(env: dict[str, str] | None = None) -> SshServer:
+        server = SshServer(env, client=ssh_client, base=base)
+        servers.append(server)
+        server.start()
+        return server
+
+    try:
+        yield make
+    finally:
+        for server in servers:
+            server.stop()
 
 
 @pytest.fixture
