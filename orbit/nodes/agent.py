@@ -52,9 +52,16 @@ POLL_S = 0.2
 HEARTBEAT_S = 2.0
 
 
+def _tick(home: Home) -> None:
+    """Reaching a node ticks it: a node nobody ticked since it came back (no supervisor) gets
+    its dead shepherds replaced and its queue moved before it answers."""
+    tick(home, spawn=spawn, actor="node")
+
+
 def info(home: Home) -> dict[str, Any]:
     """What the primary places runs by: this home's pool as its own tick would see it."""
     home.ensure()
+    _tick(home)
     store = RunStore(home)
     leased = [r for r in store.load_many(store.leased_ids()) if isinstance(r, Run)]
     leased = [r for r in leased if r.state in LEASED]
@@ -220,6 +227,7 @@ def output_file(home: Home, run_id: str, name: str) -> Path:
 def follow(home: Home, run_id: str, log_at: int, metrics_at: int, out: IO[bytes]) -> None:
     """Stream the run to `out` (see the module's text) until it is finished and sent."""
     run = _run(home, run_id)
+    _tick(home)
     status_path = run.path(STATUS_YAML)
     last_stamp: tuple[int, int] | None = None
     quiet_since = time.monotonic()

@@ -26,6 +26,7 @@ from orbit.store.model import Run, parse_iso
 log = logging.getLogger(__name__)
 
 PROBE_MODULE = "orbit.nodes.probe"
+RETRY_S = 3.0  # an unreachable node is tried again this often while runs may go to it
 
 
 def demand_of(run: Run) -> Demand:
@@ -120,7 +121,7 @@ def targets(
     datasets: dict[str, set[str]] = {}
     for name, node in registry.items():
         state = nodes.read_state(home, name)
-        if state is None or not state.fresh(now):
+        if state is None or not state.fresh(now) or (not state.ok and state.age_s(now) > RETRY_S):
             wake_probe(home, name)
         slurm = node.kind == "slurm"
         if state is None:
@@ -145,11 +146,7 @@ def targets(
             continue
         if slurm:
             pool = _whole(pool)
-        sending = tuple(
-            demand_of(r)
-            for r in leased
-            if placed_on(r) == name and not r.status.get("remote") and _after(r, state)
-        )
+        sending = tuple(demand_of(r) for r in leased if placed_on(r) == name and _after(r, state))
         out.append(Target(name, pool, "", slurm, sending))
     return out, datasets, []
 

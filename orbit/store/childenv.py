@@ -34,6 +34,7 @@ KEEP = frozenset(
         "SSL_CERT_DIR",
         "REQUESTS_CA_BUNDLE",
         "LD_LIBRARY_PATH",  # some Python builds need it to start
+        "SSH_AUTH_SOCK",  # the user's ssh agent: how mirrors and probes reach nodes
     }
 )
 KEEP_PREFIXES = ("LC_", "ORBIT_", "DOCKER_", "PYTHON")
