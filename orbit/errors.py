@@ -56,6 +56,12 @@ class CorruptError(OrbitError):
     exit_code = ExitCode.CORRUPT
 
 
+class SlurmError(OrbitError):
+    """Slurm's commands could not be run or did not answer (not a refusal of one job)."""
+
+    exit_code = ExitCode.ENVIRONMENT
+
+
 class EnvironmentProblem(OrbitError):
     """The machine, not Orbit or its input, refused a file operation (see `from_os_error`)."""
 
