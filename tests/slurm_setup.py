@@ -136,7 +136,11 @@ def down(timeout: float = 20.0) -> None:
             )
         except subprocess.TimeoutExpired:
             pass
-    pids = [pid for pid, _ in _pids() if _ours(pid)]
+    found = [(pid, name) for pid, name in _pids() if _ours(pid)]
+    for pid, name in found:
+        if name == "munged":  # scontrol shutdown does not reach it
+            _signal(pid, signal.SIGTERM)
+    pids = [pid for pid, _ in found]
     deadline = time.monotonic() + timeout
     sent_term = False
     while pids:

@@ -101,8 +101,23 @@ CONFIG = {
     "gpu_outside_min_gb",
     "scheduler_interval_s",
     "pids_limit",
+    "executor",
+    "slurm_partition",
+    "slurm_account",
+    "slurm_extra_args",
 }
-RESOURCES = {"gpu_source", "gpus", "gpus_free", "cpus", "memory", "leases", "queue", "problems"}
+RESOURCES = {
+    "executor",
+    "slurm_partition",
+    "gpu_source",
+    "gpus",
+    "gpus_free",
+    "cpus",
+    "memory",
+    "leases",
+    "queue",
+    "problems",
+}
 GPU = {
     "index",
     "uuid",
