@@ -145,7 +145,8 @@ def test_gpu_runs_get_gres_wait_for_resources_and_start_when_one_ends(
     waiting = _ticking_until(sl, third, lambda s: "Resources" in (s.get("reason") or ""))
     assert waiting["state"] == "queued"
     assert waiting["reason"] == "waiting in Slurm (partition main): Resources"
-    assert "Resources" in sl("ps").out
+    listing = sl("ps").out
+    assert "Resources" in listing and "executor: Slurm (partition main)" in listing
     indices = set()
     for run_id in (first, second):
         status = _finished(sl, run_id)
