@@ -99,6 +99,8 @@ def main(argv: list[str]) -> int:
     def cancel(signum: int, frame: object) -> None:
         # The shepherd checks for this file twice a second and stops the container.
         log.info("run %s: SIGTERM from Slurm: cancelling", run_id)
+        if (run_dir / CANCEL_FILE).exists():
+            return  # `orbit cancel` asked first (and scancel'ed the job)
         try:
             atomic_write(run_dir / CANCEL_FILE, b"slurm")
             RunStore(home).append_event(run_id, "cancel-requested", actor="slurm")
