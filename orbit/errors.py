@@ -67,6 +67,12 @@ class NodeUnreachable(NodeError):
     """A node could not be reached, or the connection to it broke."""
 
 
+class SlurmError(OrbitError):
+    """Slurm's commands could not be run or did not answer (not a refusal of one job)."""
+
+    exit_code = ExitCode.ENVIRONMENT
+
+
 class EnvironmentProblem(OrbitError):
     """The machine, not Orbit or its input, refused a file operation (see `from_os_error`)."""
 

@@ -59,6 +59,16 @@ if [ ! -x /usr/sbin/sshd ]; then
     fi
 fi
 
+# -------------------------------------------------------------------- slurm
+# tests/test_slurm.py starts a real cluster from Debian's packages (tests/slurm_setup.py).
+if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/munged ] \
+    || ! command -v sbatch >/dev/null 2>&1; then
+    banner "apt-get install slurmctld slurmd slurm-client munge (for the Slurm tests)"
+    apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        slurmctld slurmd slurm-client munge >/dev/null
+fi
+
 # --------------------------------------------------------------------- lint
 banner "ruff check ."
 "$PYTHON" -m ruff check .

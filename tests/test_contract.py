@@ -103,8 +103,23 @@ CONFIG = {
     "scheduler_interval_s",
     "node_unknown_after_s",
     "pids_limit",
+    "executor",
+    "slurm_partition",
+    "slurm_account",
+    "slurm_extra_args",
 }
-RESOURCES = {"gpu_source", "gpus", "gpus_free", "cpus", "memory", "leases", "queue", "problems"}
+RESOURCES = {
+    "executor",
+    "slurm_partition",
+    "gpu_source",
+    "gpus",
+    "gpus_free",
+    "cpus",
+    "memory",
+    "leases",
+    "queue",
+    "problems",
+}
 GPU = {
     "index",
     "uuid",

@@ -25,18 +25,13 @@ def run(args: argparse.Namespace, env: Env) -> int:
         print_json(env, data)
         return ExitCode.OK
     w = env.stdout.write
-    gpus = data["gpus"]
-    source = {"fake": "stand-in", "nvml": "NVML", "none": "none found"}[data["gpu_source"]]
-    w(f"GPUs ({source}):\n" if gpus else f"GPUs: {source}\n")
-    for g in gpus:
-        util = f", {g['utilization']}% busy" if g["utilization"] is not None else ""
-        state = g["holder"] or ("free" if g["allowed"] else "not allowed (ORBIT_GPUS)")
-        w(
-            f"  {g['index']}  {g['name']}  {g['memory_used_gb']:.1f}/{g['memory_total_gb']:.1f}"
-            f" GiB used{util}  {state}\n"
-        )
-    for line in cpu_memory_lines(data):
-        w(line + "\n")
+    if data["executor"] == "slurm":
+        # Slurm places the runs: this machine's GPUs, CPUs and memory are not what they lease.
+        partition = data["slurm_partition"]
+        where = f"partition {partition}" if partition else "the default partition"
+        w(f"Executor: Slurm ({where}); runs lease what their job was granted\n")
+    else:
+        _machine(env, data)
     w("Leases:\n" if data["leases"] else "Leases: none\n")
     for lease in data["leases"]:
         label = f"{lease['id']} ({lease['name']})" if lease["name"] else lease["id"]
@@ -50,6 +45,23 @@ def run(args: argparse.Namespace, env: Env) -> int:
     for problem in data["problems"]:
         w(f"problem: {problem}\n")
     return ExitCode.OK
+
+
+def _machine(env: Env, data: dict[str, Any]) -> None:
+    """This machine's GPUs, CPUs and memory (a home whose runs run here)."""
+    w = env.stdout.write
+    gpus = data["gpus"]
+    source = {"fake": "stand-in", "nvml": "NVML", "none": "none found"}[data["gpu_source"]]
+    w(f"GPUs ({source}):\n" if gpus else f"GPUs: {source}\n")
+    for g in gpus:
+        util = f", {g['utilization']}% busy" if g["utilization"] is not None else ""
+        state = g["holder"] or ("free" if g["allowed"] else "not allowed (ORBIT_GPUS)")
+        w(
+            f"  {g['index']}  {g['name']}  {g['memory_used_gb']:.1f}/{g['memory_total_gb']:.1f}"
+            f" GiB used{util}  {state}\n"
+        )
+    for line in cpu_memory_lines(data):
+        w(line + "\n")
 
 
 def cpu_memory_lines(data: dict[str, Any]) -> list[str]:

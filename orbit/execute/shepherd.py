@@ -56,6 +56,7 @@ from orbit.store.runs import RunStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from orbit.execute import workspace
@@ -69,12 +70,18 @@ STOP_GRACE_SECONDS = 10
 CANCEL_FILE = "cancel.request"
 
 
-def run_shepherd(home: Home, run_id: str, *, spawner: Spawner) -> None:
+def run_shepherd(
+    home: Home, run_id: str, *, spawner: Spawner, admit: Callable[[], bool] | None = None
+) -> None:
+    """Follow the run to its end. `admit`, called once the lock is held, makes the run this
+    shepherd's (a Slurm job admits its own run: execute/slurm_job.py); False ends here."""
     lock = try_lock(home.runs_dir / run_id / SHEPHERD_LOCK, timeout=5.0)
     if lock is None:
         log.info("another shepherd holds run %s", run_id)
         return
     try:
+        if admit is not None and not admit():
+            return
         # For people and tests only; liveness is the lock, never this pid.
         try:
             atomic_write(home.runs_dir / run_id / "shepherd.pid", f"{os.getpid()}\n".encode())
@@ -518,6 +525,8 @@ class Shepherd:
     def _ahead(self) -> Prespawned | None:
         """When runs are queued, the next run's shepherd, started now so that it imports
         while this one settles and ticks (the tick hands it the run it admits first)."""
+        if self.home.config.get("executor") == "slurm":
+            return None  # queued runs start as Slurm jobs, never through a shepherd of ours
         try:
             with os.scandir(self.home.queue_dir) as entries:
                 if not any(entries):

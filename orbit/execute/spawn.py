@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 
-from orbit.store.childenv import child_environ
+from orbit.store.childenv import lean_environ
 from orbit.store.home import Home
 
 TYPE_CHECKING = False
@@ -46,10 +46,7 @@ def set_process_name() -> None:
 def shepherd_environ(home: Home) -> dict[str, str]:
     """The scrubbed environment, with this process's import path on PYTHONPATH (the shepherd
     skips the site module, which would otherwise add the site directories)."""
-    env = child_environ(home, home.environ)
-    paths = [*env.get("PYTHONPATH", "").split(os.pathsep), *sys.path]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p and os.path.isdir(p)))
-    return env
+    return lean_environ(home)
 
 
 def _start(home: Home, args: list[str], stdin: int | None) -> None:

@@ -142,6 +142,8 @@ def _node_slots(home: Home, names: list[str] | None) -> list[tuple[Amount, tuple
 
 
 def _resources(home: Home, req: Request) -> Amount:
+    if home.config.get("executor") == "slurm":
+        return _slurm_resources(home, req)
     totals = machine_totals(home)
     cfg = home.config
     cpus = req.cpus if req.cpus is not None else min(float(cfg["default_cpus"]), totals.cpus)
@@ -181,6 +183,24 @@ def _resources(home: Home, req: Request) -> Amount:
         subject = "it " if why.startswith("needs ") else ""  # "pinned GPU 7 does not exist"
         raise UsageError(f"this run can never start: {subject}{why}")
     return need
+
+
+def _slurm_resources(home: Home, req: Request) -> Amount:
+    """A Slurm home's request: this machine is not where the run goes, so nothing is checked
+    against it (Slurm refuses at sbatch what no node can hold, and the run fails with its
+    message); defaults as configured. Slurm chooses the GPUs: no --gpu-ids or --gpu-mem."""
+    cfg = home.config
+    cpus = req.cpus if req.cpus is not None else float(cfg["default_cpus"])
+    mem = req.mem_gb if req.mem_gb is not None else float(cfg["default_mem_gb"])
+    if req.gpus < 0:
+        raise UsageError("--gpus must be 0 or more")
+    if req.gpu_ids or req.gpu_mem_gb:
+        raise UsageError(
+            "--gpu-ids and --gpu-mem are not available in a Slurm home (Slurm picks the GPUs)"
+        )
+    if cpus <= 0 or mem <= 0:
+        raise UsageError("--cpus and --mem must be positive")
+    return Amount(float(cpus), float(mem))
 
 
 @dataclass

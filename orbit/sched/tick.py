@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from orbit.errors import OrbitError, from_os_error
-from orbit.sched import clock, pool, remote
+from orbit.sched import clock, pool, remote, slurm
 from orbit.sched.nodeplace import Place
 from orbit.sched.plan import Admit, Wait, plan
 from orbit.sched.remote import demand_of
@@ -196,6 +196,9 @@ def _reconcile_and_admit(
     unchanged = _unchanged(submitted)
     for item in _load(cache, ids, unchanged):
         _reconcile(home, store, item, spawn, actor, report, state)
+    if slurm.enabled(home):  # Slurm places the runs: nothing of this machine is measured
+        slurm.advance(home, store, state.queued, actor, report)
+        return
     if not state.queued:
         if home.config.get("count_outside_use", True):
             # Keep the CPU baseline fresh, so the next submit is judged on a recent measurement.
@@ -521,6 +524,10 @@ def _check_boot(
     Each gets a shepherd too, which finds the run finished and only saves what is left of the
     container's log before removing it.
     """
+    if slurm.enabled(home):
+        # The runs' containers live on the compute nodes, and ticks run on the login host
+        # and the nodes alike: one machine's boot says nothing about them.
+        return
     path = home.runtime_dir / "boot_id"
     boot = current_boot_id()
     try:

@@ -11,6 +11,7 @@ values) has no business in a process that outlives the command.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -35,6 +36,7 @@ KEEP = frozenset(
         "REQUESTS_CA_BUNDLE",
         "LD_LIBRARY_PATH",  # some Python builds need it to start
         "SSH_AUTH_SOCK",  # the user's ssh agent: how mirrors and probes reach nodes
+        "SLURM_CONF",  # where Slurm's commands find the cluster (a Slurm home's ticks)
     }
 )
 KEEP_PREFIXES = ("LC_", "ORBIT_", "DOCKER_", "PYTHON")
@@ -53,4 +55,14 @@ def child_environ(home: Home, base: Mapping[str, str] | None = None) -> dict[str
     env["ORBIT_HOME"] = str(home.root)
     paths = [str(PACKAGE_PARENT), *env.get("PYTHONPATH", "").split(os.pathsep)]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+    return env
+
+
+def lean_environ(home: Home) -> dict[str, str]:
+    """`child_environ`, with this process's import path on PYTHONPATH: for an interpreter started
+    with `-S` (a shepherd, a Slurm job), which skips the site module that would add the site
+    directories."""
+    env = child_environ(home, home.environ)
+    paths = [*env.get("PYTHONPATH", "").split(os.pathsep), *sys.path]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p and os.path.isdir(p)))
     return env

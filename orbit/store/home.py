@@ -55,6 +55,11 @@ DEFAULTS: dict[str, Any] = {
     "gpu_outside_min_gb": 1.0,  # a GPU is busy outside Orbit above this much foreign memory
     # Nodes (docs/nodes.md)
     "node_unknown_after_s": 30,  # a run on a node unreachable this long becomes `unknown`
+    # Where runs execute (docs/nodes.md)
+    "executor": "local",  # "local": this machine's Docker; "slurm": each run is a Slurm job
+    "slurm_partition": None,  # sbatch -p; null: the cluster's default partition
+    "slurm_account": None,  # sbatch -A; null: the user's default account
+    "slurm_extra_args": None,  # more sbatch options, a list, e.g. ["--qos=short"]
     # Notifications (docs/notify.md)
     "web_url": None,  # how people reach `orbit web`, e.g. http://gpu1:7777: messages link to it
 }
@@ -70,7 +75,15 @@ POSITIVE = (
     "pids_limit",
     "node_unknown_after_s",
 )
-OPTIONAL_TEXT = ("data_dir", "default_image", "fake_gpus", "web_url")
+OPTIONAL_TEXT = (
+    "data_dir",
+    "default_image",
+    "fake_gpus",
+    "web_url",
+    "slurm_partition",
+    "slurm_account",
+)
+EXECUTORS = ("local", "slurm")
 NON_NEGATIVE = ("outside_cpu_min", "outside_mem_min_gb", "gpu_outside_min_gb")
 BOOLEAN = ("count_outside_use",)
 
@@ -90,6 +103,11 @@ def check_setting(key: str, value: Any) -> str | None:
         return (
             None if whole and value > 0 else f"pids_limit must be a whole number > 0, got {value!r}"
         )
+    if key == "executor":
+        return None if value in EXECUTORS else f"executor must be local or slurm, got {value!r}"
+    if key == "slurm_extra_args":
+        ok = isinstance(value, list) and all(isinstance(v, str) and v for v in value)
+        return None if ok else f"slurm_extra_args must be a list of sbatch options, got {value!r}"
     if key == "allowed_gpus":
         ok = isinstance(value, list) and all(isinstance(v, int) and v >= 0 for v in value)
         return None if ok else f"allowed_gpus must be a list of GPU indices, got {value!r}"
