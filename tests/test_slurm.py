@@ -263,3 +263,47 @@ def test_sbatch_options_and_settings(orbit: Orbit) -> None:
     assert argv[-4:] == ["--partition=gpu", "--account=lab", "--qos=short", "--time=60"]
     refused = orbit("run", "--no-project", "--gpus", "1", "--gpu-ids", "0", "--", "true")
     assert refused.code == 2 and "Slurm picks the GPUs" in refused.err
+
+
+def test_a_slurm_node_reached_over_ssh(
+    orbit: Orbit, cluster: dict[str, str], node_sshd: Any, busybox: str, tmp_path: Path
+) -> None:
+    """`orbit node add hpc slurm://…`: the login host's home hands the runs to Slurm; the
+    primary mirrors them, with Slurm's reason while they wait."""
+    import sys
+
+    import yaml
+    from docker_setup import REPO_ROOT
+
+    hpc = tmp_path / "hpc"
+    hpc.mkdir()
+    (hpc / "config.yaml").write_text(yaml.safe_dump({"format": 1, "count_outside_use": False}))
+    sshd = node_sshd({**cluster, "PYTHONPATH": str(REPO_ROOT), "ORBIT_NODE": "hpc"})
+    orbit.environ.update(ORBIT_SSH=sshd.orbit_ssh_env(), ORBIT_NODE="here")
+    url = sshd.url().replace("ssh://", "slurm://")
+    res = orbit("node", "add", "hpc", url, "--home", str(hpc), "--partition",
+                slurm_setup.PARTITION, "--orbit", f"{sys.executable} -m orbit")  # fmt: skip
+    assert res.code == 0, res.err
+    config = yaml.safe_load((hpc / "config.yaml").read_text())
+    assert (config["executor"], config["slurm_partition"]) == ("slurm", slurm_setup.PARTITION)
+    (row,) = orbit("node", "ls", "--json").json()["nodes"]
+    assert row["url"] == url and row["executor"] == "slurm"
+
+    # A run that names no node stays here: a Slurm node takes only the runs sent to it.
+    here = orbit.submit(*SMALL, "--image", busybox, "--", "true")
+    assert "node" not in _finished(orbit, here)
+    # Three runs of 2 CPUs on two nodes of 2 CPUs: the third waits, with Slurm's reason.
+    hog = ("--node", "hpc", "--no-project", "--cpus", "2", "--mem", "0.25", "--image", busybox)
+    ids = [orbit.submit(*hog, "--", "sh", "-c", f"echo run {i}; sleep 4") for i in range(3)]
+    pending = orbit.wait_for(
+        ids[2], lambda s: "waiting in Slurm" in (s.get("reason") or ""), timeout=60
+    )
+    assert pending["state"] == "starting" and pending["node"] == "hpc"
+    assert pending["reason"].startswith("on node hpc: waiting in Slurm (partition main): ")
+    for i, run_id in enumerate(ids):
+        status = orbit.wait_for(run_id, lambda s: s["state"] in FINISHED, timeout=90)
+        assert status["state"] == "succeeded", status
+        there = yaml.safe_load((hpc / "runs" / status["remote"]["id"] / "status.yaml").read_text())
+        assert there["slurm"]["job_id"].isdigit() and there["slurm"]["node"] in slurm_setup.nodes()
+        assert (orbit.run_dir(run_id) / "log.txt").read_text() == f"run {i}\n"
+        assert status["remote"]["lease"]["cpus"] == 2.0

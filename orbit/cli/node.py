@@ -166,7 +166,13 @@ def add(args: argparse.Namespace, env: Env) -> int:
         nodes.state_path(home, node.name).unlink(missing_ok=True)
         raise NodeError(f"{state.error}; node not added")
     if node.kind == "slurm":
-        raise NodeError("slurm:// nodes are not supported yet; add the login host as ssh://")
+        # The node's home hands its runs to Slurm from now on (docs/nodes.md#slurm).
+        from orbit.nodes import ssh
+
+        ssh.call(node, env.environ, "configure-slurm", [args.partition or "", args.account or ""])
+        state = read_node(home, node)
+        if not state.ok:
+            raise NodeError(f"{state.error}; node not added")
     nodes.add(home, node)
     row = _row(node, state, [])
     if args.json:

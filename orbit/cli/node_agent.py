@@ -22,6 +22,7 @@ OPS = (
     "outputs",
     "cat",
     "data",
+    "configure-slurm",
 )
 
 
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
 
         return main(["data", *a], env)
     needs = {"info": 0, "submit": 0, "has-snapshot": 1, "put-snapshot": 1, "follow": 3,
-             "status": 1, "cancel": 1, "outputs": 1, "cat": 2}  # fmt: skip
+             "status": 1, "cancel": 1, "outputs": 1, "cat": 2, "configure-slurm": 2}  # fmt: skip
     if len(a) != needs[args.op]:
         raise UsageError(f"_node {args.op} takes {needs[args.op]} arguments")
     answer: Any
@@ -69,6 +70,8 @@ def run(args: argparse.Namespace, env: Env) -> int:
         answer = agent.status(home, a[0])
     elif args.op == "cancel":
         answer = agent.cancel(home, a[0], actor=f"node:{env.environ.get('USER') or 'primary'}")
+    elif args.op == "configure-slurm":
+        answer = agent.configure_slurm(home, a[0], a[1])
     elif args.op == "outputs":
         answer = agent.outputs(home, a[0])
     else:

@@ -133,6 +133,8 @@ def _node_slots(home: Home, names: list[str] | None) -> list[tuple[Amount, tuple
     found = []
     for name in names:
         state = nodes.read_state(home, name)
+        if state is not None and state.info.get("executor") == "slurm":
+            continue
         try:
             pool = pool_from_dict((state.info if state else {}).get("pool") or {})
         except ValueError:
@@ -171,7 +173,7 @@ def _resources(home: Home, req: Request) -> Amount:
     )
     if _elsewhere(home, req):
         # Only what that node was last seen to have can refuse it (none yet: its tick says).
-        seen = _node_slots(home, [str(req.node)])
+        seen = _node_slots(home, [str(req.node)])  # none for a Slurm node: sbatch decides
         why = never_fits(probe, *seen[0]) if seen else None
         if why:
             why = why.replace("this machine", f"node {req.node}")

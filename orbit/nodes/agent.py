@@ -156,6 +156,16 @@ def submit(home: Home, request: dict[str, Any]) -> dict[str, Any]:
     return {"id": run.id, "new": True}
 
 
+def configure_slurm(home: Home, partition: str, account: str) -> dict[str, Any]:
+    """Make this home hand its runs to Slurm (`orbit node add NAME slurm://…`): the executor
+    and, when given (non-empty), the partition and account."""
+    home.ensure()
+    home.set_config("executor", "slurm")
+    home.set_config("slurm_partition", partition or None)
+    home.set_config("slurm_account", account or None)
+    return {"executor": "slurm", "partition": partition or None, "account": account or None}
+
+
 def _next_id(home: Home) -> int:
     try:
         return int((home.runtime_dir / "next_id").read_text().strip())

@@ -167,6 +167,10 @@ def place(
             for d, _ in offered:
                 reasons[d.run_id].append(f"{target.name}: {target.error}")
             continue
+        if target.pinned_only:  # Slurm: it queues and schedules what it is sent itself
+            placed.update((d.run_id, target.name) for d, _ in offered)
+            left = [item for item in left if item[0].run_id not in placed]
+            continue
         pool = _less(target.pool, target.sending, group_running)
         decisions = plan([d for d, _ in offered], pool, now, reserve_after_s)
         for decision in decisions:

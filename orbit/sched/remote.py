@@ -15,7 +15,7 @@ from datetime import datetime
 from orbit.detach import start_with_lock
 from orbit.errors import OrbitError
 from orbit.sched.nodeplace import USABLE_S, Place, Target, place, pool_from_dict
-from orbit.sched.plan import Admit, Demand, Pool, Wait
+from orbit.sched.plan import Admit, Demand, Wait
 from orbit.sched.resources import Amount
 from orbit.store import nodes
 from orbit.store.childenv import child_environ
@@ -144,16 +144,9 @@ def targets(
         except ValueError as exc:
             out.append(Target(name, None, f"unreadable reading ({exc})", slurm))
             continue
-        if slurm:
-            pool = _whole(pool)
         sending = tuple(demand_of(r) for r in leased if placed_on(r) == name and _after(r, state))
         out.append(Target(name, pool, "", slurm, sending))
     return out, datasets, []
-
-
-def _whole(pool: Pool) -> Pool:
-    """A Slurm node's pool as all free: Slurm queues and schedules what it is sent."""
-    return Pool(totals=pool.totals, leased=Amount(0, 0), gpus=pool.gpus)
 
 
 def _after(run: Run, state: nodes.NodeState) -> bool:
