@@ -43,8 +43,11 @@ class Cluster:
         return Client(make_app(Home(self.primary.home, environ), token=TOKEN))
 
 
+AUTH = {"X-Orbit-Token": TOKEN}
+
+
 def get(client: Client, path: str, query: str = "") -> tuple[int, str, bytes]:
-    r = client.get(path, query, headers={"X-Orbit-Token": TOKEN}, auth=False)
+    r = client.get(path, query, headers=AUTH, auth=False)
     return r.status, r.body.decode(errors="replace"), r.body
 
 
@@ -95,8 +98,10 @@ def test_a_file_on_the_node_is_previewed_and_served_raw(cluster: Cluster) -> Non
     assert code == 200, page
     assert '<pre class="preview text">hi\n</pre>' in page
     assert "Read through node b" in page
-    code, _, body = get(client, f"/runs/{cluster.run_id}/files/a.txt", "raw=1")
-    assert (code, body) == (200, b"hi\n")
+    r = client.get(f"/runs/{cluster.run_id}/files/a.txt", "raw=1", headers=AUTH, auth=False)
+    assert (r.status, r.body) == (200, b"hi\n")
+    assert r.headers["content-type"] == "text/plain; charset=utf-8"
+    assert r.headers["content-security-policy"] == "sandbox; default-src 'none'"
     # a folder of the flat listing, and a CSV in it, previewed as a table
     code, page, _ = get(client, f"/runs/{cluster.run_id}/files/d/")
     assert code == 200 and f'href="/runs/{cluster.run_id}/files/d/t.csv">t.csv</a>' in page
@@ -202,9 +207,11 @@ def test_a_run_whose_node_cannot_be_reached_is_unknown_everywhere(
         assert code == 200 and f'data-id="{run_id}"' in page
         assert f'data-id="{cluster.run_id}"' not in page
         assert '<span class="state state-unknown" data-field="state">unknown</span>' in page
+        before = len(transport.calls())
         code, page, _ = get(client, f"/runs/{run_id}")
         assert code == 200 and 'id="run-state">unknown</span>' in page
-        assert "output/ is on node b and cannot be read now" in page
+        assert f"output/ is on node b and cannot be read now: {reason}" in page
+        assert len(transport.calls()) == before  # its reason says why: no call to wait on
         assert "started" in page  # the log mirrored before the break
 
         transport.up()

@@ -16,7 +16,7 @@ from orbit.errors import OrbitError
 from orbit.nodes import client
 from orbit.store.dirlist import Entry
 from orbit.store.home import Home
-from orbit.store.model import Run
+from orbit.store.model import Run, RunState
 from orbit.web.runfiles import LISTING_MAX
 
 # The run page and a folder listing wait this long for the node; ssh gives up connecting
@@ -56,7 +56,8 @@ class NodeView:
 
 def view(home: Home, run: Run, *, list_files: bool = True) -> NodeView | None:
     """The node a run runs on (None for a run here); with `list_files`, its output/ files are
-    read through the node, or `error` says why they could not be. Never raises OrbitError."""
+    read through the node, or `error` says why they could not be (without a call for a run
+    that is `unknown`: its reason says why). Never raises OrbitError."""
     name = run.status.get("node")
     if not name:
         return None
@@ -66,7 +67,11 @@ def view(home: Home, run: Run, *, list_files: bool = True) -> NodeView | None:
     lease = lease if isinstance(lease, dict) else {}
     gpus = [str(g.get("index")) for g in lease.get("gpus") or [] if isinstance(g, dict)]
     found = NodeView(str(name), str(remote["id"]) if remote.get("id") else None, gpus)
-    if list_files and found.remote_id is not None:
+    if run.state is RunState.UNKNOWN:
+        # The mirror could not reach the node just now (it tries every few seconds): a page
+        # need not wait up to LIST_TIMEOUT_S to learn the same.
+        found.error = run.reason or f"node {found.name} cannot be reached"
+    elif list_files and found.remote_id is not None:
         try:
             found.files = client.outputs(home, run, timeout=LIST_TIMEOUT_S)
         except OrbitError as exc:
