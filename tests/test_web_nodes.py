@@ -85,7 +85,7 @@ def test_the_page_names_the_node_and_lists_output_through_it(cluster: Cluster) -
     assert not (cluster.primary.run_dir(cluster.run_id) / "output" / "a.txt").exists()
     code, page, _ = get(cluster.client(), f"/runs/{cluster.run_id}")
     assert code == 200, page
-    assert f'id="run-node">Runs on node b as run {remote_id}.<' in page
+    assert f'id="run-node">Ran on node b as run {remote_id}.<' in page
     assert "output/ on node b" in page
     assert f'href="/runs/{cluster.run_id}/files/a.txt">a.txt</a></td><td>3 B<' in page
     assert f'href="/runs/{cluster.run_id}/files/d/">d/</a>' in page

@@ -7,7 +7,7 @@
 <p class="reason" id="run-reason">{{info['reason']}}</p>
 % end
 % if node is not None:
-<p class="node-where" id="run-node">Runs {{node.where}}.</p>
+<p class="node-where" id="run-node">{{'Ran' if run.state.finished else 'Runs'}} {{node.where}}.</p>
 % end
 % if error_lines:
 <div class="error-tail" id="run-error"><div class="muted">From the end of its log:</div>
