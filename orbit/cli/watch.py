@@ -58,20 +58,23 @@ class StatusWatch:
 class QueueNotes:
     """Says on stderr that a run waits in the queue and why, one line
     `orbit: run 4 (b) queued: waiting for 2 CPUs: 4 of 4 leased`, and again only when the reason
-    changes (the tick rewrites it only then). Nothing for a run that is not queued."""
+    changes (the tick rewrites it only then); the same for a run whose node cannot be reached
+    now (`orbit: run 4 unknown: node b cannot be reached …`). Nothing for other states."""
+
+    SHOWN = (RunState.QUEUED, RunState.UNKNOWN)
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
-        self.said: dict[str, str] = {}  # run id -> the reason last said
+        self.said: dict[str, str] = {}  # run id -> the state and reason last said
 
     def show(self, run: Run) -> None:
-        if run.state is not RunState.QUEUED:
+        if run.state not in self.SHOWN:
             return
-        reason = run.reason or "waiting"
-        if self.said.get(run.id) == reason:
+        line = f"{run.state.value}: {run.reason or 'waiting'}"
+        if self.said.get(run.id) == line:
             return
-        self.said[run.id] = reason
-        print(f"orbit: run {run.label} queued: {reason}", file=self.out, flush=True)
+        self.said[run.id] = line
+        print(f"orbit: run {run.label} {line}", file=self.out, flush=True)
 
 
 class SideTicks:

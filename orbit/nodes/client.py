@@ -25,23 +25,32 @@ def where(home: Home, run: Run) -> tuple[nodes.Node, str] | None:
     return nodes.get(home, str(name)), str(remote_id)
 
 
-def outputs(home: Home, run: Run) -> list[dict[str, Any]] | None:
-    """The files of the run's output/ on its node (path and size), or None for a run here."""
+def outputs(home: Home, run: Run, *, timeout: float = 30.0) -> list[dict[str, Any]] | None:
+    """The files of the run's output/ on its node (path and size), or None for a run here;
+    NodeUnreachable when the node does not answer within `timeout` seconds."""
     found = where(home, run)
     if found is None:
         return None
     node, remote_id = found
-    answer = json.loads(ssh.call(node, home.environ, "outputs", [remote_id], timeout=30))
-    return list(answer["files"])
+    answer = ssh.call(node, home.environ, "outputs", [remote_id], timeout=timeout)
+    try:
+        return [
+            {"path": str(f["path"]), "size": int(f["size"])} for f in json.loads(answer)["files"]
+        ]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise NodeError(
+            f"node {node.name}: an output listing that cannot be read ({exc})"
+        ) from None
 
 
-def read_output(home: Home, run: Run, path: str) -> bytes:
-    """One file of the run's output/ on its node."""
+def read_output(home: Home, run: Run, path: str, *, timeout: float = 120.0) -> bytes:
+    """One file of the run's output/ on its node (`path` relative to output/, checked there
+    too: nodes/agent.py `output_file`)."""
     found = where(home, run)
     if found is None:
         raise NotFoundError(f"run {run.label} is not on another node")
     node, remote_id = found
-    data = ssh.call(node, home.environ, "cat", [remote_id, path], timeout=120)
+    data = ssh.call(node, home.environ, "cat", [remote_id, path], timeout=timeout)
     if len(data) > MAX_READ:
         raise NodeError(f"node {node.name}: {path} is larger than {MAX_READ >> 20} MiB")
     return data

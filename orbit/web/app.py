@@ -169,7 +169,9 @@ def error_page(err: bottle.HTTPError) -> str:
     the API, `{"error": "...", "status": N}` as application/json."""
     _apply_headers(bottle.response)
     ctx = current()
-    if err.status_code >= 500:
+    # A page that broke says nothing of how; a 502 raised on purpose (a node that cannot be
+    # read now: web/browse.py) says why, like any 4xx.
+    if err.status_code >= 500 and (err.traceback or err.status_code != 502):
         if err.traceback:
             log.error(
                 "%s %s failed:\n%s", bottle.request.method, bottle.request.path, err.traceback

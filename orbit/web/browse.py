@@ -7,11 +7,15 @@ nothing outside its folder served.
     GET /runs/<id>/files/<path>     output/: a folder listing or a preview; ?raw=1 the bytes
     GET /runs/<id>/session/<path>   session/, the same way
     GET /runs/<id>/code.diff        the diff as text
+
+The output/ of a run on another node stays there: its listing and files are read through the
+node (orbit.web.remote), after the path was checked here (no `..`, not absolute).
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import stat
 from collections.abc import Iterator
@@ -21,11 +25,12 @@ from urllib.parse import quote
 
 import bottle
 
-from orbit.errors import NotFoundError
-from orbit.store.model import CODE_DIFF
-from orbit.web import runfiles
+from orbit.errors import NotFoundError, OrbitError
+from orbit.nodes.client import MAX_READ
+from orbit.store.model import CODE_DIFF, Run
+from orbit.web import remote, runfiles
 from orbit.web.charts import fmt_size
-from orbit.web.context import Route, current, load_run
+from orbit.web.context import Route, WebContext, current, load_run
 
 AREAS = {"files": "output", "session": "session"}
 
@@ -36,6 +41,8 @@ def browse(run_id: str, area: str, path: str = "") -> Any:
     run = load_run(ctx, run_id)
     folder = AREAS[area]
     path = path[1:]  # the "/" after the area
+    if area == "files" and run.status.get("node"):
+        return node_browse(ctx, run, path)
     rel = path.strip("/")
     entries: list[Any] = []
     total, preview = 0, None
@@ -64,9 +71,78 @@ def browse(run_id: str, area: str, path: str = "") -> Any:
         entries=entries,
         total=total,
         preview=preview,
+        node=None,
         fmt_size=fmt_size,
         q=quote,
     )
+
+
+def node_browse(ctx: WebContext, run: Run, path: str) -> Any:
+    """output/ of a run on another node, read through the node. The path is checked before
+    the node hears of it, and a file is read only once the node's listing has it."""
+    try:
+        rel = "/".join(runfiles.check_rel(path))
+    except runfiles.Refused as exc:
+        bottle.abort(403, str(exc))
+    node = remote.view(ctx.home, run)
+    assert node is not None  # the caller saw status.node
+    if node.files is None:
+        raise bottle.HTTPError(502 if node.error else 404, node.unreadable)
+    entries: list[Any] = []
+    total, preview = 0, None
+    size = remote.find(node.files, rel)
+    if size is not None:
+        if bottle.request.query.get("raw"):
+            return _node_raw(ctx, run, node, rel, size)
+        preview = _node_preview(ctx, run, node, rel, size)
+    else:
+        listing = remote.folder(node.files, rel)
+        if listing is None:
+            raise bottle.HTTPError(404, f"no file output/{rel} on node {node.name}")
+        entries, total = listing
+    return ctx.render(
+        "run_files",
+        title=f"run {run.label}: output/{rel}",
+        run=run,
+        area="files",
+        folder="output",
+        rel=rel,
+        entries=entries,
+        total=total,
+        preview=preview,
+        node=node,
+        fmt_size=fmt_size,
+        q=quote,
+    )
+
+
+def _fetch(ctx: WebContext, run: Run, node: remote.NodeView, rel: str) -> bytes:
+    try:
+        return remote.fetch(ctx.home, run, rel)
+    except OrbitError as exc:
+        text = f"output/{rel} is on node {node.name} and cannot be read now: {exc}"
+        raise bottle.HTTPError(502, text) from None
+
+
+def _node_preview(
+    ctx: WebContext, run: Run, node: remote.NodeView, rel: str, size: int
+) -> runfiles.Preview:
+    if PurePosixPath(rel).suffix.lower() in runfiles.IMAGE_TYPES:
+        return runfiles.Preview("image", size)  # the page shows it from ?raw=1
+    if size > remote.PREVIEW_FETCH_MAX:
+        return runfiles.Preview("large", size)
+    data = _fetch(ctx, run, node, rel)
+    return runfiles.preview(io.BytesIO(data), rel, len(data))
+
+
+def _node_raw(ctx: WebContext, run: Run, node: remote.NodeView, rel: str, size: int) -> Any:
+    if size > MAX_READ:
+        bottle.abort(
+            403, f"output/{rel} is larger than {MAX_READ >> 20} MiB: read it on node {node.name}"
+        )
+    data = _fetch(ctx, run, node, rel)
+    raw_headers(len(data), rel)
+    return b"" if bottle.request.method == "HEAD" else data
 
 
 def code_diff(run_id: str) -> Any:
@@ -87,15 +163,8 @@ def code_diff(run_id: str) -> Any:
 def raw(path_fd: int, size: int, name: str) -> Any:
     """The bytes of the regular file behind `path_fd` (at most `size` of them), with a
     sandboxing CSP that the site-wide headers leave in place."""
-    ctype, download = runfiles.raw_type(name)
     fh = runfiles.read_file(path_fd)
-    resp = bottle.response
-    resp.set_header("Content-Type", ctype)
-    resp.set_header("Content-Length", str(size))
-    resp.set_header("Content-Security-Policy", "sandbox; default-src 'none'")
-    if download:
-        filename = quote(PurePosixPath(name).name)
-        resp.set_header("Content-Disposition", f"attachment; filename*=UTF-8''{filename}")
+    raw_headers(size, name)
     if bottle.request.method == "HEAD":
         fh.close()
         return b""
@@ -106,6 +175,19 @@ def raw(path_fd: int, size: int, name: str) -> Any:
         # over 16 MiB froze the server for everyone.
         return _NoShortRead(fh)
     return _chunks(fh, size)
+
+
+def raw_headers(size: int, name: str) -> None:
+    """The headers of a raw file: its type (text never as HTML), its length, a sandboxing CSP
+    that the site-wide headers leave in place, and a download where the type asks for one."""
+    ctype, download = runfiles.raw_type(name)
+    resp = bottle.response
+    resp.set_header("Content-Type", ctype)
+    resp.set_header("Content-Length", str(size))
+    resp.set_header("Content-Security-Policy", "sandbox; default-src 'none'")
+    if download:
+        filename = quote(PurePosixPath(name).name)
+        resp.set_header("Content-Disposition", f"attachment; filename*=UTF-8''{filename}")
 
 
 class _NoShortRead:

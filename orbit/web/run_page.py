@@ -1,6 +1,7 @@
 """The run detail page and what it fetches while the run is active; notes.
 
 GET  /runs/<id>                 overview, log tail, charts, artifacts, diff, notes, sessions
+                                (a run on another node: its output/ is listed through the node)
 GET  /api/runs/<id>/log         ?offset=N&limit=BYTES (or ?before=N): a range of log.txt
 GET  /api/runs/<id>/metrics     down-sampled series as JSON (?points=N, at most 2000)
 GET  /runs/<id>/charts          the charts as an HTML fragment (live refresh)
@@ -21,7 +22,7 @@ from orbit.human import human_seconds
 from orbit.review.series import Metrics, read_metrics
 from orbit.store.describe import describe
 from orbit.store.model import CODE_DIFF, LOG, METRICS, RunState
-from orbit.web import runfiles, session
+from orbit.web import remote, runfiles, session
 from orbit.web.charts import COLORS, Line, fmt, fmt_size, svg_chart
 from orbit.web.context import Route, current, header, load_run
 
@@ -74,12 +75,22 @@ def _listing(run_dir: Path, folder: str) -> tuple[list[runfiles.Entry], int] | t
     return entries[:LISTED], total
 
 
+def _node_listing(node: remote.NodeView) -> tuple[list[runfiles.Entry], int] | tuple[None, int]:
+    """The top of output/ as the node listed it; (None, 0) when it could not be read."""
+    listing = remote.folder(node.files, "") if node.files is not None else None
+    if listing is None:
+        return None, 0
+    entries, total = listing
+    return entries[:LISTED], total
+
+
 def run_page(run_id: str) -> str:
     ctx = current()
     run = load_run(ctx, run_id)
     metrics = read_metrics(run.path(METRICS))
     diff, diff_cut = runfiles.diff_lines(run.path(CODE_DIFF))
-    output, n_output = _listing(run.dir, "output")
+    node = remote.view(ctx.home, run)  # output/ of a run on another node stays there
+    output, n_output = _listing(run.dir, "output") if node is None else _node_listing(node)
     session_entries, n_session = _listing(run.dir, "session")
     failed = run.state in (RunState.FAILED, RunState.LOST)
     info = describe(ctx.store, run)
@@ -105,6 +116,7 @@ def run_page(run_id: str) -> str:
         diff_cut=diff_cut,
         output=output,
         n_output=n_output,
+        node=node,
         session=session_entries,
         n_session=n_session,
         transcripts=session.transcript_rows(run.dir),

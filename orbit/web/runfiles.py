@@ -123,7 +123,9 @@ def _walk(dir_fd: int, parts: list[str], flags: int) -> int:
     return fd
 
 
-def _check_rel(rel: str) -> list[str]:
+def check_rel(rel: str) -> list[str]:
+    """The parts of a relative request path; Refused for a NUL, a backslash, an absolute path
+    or a `..` (checked before the path is used at all, here or on another node)."""
     if "\x00" in rel or "\\" in rel:
         raise Refused("refused path: it has a NUL or a backslash")
     if rel.startswith("/"):
@@ -138,7 +140,7 @@ def open_beneath(dir_fd: int, rel: str) -> int:
     """An O_PATH descriptor of `rel` under the folder `dir_fd`, opened without ever leaving it
     (raises Refused for `..`, absolute paths and symlinks out, NotFoundError when missing).
     An empty `rel` is the folder itself."""
-    parts = _check_rel(rel)
+    parts = check_rel(rel)
     if not parts:
         return os.dup(dir_fd)
     flags = os.O_PATH | os.O_CLOEXEC
@@ -264,7 +266,7 @@ def list_dir(path_fd: int) -> tuple[list[Entry], int]:
 
 @dataclass
 class Preview:
-    kind: str  # image, json, csv, text, binary, empty
+    kind: str  # image, json, csv, text, binary, empty; large (on a node, not fetched)
     size: int
     text: str = ""
     truncated: bool = False
@@ -278,9 +280,11 @@ def _head(fh: IO[bytes], limit: int) -> tuple[str, bool]:
     return data[:limit].decode("utf-8", errors="replace"), len(data) > limit
 
 
-def preview(fh: IO[bytes], name: str) -> Preview:
-    """A preview of an open regular file named `name` (read only through `fh`)."""
-    size = os.fstat(fh.fileno()).st_size
+def preview(fh: IO[bytes], name: str, size: int | None = None) -> Preview:
+    """A preview of an open regular file named `name` (read only through `fh`), of `size`
+    bytes (default: the size of the file behind `fh`)."""
+    if size is None:
+        size = os.fstat(fh.fileno()).st_size
     suffix = PurePosixPath(name).suffix.lower()
     if suffix in IMAGE_TYPES:
         return Preview("image", size)

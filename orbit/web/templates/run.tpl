@@ -6,6 +6,9 @@
 % if info['reason']:
 <p class="reason" id="run-reason">{{info['reason']}}</p>
 % end
+% if node is not None:
+<p class="node-where" id="run-node">{{'Ran' if run.state.finished else 'Runs'}} {{node.where}}.</p>
+% end
 % if error_lines:
 <div class="error-tail" id="run-error"><div class="muted">From the end of its log:</div>
 <pre class="log">{{'\n'.join(error_lines)}}</pre></div>
@@ -46,7 +49,7 @@
   % end
   <tr><th>network</th><td>{{spec.get('network') or ''}}</td></tr>
   <tr><th>timeout</th><td>{{'' if info['timeout_min'] is None else fmt(float(info['timeout_min'])) + ' min'}}</td></tr>
-  <tr><th>node</th><td>{{spec.get('node') or ''}}</td></tr>
+  <tr><th>node</th><td>{{node.where if node is not None else ((spec.get('pin_node') + ' (not placed there yet)') if spec.get('pin_node') else 'this machine')}}</td></tr>
 </table>
 <table class="kv">
   % res = info['resources']
@@ -121,8 +124,10 @@
 </section>
 
 <section id="artifacts">
-<h2>Artifacts <small>output/</small></h2>
-% if output is None:
+<h2>Artifacts <small>output/{{' on node ' + node.name if node is not None else ''}}</small></h2>
+% if node is not None and node.files is None:
+<p class="error" id="output-unreadable">{{node.unreadable}}</p>
+% elif output is None:
 <p class="muted">This run has no output/ folder.</p>
 % elif not output:
 <p class="muted">output/ is empty.</p>

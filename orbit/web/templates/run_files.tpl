@@ -5,6 +5,9 @@
 <a href="/runs/{{run.id}}/{{area}}/{{q('/'.join(parts[:i + 1]))}}{{'/' if i < len(parts) - 1 or preview is None else ''}}">{{p}}</a>{{'/' if i < len(parts) - 1 else ''}}\\
 % end
 </h1>
+% if node is not None:
+<p class="muted" id="files-node">Read through node {{node.name}}: this run runs {{node.where}}, and its output/ stays there.</p>
+% end
 % if preview is None:
 %   if not entries:
 <p class="muted">This folder is empty.</p>
@@ -47,6 +50,8 @@
 %     if preview.truncated:
 <p class="muted">Cut at 256 KiB: the <a href="{{raw}}">raw file</a> has the rest.</p>
 %     end
+%   elif preview.kind == 'large':
+<p class="muted">Too large to preview through the node: <a href="{{raw}}">download it</a>.</p>
 %   elif preview.kind == 'empty':
 <p class="muted">This file is empty.</p>
 %   else:
