@@ -24,7 +24,11 @@ from docker_setup import REPO_ROOT
 from node_engine import SecondEngine
 from node_setup import SshServer
 
+from orbit.errors import NodeError
+from orbit.nodes.client import read_output
 from orbit.store.files import read_yaml
+from orbit.store.home import Home
+from orbit.store.runs import RunStore
 
 LONG_S = 90
 CODE = ("--cpus", "1", "--mem", "0.25")  # SMALL, with the project's code
@@ -184,7 +188,8 @@ def test_a_run_on_a_node_has_its_record_here(
     script = (
         "sh /workspace/train.sh; sleep 1; for i in 1 2 3; do echo step $i; "
         'echo "{\\"step\\": $i, \\"loss\\": 0.$i}" >> $ORBIT_METRICS; done; '
-        "echo result > $ORBIT_OUTPUT/result.txt; echo to stderr >&2; exit 3"
+        "echo result > $ORBIT_OUTPUT/result.txt; ln -s /etc/hostname $ORBIT_OUTPUT/link; "
+        "echo to stderr >&2; exit 3"
     )
     res = primary("run", "--json", "--node", "b", "--image", busybox, *CODE, "-w", "--",
                   "sh", "-c", script, cwd=repo)  # fmt: skip
@@ -216,10 +221,15 @@ def test_a_run_on_a_node_has_its_record_here(
     # output/ stays on the node and is read through it.
     assert not list((here_dir / "output").iterdir())
     shown = primary("show", run_id, "--json").json()
-    assert shown["output"] == {
-        "files": [{"name": "result.txt", "type": "file", "size": 7}],
-        "count": 1,
-    }
+    assert shown["output"]["files"][1] == {"name": "result.txt", "type": "file", "size": 7}
+    home = Home(primary.home, primary.environ)
+    run = RunStore(home).load(run_id)
+    assert read_output(home, run, "result.txt") == b"result\n"
+    # A symlink the container left there is never followed out of the run on the node.
+    with pytest.raises(NodeError, match="refused path 'link': it points outside"):
+        read_output(home, run, "link")
+    with pytest.raises(NodeError, match="refused path: it leaves the run directory"):
+        read_output(home, run, "../status.yaml")
     assert shown["node"]["name"] == "b" and shown["node"]["id"] == rid
     assert f"node       b (as run {rid}); output/ stays there" in primary("show", run_id).out
     assert primary("logs", run_id).out == log.decode()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from typing import IO, Any
 
@@ -75,9 +74,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     elif args.op == "outputs":
         answer = agent.outputs(home, a[0])
     else:
-        with open(agent.output_file(home, a[0], a[1]), "rb") as fh:
-            shutil.copyfileobj(fh, out)
-        out.flush()
+        agent.copy_output(home, a[0], a[1], out)
         return ExitCode.OK
     out.write(json.dumps(answer).encode() + b"\n")
     out.flush()

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -39,6 +41,7 @@ from orbit.sched import pool
 from orbit.sched.nodeplace import pool_to_dict
 from orbit.sched.tick import tick
 from orbit.store import datasets, nodes
+from orbit.store.beneath import opened, read_file
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
 from orbit.store.locks import locked
@@ -226,12 +229,16 @@ def outputs(home: Home, run_id: str) -> dict[str, Any]:
     return {"files": sorted(files, key=lambda f: f["path"])}
 
 
-def output_file(home: Home, run_id: str, name: str) -> Path:
-    root = _run(home, run_id).path(OUTPUT).resolve()
-    path = (root / name).resolve()
-    if root not in path.parents or not path.is_file():
-        raise NotFoundError(f"run {run_id} has no output file {name!r}")
-    return path
+def copy_output(home: Home, run_id: str, name: str, out: IO[bytes]) -> None:
+    """Write one file of the run's output/ to `out`. Opened beneath output/ and read through
+    that descriptor (store/beneath.py): the run's container may swap a folder for a symlink
+    meanwhile, and the primary must never be served a file from outside the run."""
+    with opened(_run(home, run_id).dir, OUTPUT, name) as (fd, st):
+        if not stat.S_ISREG(st.st_mode):
+            raise NotFoundError(f"run {run_id} has no output file {name!r}")
+        with read_file(fd) as fh:
+            shutil.copyfileobj(fh, out)
+    out.flush()
 
 
 def follow(home: Home, run_id: str, log_at: int, metrics_at: int, out: IO[bytes]) -> None:
