@@ -426,3 +426,26 @@ def test_a_node_unreachable_at_placement_waits_with_its_reason(
     status = finished(primary, run_id)
     assert status["state"] == "succeeded"
     assert (primary.run_dir(run_id) / "log.txt").read_text() == "hi\n"
+
+
+def test_removing_a_node_with_runs_on_it(primary: Orbit, node_b: NodeB, busybox: str) -> None:
+    run_id = primary.submit("--node", "b", "--image", busybox, *SMALL, "--", "sleep", "60")
+    rid = remote_id(primary, run_id)
+    primary.wait_for(run_id, lambda s: s["state"] == "running", LONG_S)
+    refused = primary("node", "rm", "b")
+    assert refused.code == 5
+    assert refused.err.startswith(f"orbit: runs {run_id} of this home are on node b; ")
+    assert primary("node", "rm", "b", "--force").code == 0
+    status = primary.status(run_id)
+    assert status["state"] == "failed"
+    assert (
+        status["reason"]
+        == f"node b was removed from this home (the run goes on there as run {rid})"
+    )
+    # Its mirror lets go; the node's run is the node's.
+    deadline = time.monotonic() + 30
+    while (primary.home / "active" / run_id).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not (primary.home / "active" / run_id).exists()
+    assert node_b.status(rid)["state"] == "running"
+    assert node_b.orbit("cancel", rid).returncode == 0

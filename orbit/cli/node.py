@@ -222,6 +222,29 @@ def check(args: argparse.Namespace, env: Env) -> int:
     return ExitCode.OK
 
 
+def _give_up(env: Env, name: str, ids: list[str]) -> None:
+    """The runs of this home on a node it forgets: failed here (they go on there)."""
+    from orbit.errors import OrbitError
+    from orbit.store.model import RunState, now_iso
+    from orbit.store.runs import RunStore
+
+    store = RunStore(env.home)
+    for run_id in ids:
+        there = (store.load(run_id).status.get("remote") or {}).get("id")
+        where = f" as run {there}" if there else ""
+        try:
+            store.transition(
+                run_id,
+                RunState.FAILED,
+                actor=env.actor,
+                event="node-removed",
+                reason=f"node {name} was removed from this home (the run goes on there{where})",
+                finished_at=now_iso(),
+            )
+        except OrbitError:
+            continue  # it ended meanwhile
+
+
 def remove(args: argparse.Namespace, env: Env) -> int:
     from orbit.store import nodes
 
@@ -233,6 +256,7 @@ def remove(args: argparse.Namespace, env: Env) -> int:
             "wait for them, or use --force (they become failed here and go on there)"
         )
     node = nodes.remove(env.home, args.name)
+    _give_up(env, node.name, there)
     if args.json:
         print_json(env, {"removed": node.name, "url": node.url, "runs": there})
     else:

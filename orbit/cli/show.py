@@ -69,7 +69,7 @@ def _node(env: Env, run: Any, d: dict[str, Any]) -> dict[str, Any] | None:
     remote = run.status.get("remote") or {}
     node: dict[str, Any] = {"name": name, "id": remote.get("id"), "lease": remote.get("lease")}
     try:
-        files = outputs(env.home, run)
+        files = outputs(env.home, run, timeout=10)
     except OrbitError as exc:
         node["output_error"] = str(exc)
     else:

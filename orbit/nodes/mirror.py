@@ -34,7 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-from orbit.errors import NodeError, NodeUnreachable, OrbitError
+from orbit.errors import ExitCode, NodeError, NodeUnreachable, OrbitError
 from orbit.execute.shepherd import CANCEL_FILE
 from orbit.execute.spawn import spawn
 from orbit.nodes import snapsend, ssh
@@ -53,6 +53,7 @@ MODULE = "orbit.nodes.mirror"
 PROCESS_NAME = "orbit-mirror"
 STALL_S = 12.0  # no frame (not even a heartbeat) for this long: the connection is dead
 RETRY_MAX_S = 5.0
+CHECK_S = 2.0  # how often a mirror looks whether its run was ended here
 # Copied from the node's status.yaml when the run ends there.
 FINAL_FIELDS = (
     "reason",
@@ -98,6 +99,7 @@ class Mirror:
         self.down_since: float | None = None
         self.down_at: str | None = None
         self.cancel_sent = False
+        self.node_ended = False  # the node said the run finished: the end frame follows
 
     # --- the whole life ---------------------------------------------------------------------
     def run(self) -> bool:
@@ -193,8 +195,12 @@ class Mirror:
     def _follow(self, node: nodes.Node) -> bool:
         attempt = 0
         while True:
+            run = self.store.load(self.run_id)
+            if run.state.finished:  # ended here meanwhile (`orbit node rm --force`)
+                self._leave()
+                return True
             self._pass_cancel(node)
-            remote_id = str(self.store.load(self.run_id).status["remote"]["id"])
+            remote_id = str(run.status["remote"]["id"])
             args = [remote_id, str(_size(self.dir / LOG)), str(_size(self.dir / METRICS))]
             with tempfile.TemporaryFile() as errors:
                 proc = subprocess.Popen(
@@ -218,10 +224,11 @@ class Mirror:
                 stderr = errors.read()
             if code not in (0, -9):
                 problem = ssh.failure(node, code, stderr)
-            if not isinstance(problem, NodeUnreachable):
-                # Orbit there answered, and not with the run: it is gone from the node.
+            if code == ExitCode.NOT_FOUND:
+                # Orbit there answered that it has no such run: it is gone from the node.
                 self._end(RunState.LOST, str(problem))
                 return True
+            # Unreachable, or Orbit there failed otherwise (perhaps for a moment): try again.
             attempt += 1
             self._down(node, str(problem))
             time.sleep(min(RETRY_MAX_S, 0.5 * 2**attempt))
@@ -229,13 +236,19 @@ class Mirror:
     def _stream(self, node: nodes.Node, out: IO[bytes]) -> bool:
         """Apply frames until the end frame (True) or the stream ends (False)."""
         frames = _Frames(out.fileno())
-        last = time.monotonic()
+        last = checked = time.monotonic()
         while True:
             try:
                 frame = frames.next(1.0)
             except EOFError:
                 return False
             now = time.monotonic()
+            if now - checked > CHECK_S:
+                checked = now
+                ended = not self.node_ended and self.store.load(self.run_id).state.finished
+                if ended:  # here, not by the node (`orbit node rm --force`)
+                    self._leave()
+                    return True
             if frame is None:
                 if now - last > STALL_S:
                     raise Broken(f"no word for {STALL_S:g} s")
@@ -284,6 +297,7 @@ class Mirror:
             there = RunState(str(theirs.get("state")))
         except ValueError:
             return
+        self.node_ended = there.finished
         remote = {"id": None, "state": there.value, "lease": theirs.get("lease")}
 
         def change(run: Run) -> dict[str, Any] | None:
