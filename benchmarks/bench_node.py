@@ -12,8 +12,8 @@ shared Docker engine. Each measured pair runs, in alternation,
 after one unmeasured warm-up of each. The baseline is what a person does by hand with the same
 connection. It prints the median and p90 of both, the phases of an orbit run from the
 primary's events.jsonl (placed, finished here) and the node's (submitted, admitted,
-finished: one clock, as both homes are on this machine), and last `ratio: X.XX`, the ratio of medians (issue 14 sets no
-target: the figure is for the record).
+finished: one clock, as both homes are on this machine), and last `ratio: X.XX`, the ratio
+of medians (issue 14 sets no target: the figure is for the record).
 
 Standalone: `python benchmarks/bench_node.py [--pairs N]`; needs Docker, the test images and
 Debian's openssh-server (scripts/build-test-images.sh; tests/node_setup.py installs sshd).
