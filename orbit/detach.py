@@ -9,6 +9,12 @@ caller's descriptors, which could hold the caller's locks.
 from __future__ import annotations
 
 import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import NoReturn
 
 
 def double_fork() -> bool:
@@ -93,3 +99,24 @@ def release_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
+def logged(what: str, work: Callable[[], object]) -> int:
+    """Run `work`; 0, or 1 with its traceback in the log (a detached process's stderr) when it
+    raised: what a shepherd's, a mirror's or a Slurm job's process returns."""
+    try:
+        work()
+    except BaseException:
+        import logging
+
+        logging.exception("%s failed", what)
+        return 1
+    return 0
+
+
+def exit_from(main: Callable[[list[str]], int]) -> NoReturn:
+    """`main(argv)`, then exit at once with its code: a process started by Orbit (`-m`) skips
+    the interpreter's teardown, which could only wait on threads or flush what is written."""
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    os._exit(code)

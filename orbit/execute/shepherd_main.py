@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from orbit.detach import detach_stdio, release_memory
+from orbit.detach import detach_stdio, exit_from, logged, release_memory
 from orbit.errors import OrbitError
 from orbit.execute.shepherd import run_shepherd
 from orbit.execute.spawn import set_process_name, spawn
@@ -49,15 +49,8 @@ def main(argv: list[str]) -> int:
         os.execv(sys.executable, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s shepherd %(process)d %(message)s")
     release_memory()
-    try:
-        run_shepherd(home, run_id, spawner=spawn)
-    except BaseException:
-        logging.exception("shepherd for run %s failed", run_id)
-        return 1
-    return 0
+    return logged(f"shepherd for run {run_id}", lambda: run_shepherd(home, run_id, spawner=spawn))
 
 
 if __name__ == "__main__":
-    code = main(sys.argv[1:])
-    sys.stdout.flush()
-    os._exit(code)
+    exit_from(main)

@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import sys
 from pathlib import Path
 
+from orbit.detach import exit_from, logged
 from orbit.errors import OrbitError
 from orbit.execute.shepherd import CANCEL_FILE, run_shepherd
 from orbit.execute.spawn import set_process_name, spawn
@@ -108,15 +108,13 @@ def main(argv: list[str]) -> int:
             log.warning("run %s: cannot write %s: %s", run_id, CANCEL_FILE, exc)
 
     signal.signal(signal.SIGTERM, cancel)
-    try:
-        run_shepherd(home, run_id, spawner=spawn, admit=lambda: admit(home, run_id, os.environ))
-    except BaseException:
-        logging.exception("Slurm job for run %s failed", run_id)
-        return 1
-    return 0
+    return logged(
+        f"Slurm job for run {run_id}",
+        lambda: run_shepherd(
+            home, run_id, spawner=spawn, admit=lambda: admit(home, run_id, os.environ)
+        ),
+    )
 
 
 if __name__ == "__main__":
-    code = main(sys.argv[1:])
-    sys.stdout.flush()
-    os._exit(code)
+    exit_from(main)

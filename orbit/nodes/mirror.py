@@ -27,13 +27,13 @@ import logging
 import os
 import select
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
+from orbit.detach import exit_from, logged
 from orbit.errors import ExitCode, NodeError, NodeUnreachable, OrbitError
 from orbit.execute.shepherd import CANCEL_FILE
 from orbit.execute.spawn import spawn
@@ -430,15 +430,8 @@ def main(argv: list[str]) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s mirror %(process)d %(message)s")
     home = Home(Path(argv[0]), os.environ)
-    try:
-        run_mirror(home, argv[1])
-    except BaseException:
-        logging.exception("mirror for run %s failed", argv[1])
-        return 1
-    return 0
+    return logged(f"mirror for run {argv[1]}", lambda: run_mirror(home, argv[1]))
 
 
 if __name__ == "__main__":
-    code = main(sys.argv[1:])
-    sys.stdout.flush()
-    os._exit(code)
+    exit_from(main)
