@@ -261,6 +261,10 @@ def test_sbatch_options_and_settings(orbit: Orbit) -> None:
     assert argv[:3] == ["sbatch", "--parsable", f"--job-name=orbit-{home.tag}-7"]
     assert "--cpus-per-task=2" in argv and "--mem=308" in argv and "--gres=gpu:2" in argv
     assert argv[-4:] == ["--partition=gpu", "--account=lab", "--qos=short", "--time=60"]
+    assert not any(a.startswith("--time=") for a in argv[:-1])  # no --timeout: no limit of ours
+    timed = {**spec, "timeout_min": 2.5}
+    argv = slurm.sbatch_argv(Home(orbit.home), Run("7", orbit.home / "runs" / "7", timed, {}))
+    assert "--time=5" in argv  # the run's 2.5 min, rounded up, and 2 to stop and settle
     refused = orbit("run", "--no-project", "--gpus", "1", "--gpu-ids", "0", "--", "true")
     assert refused.code == 2 and "Slurm picks the GPUs" in refused.err
 

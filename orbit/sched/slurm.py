@@ -185,6 +185,9 @@ class Refused(Exception):
     """sbatch refused the job (its message): the run fails; a retry would be refused again."""
 
 
+TIME_GRACE_MIN = 2  # minutes a job's limit leaves after the run's own --timeout
+
+
 def sbatch_argv(home: Home, run: Run) -> list[str]:
     """sbatch's options for the run: its resources, the home's partition and account, the job's
     name, its log in the run directory, and the settings' extra options last."""
@@ -206,6 +209,10 @@ def sbatch_argv(home: Home, run: Run) -> list[str]:
     ]
     if res.gpus:
         argv.append(f"--gres=gpu:{res.gpus}")
+    if run.timeout_min:
+        # The shepherd stops the run at its timeout; Slurm's limit (a partition's default may
+        # be shorter) must not come first: the timeout and a little time to stop and settle.
+        argv.append(f"--time={math.ceil(run.timeout_min) + TIME_GRACE_MIN}")
     if cfg.get("slurm_partition"):
         argv.append(f"--partition={cfg['slurm_partition']}")
     if cfg.get("slurm_account"):
