@@ -61,6 +61,7 @@ class NodeError(OrbitError):
     """A node answered with an error: the message is the node's own one line."""
 
     exit_code = ExitCode.NODE
+    remote_code: int | None = None  # the exit status of Orbit there, when it answered
 
 
 class NodeUnreachable(NodeError):

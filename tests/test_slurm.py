@@ -298,9 +298,10 @@ def test_a_slurm_node_reached_over_ssh(
     assert "node" not in _finished(orbit, here)
     # Three runs of 2 CPUs on two nodes of 2 CPUs: the third waits, with Slurm's reason.
     hog = ("--node", "hpc", "--no-project", "--cpus", "2", "--mem", "0.25", "--image", busybox)
-    ids = [orbit.submit(*hog, "--", "sh", "-c", f"echo run {i}; sleep 4") for i in range(3)]
+    ids = [orbit.submit(*hog, "--", "sh", "-c", f"echo run {i}; sleep 8") for i in range(3)]
+    # (Slurm's reason once its scheduler has looked at the job: Resources or Priority.)
     pending = orbit.wait_for(
-        ids[2], lambda s: "waiting in Slurm" in (s.get("reason") or ""), timeout=60
+        ids[2], lambda s: "in Slurm (partition main): " in (s.get("reason") or ""), timeout=60
     )
     assert pending["state"] == "starting" and pending["node"] == "hpc"
     assert pending["reason"].startswith("on node hpc: waiting in Slurm (partition main): ")

@@ -249,7 +249,6 @@ def follow(home: Home, run_id: str, log_at: int, metrics_at: int, out: IO[bytes]
     last_stamp: tuple[int, int] | None = None
     quiet_since = time.monotonic()
     while True:
-        sent = False
         try:
             st = os.stat(status_path)
             stamp = (st.st_ino, st.st_mtime_ns)
@@ -257,35 +256,39 @@ def follow(home: Home, run_id: str, log_at: int, metrics_at: int, out: IO[bytes]
             raise NotFoundError(
                 f"run {run_id} was removed on node {nodes.local_name(home)}"
             ) from None
-        finished = False
+        before = (log_at, metrics_at)
         if stamp != last_stamp:
             run = RunStore(home).load(run_id)
+            last_stamp = stamp
+            if run.state.finished:
+                # The shepherd writes the log before it settles, so all of it is there: send
+                # it, and the metrics, before the finished status. A primary that has the
+                # status has every byte before it, whatever breaks after.
+                log_at = _drain(out, "log", run.path(LOG), log_at)
+                metrics_at = _drain(out, "metrics", run.path(METRICS), metrics_at)
+                _frame(out, {"k": "status", "status": run.status})
+                _frame(out, {"k": "end"})
+                return
             _frame(out, {"k": "status", "status": run.status})
-            last_stamp, sent = stamp, True
-            finished = run.state.finished
+            quiet_since = time.monotonic()
         log_at, more = _send(out, "log", run.path(LOG), log_at, whole_lines=False)
         metrics_at, more_m = _send(out, "metrics", run.path(METRICS), metrics_at, whole_lines=True)
-        sent = sent or more or more_m
-        if finished:
-            # The shepherd writes the log before it settles: all of it is there now.
-            more = True
-            while more:
-                log_at, more = _send(out, "log", run.path(LOG), log_at, whole_lines=False)
-            more = True
-            while more:
-                metrics_at, more = _send(
-                    out, "metrics", run.path(METRICS), metrics_at, whole_lines=False
-                )
-            _frame(out, {"k": "end"})
-            return
         now = time.monotonic()
-        if sent:
+        if (log_at, metrics_at) != before:
             quiet_since = now
         elif now - quiet_since >= HEARTBEAT_S:
             _frame(out, {"k": "hb"})
             quiet_since = now
         if not more and not more_m:
             time.sleep(POLL_S)
+
+
+def _drain(out: IO[bytes], kind: str, path: Path, at: int) -> int:
+    """Send all that `path` has beyond `at` (a last metrics line without its newline too)."""
+    more = True
+    while more:
+        at, more = _send(out, kind, path, at, whole_lines=False)
+    return at
 
 
 def _send(out: IO[bytes], kind: str, path: Path, at: int, *, whole_lines: bool) -> tuple[int, bool]:

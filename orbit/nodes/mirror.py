@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from orbit.detach import exit_from, logged
-from orbit.errors import ExitCode, NodeError, NodeUnreachable, OrbitError
+from orbit.errors import ExitCode, NodeError, NodeUnreachable, NotFoundError, OrbitError
 from orbit.execute.shepherd import CANCEL_FILE
 from orbit.execute.spawn import spawn
 from orbit.nodes import snapsend, ssh
 from orbit.review.series import Follower
+from orbit.sched.remote import wake_probe
 from orbit.sched.tick import tick
 from orbit.store import nodes, secrets
 from orbit.store.files import atomic_write, touch_exclusive, unlink_quiet
@@ -53,6 +54,7 @@ MODULE = "orbit.nodes.mirror"
 PROCESS_NAME = "orbit-mirror"
 STALL_S = 12.0  # no frame (not even a heartbeat) for this long: the connection is dead
 RETRY_MAX_S = 5.0
+GONE_RECHECK_S = 2.0
 CHECK_S = 2.0  # how often a mirror looks whether its run was ended here
 # Copied from the node's status.yaml when the run ends there.
 FINAL_FIELDS = (
@@ -111,16 +113,24 @@ class Mirror:
         name = str(run.status.get("node") or "")
         try:
             node = nodes.get(self.home, name)
-        except OrbitError:
+        except NotFoundError:
             self._end(RunState.FAILED, f"node {name} is no longer a node of this home")
             return True
+        except OrbitError as exc:  # nodes.yaml damaged: the run is left as it is, for later
+            log.warning("run %s: %s", self.run_id, exc)
+            return False
         if not (run.status.get("remote") or {}).get("id") and not self._send(run, node):
             return True
         return self._follow(node)
 
     # --- sending ----------------------------------------------------------------------------
     def _send(self, run: Run, node: nodes.Node) -> bool:
-        """Send the run; False when it did not go (back in the queue, failed or cancelled)."""
+        """Send the run; False when it did not go (back in the queue, failed or cancelled).
+
+        Until the `submit` call, nothing of the run is on the node: a node that cannot be
+        reached puts it back in the queue. From that call on the node may have written it (an
+        answer lost on the way back): the same request is made again until the node answers,
+        and being keyed by its origin it gets the same run, never a second."""
         if (self.dir / CANCEL_FILE).exists():
             self._end(RunState.CANCELLED, "cancelled by user")
             return False
@@ -130,21 +140,6 @@ class Mirror:
             if snapshot and not json.loads(ssh.call(node, env, "has-snapshot", [snapshot]))["has"]:
                 data = snapsend.export(self.home, str(snapshot))
                 ssh.call(node, env, "put-snapshot", [snapshot], data=data, timeout=600)
-            request = {
-                "spec": run.spec,
-                "origin": {
-                    "node": nodes.local_name(self.home),
-                    "home": self.home.tag,
-                    "run": run.id,
-                },
-                "secrets": self._secrets(),
-                "files": self._files(run),
-            }
-            timeout = float(self.home.config["pull_timeout_s"]) + 60
-            answer = json.loads(
-                ssh.call(node, env, "submit", data=json.dumps(request).encode(), timeout=timeout)
-            )
-            remote_id = str(answer["id"])
         except NodeUnreachable as exc:
             nodes.write_state(self.home, node.name, error=str(exc))
             self._requeue(
@@ -152,8 +147,33 @@ class Mirror:
             )
             return False
         except (OrbitError, ValueError, KeyError, TypeError) as exc:
-            self._end(RunState.FAILED, f"node {node.name} did not take the run: {exc}")
-            return False
+            return self._refused(run, node, str(exc))
+        request = json.dumps(
+            {
+                "spec": run.spec,
+                "origin": {
+                    "node": str(run.spec.get("node") or nodes.local_name(self.home)),
+                    "home": nodes.home_id(self.home),
+                    "run": run.id,
+                },
+                "secrets": self._secrets(),
+                "files": self._files(run),
+            }
+        ).encode()
+        timeout = float(self.home.config["pull_timeout_s"]) + 60
+        attempt = 0
+        while True:
+            try:
+                answer = json.loads(ssh.call(node, env, "submit", data=request, timeout=timeout))
+                remote_id = str(answer["id"])
+                break
+            except NodeUnreachable as exc:
+                attempt += 1
+                self._down(node, str(exc))
+                time.sleep(min(RETRY_MAX_S, 0.5 * 2**attempt))
+            except (OrbitError, ValueError, KeyError, TypeError) as exc:
+                return self._refused(run, node, str(exc))
+        self.down_since = None
         self.store.update(
             self.run_id,
             lambda _run: {
@@ -166,6 +186,20 @@ class Mirror:
         log.info("run %s sent to node %s as run %s", self.run_id, node.name, remote_id)
         return True
 
+    def _refused(self, run: Run, node: nodes.Node, why: str) -> bool:
+        """The node would not take the run (an image it cannot pull, a dataset it lacks): a run
+        that named it fails; one that did not goes back to the queue, never to that node."""
+        why = why.removeprefix(f"node {node.name}: ")
+        if run.spec.get("pin_node"):
+            self._end(RunState.FAILED, f"node {node.name} did not take the run: {why}")
+        else:
+            refused = sorted({*(run.status.get("refused_by") or []), node.name})
+            self._requeue(
+                f"node {node.name} did not take the run ({why}); waiting to be placed again",
+                refused_by=refused,
+            )
+        return False
+
     def _secrets(self) -> dict[str, Any]:
         kept = secrets.read(self.home, self.run_id)
         return {"env": kept.env, "redact": kept.redact}
@@ -177,7 +211,10 @@ class Mirror:
         except OSError:
             return {}
 
-    def _requeue(self, reason: str) -> None:
+    def _requeue(self, reason: str, **fields: Any) -> None:
+        if (self.dir / CANCEL_FILE).exists():  # cancelled while it was being sent
+            self._end(RunState.CANCELLED, "cancelled by user")
+            return
         self.store.transition(
             self.run_id,
             RunState.QUEUED,
@@ -187,6 +224,7 @@ class Mirror:
             reason=reason,
             node=None,
             placed_at=None,
+            **fields,
         )
         touch_exclusive(self.home.queue_dir / self.run_id)
         unlink_quiet(self.home.active_dir / self.run_id)
@@ -224,14 +262,24 @@ class Mirror:
                 stderr = errors.read()
             if code not in (0, -9):
                 problem = ssh.failure(node, code, stderr)
-            if code == ExitCode.NOT_FOUND:
-                # Orbit there answered that it has no such run: it is gone from the node.
+            if code == ExitCode.NOT_FOUND and self._gone(node, remote_id):
+                # Orbit there answered, twice, that it has no such run: gone from the node.
                 self._end(RunState.LOST, str(problem))
                 return True
             # Unreachable, or Orbit there failed otherwise (perhaps for a moment): try again.
             attempt += 1
             self._down(node, str(problem))
             time.sleep(min(RETRY_MAX_S, 0.5 * 2**attempt))
+
+    def _gone(self, node: nodes.Node, remote_id: str) -> bool:
+        """Whether the node still says it has no run `remote_id`, asked again a little later
+        (a home that was unmounted for a moment must not make a run lost for good)."""
+        time.sleep(GONE_RECHECK_S)
+        try:
+            ssh.call(node, self.home.environ, "status", [remote_id], timeout=30)
+        except NodeError as exc:
+            return exc.remote_code == ExitCode.NOT_FOUND
+        return False
 
     def _stream(self, node: nodes.Node, out: IO[bytes]) -> bool:
         """Apply frames until the end frame (True) or the stream ends (False)."""
@@ -257,17 +305,20 @@ class Mirror:
             last = now
             if self.down_since is not None:
                 self.down_since = None
-                nodes.write_state(self.home, node.name, info=_reading(self.home, node.name))
+                wake_probe(self.home, node.name)  # a fresh reading, not the one from before
             head, body = frame
             kind = head.get("k")
-            if kind == "log":
-                _append(self.dir / LOG, int(head["o"]), body)
-            elif kind == "metrics":
-                _append(self.dir / METRICS, int(head["o"]), body)
-                self._summarize()
-            elif kind == "status":
-                self._apply(node, dict(head["status"]))
-            elif kind == "end":
+            try:
+                if kind == "log":
+                    _append(self.dir / LOG, int(head["o"]), body)
+                elif kind == "metrics":
+                    _append(self.dir / METRICS, int(head["o"]), body)
+                    self._summarize()
+                elif kind == "status":
+                    self._apply(node, dict(head["status"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise Broken(f"bad frame from the node ({exc!r})") from None
+            if kind == "end":
                 self._summarize()
                 self._leave()
                 return True
@@ -360,11 +411,6 @@ class Mirror:
         secrets.drop(self.home, self.run_id)
         unlink_quiet(self.home.active_dir / self.run_id)
         unlink_quiet(self.home.queue_dir / self.run_id)
-
-
-def _reading(home: Home, name: str) -> dict[str, Any]:
-    state = nodes.read_state(home, name)
-    return state.info if state else {}
 
 
 def _size(path: Path) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
+import stat
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -28,8 +29,20 @@ SSH_FAILED = 255
 
 
 def control_dir() -> Path:
+    """Where the shared connections' sockets live: a directory of this user's alone. Anyone
+    else's directory at that path (made first, on a shared /tmp) is refused: a socket planted
+    there would see everything sent to the node, secrets and code included."""
     path = Path(tempfile.gettempdir()) / f"orbit-ssh-{os.getuid()}"
-    path.mkdir(mode=0o700, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    st = path.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise NodeError(
+            f"{path} is not a private directory of yours (owner uid {st.st_uid}, mode "
+            f"{stat.S_IMODE(st.st_mode):o}); remove it, then try again"
+        )
     return path
 
 
@@ -105,10 +118,13 @@ def failure(node: Node, code: int, stderr: bytes) -> NodeError:
     if code == SSH_FAILED:
         return Unreachable(f"node {node.name}: {text}")
     if code == 127 or ("_node" in text and "invalid choice" in text):
-        return NodeError(
+        error = NodeError(
             f"node {node.name}: Orbit not found there ({text}); see `orbit node add --orbit`"
         )
-    return NodeError(f"node {node.name}: {text.removeprefix('orbit: ')}")
+    else:
+        error = NodeError(f"node {node.name}: {text.removeprefix('orbit: ')}")
+    error.remote_code = code
+    return error
 
 
 def key(node: Node) -> str:

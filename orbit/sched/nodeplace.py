@@ -113,6 +113,25 @@ def _less(pool: Pool, sending: Sequence[Demand], group_running: dict[str, int]) 
     )
 
 
+def _offered(
+    left: Sequence[tuple[Demand, Wait, str | None]],
+    target: Target,
+    avoid: dict[str, set[str]],
+    reasons: dict[str, list[str]],
+) -> list[tuple[Demand, Wait]]:
+    """The runs the target may be offered: those naming it, or (not for a Slurm node) none;
+    never one it would not take before."""
+    out = []
+    for d, w, pin in left:
+        if not (pin == target.name or (pin is None and not target.pinned_only)):
+            continue
+        if target.name in avoid.get(d.run_id, ()):
+            reasons[d.run_id].append(f"{target.name}: did not take it")
+            continue
+        out.append((d, w))
+    return out
+
+
 def _with_datasets(
     offered: list[tuple[Demand, Wait]],
     name: str,
@@ -144,21 +163,19 @@ def place(
     reserve_after_s: float,
     needs: dict[str, set[str]] | None = None,
     datasets: dict[str, set[str]] | None = None,
+    avoid: dict[str, set[str]] | None = None,
 ) -> list[Place | Wait]:
     """Decisions for runs that cannot start here: (demand, its Wait here, the node it names
     or None). A run naming a node is offered to that node only; a run that names datasets
     (`needs`, by run id) only to nodes that have them all (`datasets`, by node)."""
     needs = needs or {}
     datasets = datasets or {}
+    avoid = avoid or {}
     left = list(waiting)
     reasons: dict[str, list[str]] = {d.run_id: [] for d, _, _ in waiting}
     placed: dict[str, str] = {}
     for target in targets:
-        offered = [
-            (d, w)
-            for d, w, pin in left
-            if pin == target.name or (pin is None and not target.pinned_only)
-        ]
+        offered = _offered(left, target, avoid, reasons)
         if target.pool is not None:
             offered = _with_datasets(offered, target.name, needs, datasets, reasons)
         if not offered:

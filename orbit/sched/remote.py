@@ -144,9 +144,15 @@ def targets(
         except ValueError as exc:
             out.append(Target(name, None, f"unreadable reading ({exc})", slurm))
             continue
-        sending = tuple(demand_of(r) for r in leased if placed_on(r) == name and _after(r, state))
+        sending = tuple(demand_of(r) for r in leased if placed_on(r) == name and _unseen(r, state))
         out.append(Target(name, pool, "", slurm, sending))
     return out, datasets, []
+
+
+def _unseen(run: Run, state: nodes.NodeState) -> bool:
+    """A run placed on the node that its reading cannot count yet: not written there yet, or
+    placed after the reading was taken."""
+    return not (run.status.get("remote") or {}).get("id") or _after(run, state)
 
 
 def _after(run: Run, state: nodes.NodeState) -> bool:
@@ -182,7 +188,10 @@ def offer(
         return kept, []
     found, datasets, problems = targets(home, leased, now)
     needs = {d.run_id: _datasets_of(by_id[d.run_id]) for d, _, _ in waiting}
-    placed = place(waiting, here, found, dict(group_running), now, reserve_after_s, needs, datasets)
+    avoid = {d.run_id: set(by_id[d.run_id].status.get("refused_by") or []) for d, _, _ in waiting}
+    placed = place(
+        waiting, here, found, dict(group_running), now, reserve_after_s, needs, datasets, avoid
+    )
     return [*kept, *placed], problems
 
 

@@ -93,7 +93,8 @@ class Node(Record):
     def url(self) -> str:
         who = f"{self.user}@" if self.user else ""
         port = f":{self.port}" if self.port else ""
-        return f"{self.kind}://{who}{self.host}{port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address
+        return f"{self.kind}://{who}{host}{port}"
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"url": self.url, "home": self.home, "orbit": self.orbit}
@@ -128,9 +129,34 @@ def parse_url(name: str, url: str, **fields: Any) -> Node:
         raise UsageError(f"bad port in node URL {url!r}") from None
     if not parts.hostname or parts.path not in ("", "/") or parts.query or parts.password:
         raise UsageError(f"node URL must be {parts.scheme}://[user@]host[:port], got {url!r}")
+    if parts.hostname.startswith("-") or (parts.username or "").startswith("-"):
+        # ssh would read it as one of its options (`-oProxyCommand=…` runs a command here)
+        raise UsageError(f"bad host or user in node URL {url!r}: it starts with '-'")
     return Node(
         check_name(name), parts.scheme, parts.hostname, user=parts.username, port=port, **fields
     )
+
+
+def home_id(home: Home) -> str:
+    """This home's own random id (nodes/home.id, made once): what the runs it sends name as
+    their origin, so that no other home, nor this one wiped and made again at the same path,
+    is ever taken for it by a node."""
+    path = home.root / "nodes" / "home.id"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    value = os.urandom(8).hex()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()  # another process made it first
+    with os.fdopen(fd, "w") as fh:
+        fh.write(value + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    return value
 
 
 def registry_path(home: Home) -> Path:
