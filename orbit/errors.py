@@ -67,6 +67,10 @@ class NodeError(OrbitError):
 class NodeUnreachable(NodeError):
     """A node could not be reached, or the connection to it broke."""
 
+    # ssh failed before the command ran there (no connection, name, key or host key): the node
+    # heard nothing of it. False when that is not known (a connection that broke, a timeout).
+    before_command: bool = False
+
 
 class SlurmError(OrbitError):
     """Slurm's commands could not be run or did not answer (not a refusal of one job)."""

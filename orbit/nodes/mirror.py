@@ -127,10 +127,11 @@ class Mirror:
     def _send(self, run: Run, node: nodes.Node) -> bool:
         """Send the run; False when it did not go (back in the queue, failed or cancelled).
 
-        Until the `submit` call, nothing of the run is on the node: a node that cannot be
-        reached puts it back in the queue. From that call on the node may have written it (an
-        answer lost on the way back): the same request is made again until the node answers,
-        and being keyed by its origin it gets the same run, never a second."""
+        Until the `submit` request reaches the node, nothing of the run is there: a node that
+        cannot be reached (ssh failed before the command ran) puts it back in the queue. Once
+        the request may have reached it (the connection broke, or timed out, with an answer
+        perhaps lost on the way back), the same request is made again until the node answers:
+        keyed by its origin, it gets the same run, never a second."""
         if (self.dir / CANCEL_FILE).exists():
             self._end(RunState.CANCELLED, "cancelled by user")
             return False
@@ -162,12 +163,20 @@ class Mirror:
         ).encode()
         timeout = float(self.home.config["pull_timeout_s"]) + 60
         attempt = 0
+        heard = False  # whether the node may have received the request
         while True:
             try:
                 answer = json.loads(ssh.call(node, env, "submit", data=request, timeout=timeout))
                 remote_id = str(answer["id"])
                 break
             except NodeUnreachable as exc:
+                heard = heard or not exc.before_command
+                if not heard:  # it never reached the node: place it again, perhaps elsewhere
+                    nodes.write_state(self.home, node.name, error=str(exc))
+                    self._requeue(
+                        f"node {node.name} could not be reached ({exc}); waiting to be placed again"
+                    )
+                    return False
                 attempt += 1
                 self._down(node, str(exc))
                 time.sleep(min(RETRY_MAX_S, 0.5 * 2**attempt))

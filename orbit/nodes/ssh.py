@@ -26,6 +26,15 @@ from orbit.store.nodes import Node
 CONNECT_TIMEOUT_S = 10
 # ssh's own exit status when it could not reach the node (or lost the connection).
 SSH_FAILED = 255
+# How ssh's errors begin when it failed before the remote command started.
+BEFORE_COMMAND = (
+    "ssh: connect to host ",
+    "ssh: Could not resolve hostname ",
+    "Permission denied",
+    "Host key verification failed",
+    "kex_exchange_identification:",
+    "Connection closed by UNKNOWN",
+)
 
 
 def control_dir() -> Path:
@@ -116,7 +125,9 @@ def failure(node: Node, code: int, stderr: bytes) -> NodeError:
     lines = [ln for ln in lines if not ln.startswith("Warning: Permanently added")]
     text = lines[-1] if lines else f"exit status {code}"
     if code == SSH_FAILED:
-        return Unreachable(f"node {node.name}: {text}")
+        unreachable = Unreachable(f"node {node.name}: {text}")
+        unreachable.before_command = text.startswith(BEFORE_COMMAND)
+        return unreachable
     if code == 127 or ("_node" in text and "invalid choice" in text):
         error = NodeError(
             f"node {node.name}: Orbit not found there ({text}); see `orbit node add --orbit`"
