@@ -138,6 +138,11 @@ def test_add_ls_check_rm(orbit: Orbit, node_b: NodeB) -> None:
     assert down.err.startswith("orbit: node b: ") and down.err.endswith("; node not added\n")
     assert "Connection refused" in down.err and down.err.count("\n") == 1
     assert orbit("node", "ls", "--json").json()["nodes"] == []
+    # A --home that is not there on the node is not made there.
+    typo = orbit("node", "add", "b", node_b.sshd.url(), "--home", f"{node_b.home}x", "--orbit", py)
+    assert typo.code == 8 and "no Orbit home at" in typo.err
+    assert not Path(f"{node_b.home}x").exists()
+    assert orbit("node", "add", "b", node_b.sshd.url(), "--home", "rel", "--orbit", py).code == 2
 
     assert orbit("node", "add", "b", node_b.sshd.url(), *home).code == 0
     dup = orbit("node", "add", "b", node_b.sshd.url(), *home)

@@ -9,7 +9,7 @@ from typing import Any
 
 from orbit.cli.common import add_json, print_json, table
 from orbit.env import Env
-from orbit.errors import ConflictError, ExitCode, NodeError
+from orbit.errors import ConflictError, ExitCode, NodeError, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -153,6 +153,8 @@ def add(args: argparse.Namespace, env: Env) -> int:
         args.name, args.url, home=args.home, partition=args.partition, account=args.account
     )
     node.orbit = args.orbit
+    if args.home is not None and not args.home.startswith("/"):
+        raise UsageError(f"--home must be an absolute path on the node, got {args.home!r}")
     if node.kind != "slurm" and (args.partition or args.account):
         raise NodeError("--partition and --account are for slurm:// nodes")
     if args.name in nodes.load(home):

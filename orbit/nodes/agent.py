@@ -61,8 +61,12 @@ def _tick(home: Home) -> None:
     tick(home, spawn=spawn, actor="node")
 
 
-def info(home: Home) -> dict[str, Any]:
-    """What the primary places runs by: this home's pool as its own tick would see it."""
+def info(home: Home, *, must_exist: bool = False) -> dict[str, Any]:
+    """What the primary places runs by: this home's pool as its own tick would see it. With
+    `must_exist` (a home the primary named with --home), a home that is not there is an error
+    rather than a new empty one: a mistyped path must not make a node out of nothing."""
+    if must_exist and not home.root.is_dir():
+        raise NotFoundError(f"no Orbit home at {home.root} on this node (check --home)")
     home.ensure()
     _tick(home)
     store = RunStore(home)

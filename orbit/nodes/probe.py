@@ -31,7 +31,9 @@ PROBE_TIMEOUT_S = 30.0
 def read_node(home: Home, node: nodes.Node, timeout: float = PROBE_TIMEOUT_S) -> nodes.NodeState:
     """Ask the node for its reading and record the answer (or that there was none)."""
     try:
-        raw = ssh.call(node, home.environ, "info", timeout=timeout)
+        # A home named with --home must be there already (never made by a probe).
+        args = ["existing"] if node.home else []
+        raw = ssh.call(node, home.environ, "info", args, timeout=timeout)
         info: dict[str, Any] = json.loads(raw)
         if not isinstance(info, dict) or "pool" not in info:
             raise NodeError(f"node {node.name}: unexpected answer to `_node info`")
