@@ -449,30 +449,22 @@ def _admit(
     report: TickReport,
     now: datetime | None,
 ) -> None:
-    # Order matters for crash safety: status first (a crash leaves a starting run whose queue
-    # marker the next tick moves to active/), then the markers, then the shepherd.
-    try:
-        store.transition(
-            d.run_id,
-            RunState.STARTING,
-            actor=actor,
-            event="admitted",
-            expect=[RunState.QUEUED],
-            reason="starting the container",
-            lease={
-                "cpus": d.lease.cpus,
-                "mem_gb": d.lease.mem_gb,
-                "gpus": [{"index": g.index, "uuid": g.uuid} for g in d.gpus],
-            },
-            admitted_at=now_iso(now),
-        )
-    except Exception as exc:  # cancelled meanwhile, or unreadable: skip it this time
-        report.problems.append(f"run {d.run_id}: not admitted ({exc})")
-        return
-    touch_exclusive(home.active_dir / d.run_id)
-    unlink_quiet(home.queue_dir / d.run_id)
-    spawn(home, d.run_id)
-    report.admitted.append(d.run_id)
+    _start(
+        home,
+        store,
+        d.run_id,
+        actor=actor,
+        spawn=spawn,
+        report=report,
+        event="admitted",
+        reason="starting the container",
+        lease={
+            "cpus": d.lease.cpus,
+            "mem_gb": d.lease.mem_gb,
+            "gpus": [{"index": g.index, "uuid": g.uuid} for g in d.gpus],
+        },
+        admitted_at=now_iso(now),
+    )
 
 
 def _place(
@@ -485,26 +477,47 @@ def _place(
     now: datetime | None,
 ) -> None:
     """Hand the run to a node: its shepherd here (a mirror, orbit/nodes/mirror.py) sends it
-    there and keeps its record; it holds no lease here. Written in the order of `_admit`."""
+    there and keeps its record; it holds no lease here."""
+    _start(
+        home,
+        store,
+        d.run_id,
+        actor=actor,
+        spawn=spawn,
+        report=report,
+        event="placed",
+        reason=f"sending it to node {d.node}",
+        lease={"cpus": 0, "mem_gb": 0, "gpus": []},  # it holds nothing on this machine
+        node=d.node,
+        placed_at=now_iso(now),
+    )
+
+
+def _start(
+    home: Home,
+    store: RunStore,
+    run_id: str,
+    *,
+    actor: str,
+    spawn: Spawner,
+    report: TickReport,
+    event: str,
+    **fields: object,
+) -> None:
+    """queued → starting with `fields`, then the markers, then its shepherd. The order matters
+    for crash safety: status first (a crash leaves a starting run whose queue marker the next
+    tick moves to active/), then the markers, then the shepherd."""
     try:
         store.transition(
-            d.run_id,
-            RunState.STARTING,
-            actor=actor,
-            event="placed",
-            expect=[RunState.QUEUED],
-            reason=f"sending it to node {d.node}",
-            lease={"cpus": 0, "mem_gb": 0, "gpus": []},  # it holds nothing on this machine
-            node=d.node,
-            placed_at=now_iso(now),
+            run_id, RunState.STARTING, actor=actor, event=event, expect=[RunState.QUEUED], **fields
         )
-    except Exception as exc:
-        report.problems.append(f"run {d.run_id}: not placed ({exc})")
+    except Exception as exc:  # cancelled meanwhile, or unreadable: skip it this time
+        report.problems.append(f"run {run_id}: not {event} ({exc})")
         return
-    touch_exclusive(home.active_dir / d.run_id)
-    unlink_quiet(home.queue_dir / d.run_id)
-    spawn(home, d.run_id)
-    report.admitted.append(d.run_id)
+    touch_exclusive(home.active_dir / run_id)
+    unlink_quiet(home.queue_dir / run_id)
+    spawn(home, run_id)
+    report.admitted.append(run_id)
 
 
 def _set_reason(store: RunStore, d: Wait, actor: str) -> None:
