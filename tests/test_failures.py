@@ -303,6 +303,23 @@ def test_excerpt_of_crafted_logs(tmp_path: Path) -> None:
         "    return 1 / (1 + math.exp(-z))\n"
         "OverflowError: math range error"
     )
+    # Or between a frame and its source line (seen under load): the source line still counts.
+    split = (
+        "Traceback (most recent call last):\n"
+        '  File "<string>", line 13, in <module>\n'
+        '  File "/tmp/model-2/model.py", line 9, in sigmoid\n'
+        "step 1 p 9.9e-153\n"
+        "step 2 p 9.8e-305\n"
+        "    return 1 / (1 + math.exp(-z))\n"
+        "                    ^^^^^^^^^^^^\n"
+        "OverflowError: math range error\n"
+    )
+    assert excerpt(split) == excerpt(interleaved)
+    # A frame without a source line (a file gone) takes nothing from the next frame.
+    sourceless = (
+        'Traceback (most recent call last):\n  File "/gone.py", line 3, in f\nValueError: x\n'
+    )
+    assert excerpt(sourceless) == '  File "/gone.py", line 3, in f\nValueError: x'
     # A traceback long ago, then much more output: the end of the log says more.
     stale = _tb("/c", 5, "f", "ValueError: caught") + "".join(f"step {i}\n" for i in range(40))
     assert excerpt(stale) == "\n".join(f"step {i}" for i in range(35, 40))

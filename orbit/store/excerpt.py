@@ -146,11 +146,15 @@ def _exception_at(lines: list[str], i: int) -> int:
 
 
 def _frame(lines: list[str], at: int) -> list[str]:
-    """A frame's `File …` line and its source line (without the ^^^ markers)."""
+    """A frame's `File …` line and its source line (without the ^^^ markers). Lines of the
+    other stream that landed between the two are looked past (see `_frames`)."""
     out = [lines[at]]
-    nxt = lines[at + 1] if at + 1 < len(lines) else ""
-    if nxt.startswith("    ") and not FRAME.match(nxt) and not CARET.match(nxt):
-        out.append(nxt)
+    for nxt in lines[at + 1 : at + 2 + STRAY_LINES]:
+        if FRAME.match(nxt) or CARET.match(nxt) or (EXCEPTION.match(nxt) and _exception_name(nxt)):
+            break  # the next frame, or the exception: this frame shows no source line
+        if nxt.startswith("    "):
+            out.append(nxt)
+            break
     return out
 
 
