@@ -50,17 +50,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _free(info: dict[str, Any]) -> dict[str, Any]:
     """Free and total CPUs, memory and GPUs from a node's reading."""
-    pool = info.get("pool") or {}
+    from orbit.sched.nodeplace import pool_from_dict
+
     try:
-        (tc, tm), (lc, lm), (oc, om) = pool["totals"], pool["leased"], pool["outside"]
-        gpus = pool.get("gpus") or []
-        return {
-            "cpus": [round(tc - lc - oc, 2), tc],
-            "mem_gb": [round(tm - lm - om, 2), tm],
-            "gpus": [sum(1 for g in gpus if g[4] and not g[5]), len(gpus)],
-        }
-    except (KeyError, TypeError, ValueError, IndexError):
+        pool = pool_from_dict(info.get("pool") or {})
+    except ValueError:
         return {}
+    total, leased, outside = pool.totals, pool.leased, pool.outside
+    return {
+        "cpus": [round(total.cpus - leased.cpus - outside.cpus, 2), total.cpus],
+        "mem_gb": [round(total.mem_gb - leased.mem_gb - outside.mem_gb, 2), total.mem_gb],
+        "gpus": [sum(1 for g in pool.gpus if g.allowed and not g.holder), len(pool.gpus)],
+    }
 
 
 def _runs_here(env: Env) -> dict[str, list[str]]:

@@ -42,6 +42,7 @@ from orbit.sched.nodeplace import pool_to_dict
 from orbit.sched.tick import tick
 from orbit.store import datasets, nodes
 from orbit.store.beneath import opened, read_file
+from orbit.store.creation import next_id
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
 from orbit.store.locks import locked
@@ -151,7 +152,7 @@ def submit(home: Home, request: dict[str, Any]) -> dict[str, Any]:
         spec["origin"] = origin
         if spec.get("user"):
             spec["user"] = f"{os.getuid()}:{os.getgid()}"  # this node's user, who owns the code
-        atomic_write(marker, f"pending {_next_id(home)}".encode())
+        atomic_write(marker, f"pending {next_id(home)}".encode())
         prepared = Prepared(
             spec,
             Secrets(env=dict(secrets.get("env") or {}), redact=list(secrets.get("redact") or [])),
@@ -171,13 +172,6 @@ def configure_slurm(home: Home, partition: str, account: str) -> dict[str, Any]:
     home.set_config("slurm_partition", partition or None)
     home.set_config("slurm_account", account or None)
     return {"executor": "slurm", "partition": partition or None, "account": account or None}
-
-
-def _next_id(home: Home) -> int:
-    try:
-        return int((home.runtime_dir / "next_id").read_text().strip())
-    except (OSError, ValueError):
-        return 1
 
 
 def _sent_before(home: Home, store: RunStore, marker: Path, origin: dict[str, str]) -> str | None:

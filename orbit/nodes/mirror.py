@@ -358,30 +358,27 @@ class Mirror:
         except ValueError:
             return
         self.node_ended = there.finished
-        remote = {"id": None, "state": there.value, "lease": theirs.get("lease")}
+        # Queued or starting there is starting here.
+        becomes = there if there.finished or there is RunState.RUNNING else RunState.STARTING
+        fields: dict[str, Any] = {"state": becomes.value}
+        if there.finished:
+            fields.update({k: theirs[k] for k in FINAL_FIELDS if k in theirs})
+        elif there is RunState.RUNNING:
+            fields.update(started_at=theirs.get("started_at"), reason=None)
+        else:
+            fields["reason"] = f"on node {node.name}: {theirs.get('reason') or there.value}"
 
         def change(run: Run) -> dict[str, Any] | None:
-            remote["id"] = (run.status.get("remote") or {}).get("id")
-            fields: dict[str, Any] = {"remote": remote}
-            if there.finished:
-                fields.update({k: theirs[k] for k in FINAL_FIELDS if k in theirs})
-                fields["state"] = there.value
-            elif there is RunState.RUNNING:
-                fields.update(state=RunState.RUNNING.value, started_at=theirs.get("started_at"))
-                fields["reason"] = None
-            else:
-                fields["state"] = RunState.STARTING.value
-                fields["reason"] = f"on node {node.name}: {theirs.get('reason') or there.value}"
+            remote_id = (run.status.get("remote") or {}).get("id")
+            new = {**fields, "remote": {"id": remote_id, "state": there.value,
+                                        "lease": theirs.get("lease")}}  # fmt: skip
             if run.state.finished or (run.state is RunState.RUNNING and there is RunState.STARTING):
                 return None
-            if fields["state"] == run.state.value and all(
-                run.status.get(k) == v for k, v in fields.items()
-            ):
+            if all(run.status.get(k) == v for k, v in new.items()):
                 return None
-            return fields
+            return new
 
         before = self.store.load(self.run_id).state
-        becomes = there if there.finished or there is RunState.RUNNING else RunState.STARTING
         if before is RunState.UNKNOWN:
             event: str | None = "reconnected"
         else:

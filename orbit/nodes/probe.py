@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s probe %(process)d %(message)s")
     home = Home(Path(argv[0]), os.environ)
-    handle = adopt_lock(home.locks_dir / f"node-{argv[1]}.probe.lock")
+    handle = adopt_lock(nodes.probe_lock(home, argv[1]))
     if handle is None:
         return 0
     try:

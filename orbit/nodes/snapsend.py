@@ -18,7 +18,6 @@ from orbit.errors import CorruptError, UsageError
 from orbit.execute.snapshot import snapshot_hash
 from orbit.execute.snapstore import (
     Entry,
-    manifest_path,
     pack_path,
     read_manifest,
     write_manifest,
@@ -105,5 +104,4 @@ def receive(home: Home, snapshot: str, stream: IO[bytes]) -> int:
     placed = [e if e.kind == "l" else e._replace(pack=pack, offset=offsets[e.ref]) for e in rows]
     total = sum(e.size for e in rows if e.kind != "l")
     write_manifest(home.snapshots_dir, snapshot, placed, total, None)
-    assert manifest_path(home.snapshots_dir, snapshot).exists()
     return len(rows)

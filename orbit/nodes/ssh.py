@@ -10,7 +10,6 @@ milliseconds, not a new handshake.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import stat
@@ -136,8 +135,3 @@ def failure(node: Node, code: int, stderr: bytes) -> NodeError:
         error = NodeError(f"node {node.name}: {text.removeprefix('orbit: ')}")
     error.remote_code = code
     return error
-
-
-def key(node: Node) -> str:
-    """A short stable name for the node's connection (for logs and lock names)."""
-    return hashlib.sha256(node.url.encode()).hexdigest()[:12]

@@ -80,14 +80,10 @@ def portable(run: Run) -> str | None:
     return None
 
 
-def lock_path(home: Home, name: str) -> str:
-    return str(home.locks_dir / f"node-{name}.probe.lock")
-
-
 def wake_probe(home: Home, name: str) -> None:
     """Start the node's probe unless one is running. Never raises."""
     try:
-        path = home.locks_dir / f"node-{name}.probe.lock"
+        path = nodes.probe_lock(home, name)
         if is_locked(path):
             return
         handle = try_lock(path)

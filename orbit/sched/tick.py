@@ -26,6 +26,7 @@ from orbit.sched.plan import Admit, Wait, plan
 from orbit.sched.remote import demand_of
 from orbit.sched.resources import machine_totals
 from orbit.store import index, nodes, outbox, runcache
+from orbit.store.creation import next_id
 from orbit.store.excerpt import log_excerpt
 from orbit.store.exitrecord import finalize_from_exit, read_exit, rebuild_status
 from orbit.store.files import atomic_write, touch_exclusive, unlink_quiet
@@ -370,7 +371,7 @@ def _unmarked(home: Home, store: RunStore, seen: set[str], report: TickReport) -
     stay O(queued + active); a tick about to admit checks the runs this scan records
     (`_unmarked_since_scan`).
     """
-    next_id = _next_id(home)  # read first: a run claimed during the listing counts as new
+    first_new = next_id(home)  # read first: a run claimed during the listing counts as new
     try:
         rows = store.list_rows()
     except (OrbitError, OSError) as exc:
@@ -381,7 +382,7 @@ def _unmarked(home: Home, store: RunStore, seen: set[str], report: TickReport) -
         for row in rows
         if isinstance(row, dict) and row.get("state") in ACTIVE_STATES
     ]
-    record = {"active": active, "next_id": next_id}
+    record = {"active": active, "next_id": first_new}
     atomic_write(_markers_checked(home), json.dumps(record).encode(), durable=False)
     missing = [run_id for run_id in active if run_id not in seen]
     lost = [run_id for run_id in missing if not _has_marker(home, run_id)]
@@ -402,7 +403,7 @@ def _unmarked_since_scan(home: Home, cache: runcache.RunCache, seen: set[str]) -
         first_new = int(record["next_id"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    last = _next_id(home)
+    last = next_id(home)
     if first_new <= 0 or last <= 0:
         return None
     candidates.update(str(i) for i in range(first_new, last))
@@ -422,14 +423,6 @@ def _has_marker(home: Home, run_id: str) -> bool:
     """A marker on disk now: a run submitted (or moved to active/) after this tick read the
     markers has one, and is no lost marker."""
     return (home.queue_dir / run_id).exists() or (home.active_dir / run_id).exists()
-
-
-def _next_id(home: Home) -> int:
-    """The id the next run will get (runtime/next_id), or 0 when unknown."""
-    try:
-        return int((home.runtime_dir / "next_id").read_text().strip())
-    except (OSError, ValueError):
-        return 0
 
 
 def _scan_due(home: Home) -> bool:

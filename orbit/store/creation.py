@@ -70,6 +70,14 @@ class NewRun(Record):
         self.prepare = prepare
 
 
+def next_id(home: Home) -> int:
+    """The id the next run will get (runtime/next_id), or 0 when unknown."""
+    try:
+        return int((home.runtime_dir / "next_id").read_text().strip())
+    except (OSError, ValueError):
+        return 0
+
+
 def claim_ids(home: Home, count: int) -> list[tuple[str, Path]]:
     """Allocate `count` ids: a counter under a lock, with `mkdir` as the final arbiter."""
     counter = home.runtime_dir / "next_id"

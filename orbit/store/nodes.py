@@ -163,6 +163,11 @@ def registry_path(home: Home) -> Path:
     return home.root / "nodes.yaml"
 
 
+def probe_lock(home: Home, name: str) -> Path:
+    """Held by the node's probe for its life: one probe per node at a time."""
+    return home.locks_dir / f"node-{name}.probe.lock"
+
+
 def state_path(home: Home, name: str) -> Path:
     return home.root / "nodes" / f"{name}.json"
 
