@@ -25,9 +25,12 @@ class LockTimeout(OrbitError):
     exit_code = ExitCode.CONFLICT
 
 
-def try_lock(path: Path, timeout: float = 0.0) -> IO[str] | None:
-    """An open file holding an exclusive lock on `path`, or None when another holds it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def try_lock(path: Path, timeout: float = 0.0, *, make_parent: bool = True) -> IO[str] | None:
+    """An open file holding an exclusive lock on `path`, or None when another holds it.
+    Without `make_parent`, a missing folder is FileNotFoundError (a run's own lock must never
+    bring back the directory of a run that was removed)."""
+    if make_parent:
+        path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a")  # noqa: SIM115 - the caller owns the handle for the lock's lifetime
     deadline = time.monotonic() + timeout
     while True:
@@ -66,8 +69,8 @@ def adopt_lock(path: Path) -> IO[str] | None:
 
 
 @contextmanager
-def locked(path: Path, timeout: float = 30.0) -> Iterator[None]:
-    handle = try_lock(path, timeout)
+def locked(path: Path, timeout: float = 30.0, *, make_parent: bool = True) -> Iterator[None]:
+    handle = try_lock(path, timeout, make_parent=make_parent)
     if handle is None:
         raise LockTimeout(f"could not lock {path} within {timeout:g} s; is another orbit stuck?")
     try:

@@ -341,27 +341,38 @@ class RunStore:
         status is replaced, so the history never claims what the status does not show.
         """
         path = self.run_dir(run_id)
-        with locked(path / ".lock"):
-            run = self.load(run_id)
-            fields = change(run)
-            if fields is None:
-                return run
-            status = {**run.status, **fields, "format": FORMAT}
-            status.pop("updated_at", None)
-            status["updated_at"] = now_iso()  # always the last key: a file cut short lacks it
-            settles = status["state"] != run.state.value and RunState(status["state"]).finished
-            # The notification event goes first: a crash before the status write leaves it
-            # pending (the sender waits for the run to be finished), never missing.
-            notify = settles and outbox.record_settled(
-                self.home, run_id, status["state"], status["updated_at"]
-            )
-            write_yaml(path / "status.yaml", status)
-            run.status = status
-            if event:
-                line = {"time": now_iso(), "event": event, "state": status["state"], "actor": actor}
-                line.update({k: v for k, v in fields.items() if k not in ("state",)})
-                append_jsonl(path / "events.jsonl", line)
-            self._index(run)
+        try:
+            with locked(path / ".lock", make_parent=False):
+                run = self.load(run_id)
+                fields = change(run)
+                if fields is None:
+                    return run
+                status = {**run.status, **fields, "format": FORMAT}
+                status.pop("updated_at", None)
+                status["updated_at"] = now_iso()  # always the last key: a file cut short lacks it
+                settles = status["state"] != run.state.value and RunState(status["state"]).finished
+                # The notification event goes first: a crash before the status write leaves it
+                # pending (the sender waits for the run to be finished), never missing.
+                notify = settles and outbox.record_settled(
+                    self.home, run_id, status["state"], status["updated_at"]
+                )
+                write_yaml(path / "status.yaml", status)
+                run.status = status
+                if event:
+                    line = {
+                        "time": now_iso(),
+                        "event": event,
+                        "state": status["state"],
+                        "actor": actor,
+                    }
+                    line.update({k: v for k, v in fields.items() if k not in ("state",)})
+                    append_jsonl(path / "events.jsonl", line)
+                self._index(run)
+        except FileNotFoundError:
+            if path.is_dir():
+                raise
+            # Removed meanwhile (`orbit rm --force`): its lock must not bring it back.
+            raise NotFoundError(f"run {run_id} was removed") from None
         if notify:
             outbox.wake_sender(self.home)  # after the lock: a spawn costs the run nothing more
         return run
