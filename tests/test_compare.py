@@ -72,7 +72,10 @@ def test_compare_json_of_a_sweep(sweep: Orbit, python_image: str) -> None:
     assert good["loss.best_step"] == 5
     assert (bad["loss.last"], bad["loss.min"], bad["loss.max"]) == (161051, 11, 161051)
     assert bad["loss.best_step"] == 1
-    assert data["metrics"] == [{"name": "loss", "goal": "min"}, {"name": "acc", "goal": "max"}]
+    assert data["metrics"] == [
+        {"name": "loss", "goal": "min", "why": "by its name"},
+        {"name": "acc", "goal": "max", "why": "by its name"},
+    ]
     assert data["x"] == "step" and data["metrics_left_out"] == []
     # acc is the same in every run: folded, its best (max) at step 3.
     same = data["same"]
@@ -93,7 +96,10 @@ def test_compare_json_of_a_sweep(sweep: Orbit, python_image: str) -> None:
     assert [r["id"] for r in compared(sweep, "--folder", "papers")["runs"]] == ["1", "2", "3", "4"]
     picked = compared(sweep, "lr10-s2", "1", "--metric", "acc:min,loss")
     assert [r["id"] for r in picked["runs"]] == ["4", "1"]
-    assert picked["metrics"] == [{"name": "acc", "goal": "min"}, {"name": "loss", "goal": "min"}]
+    assert picked["metrics"] == [
+        {"name": "acc", "goal": "min", "why": "given"},
+        {"name": "loss", "goal": "min", "why": "by its name"},
+    ]
     assert picked["same"]["acc.best_step"] == 1  # the minimum of acc is at step 1
     worst = compared(sweep, "1", "3", "--metric", "loss:max")["runs"]
     assert [r["loss.best_step"] for r in worst] == [1, 5]
@@ -159,7 +165,7 @@ def test_a_result_link_out_of_output_is_an_empty_cell(sweep: Orbit, tmp_path: Pa
         (("1", "--result", "../x:k"), 2, "must stay inside the run's output/"),
         (("1", "--result", "/etc/passwd:k"), 2, "must stay inside the run's output/"),
         (("1", "--result", "output/x.json"), 2, "give PATH:KEY"),
-        (("1", "--metric", "loss:best"), 2, "give NAME, NAME:min or NAME:max"),
+        (("1", "--metric", "loss:best"), 2, "give METRIC, METRIC:max or METRIC:min"),
     ],
 )
 def test_bad_input_is_one_line(orbit: Orbit, args: tuple[str, ...], code: int, says: str) -> None:

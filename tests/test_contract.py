@@ -69,7 +69,7 @@ ROW = {  # each of ps --json's runs
 UNREADABLE_ROW = {"id", "state", "error"}
 METRICS = {"latest", "lines", "x", "summary"}  # run --json, show --json: `metrics`
 SUMMARY = {"latest", "min", "max", "count", "min_step", "max_step"}  # each of metrics.summary
-COMPARE = {"columns", "same", "metrics", "metrics_left_out", "results", "x", "runs"}
+COMPARE = {"columns", "same", "metrics", "metrics_left_out", "results", "x", "runs", "objective"}
 NOTE = {"time", "author", "text"}
 FAILURE = {  # each of failures --json's failures
     "signature",
@@ -219,7 +219,7 @@ def test_json_of_metric_summaries_and_compare(orbit: Orbit, busybox: str) -> Non
     assert keys(compared) == COMPARE
     assert [r["id"] for r in compared["runs"]] == ["1", "2"]
     assert [keys(c) for c in compared["columns"]] == [{"key", "title"}] * len(compared["columns"])
-    assert compared["metrics"] == [{"name": "loss", "goal": "min"}]
+    assert compared["metrics"] == [{"name": "loss", "goal": "min", "why": "by its name"}]
 
 
 def test_json_of_an_active_run_and_cancel(orbit: Orbit, busybox: str) -> None:

@@ -43,19 +43,20 @@ def test_digest_of_a_sweep(orbit: Orbit, swept: Swept, repo: Path) -> None:
     assert "9 runs: 6 succeeded, 3 failed." in text
     assert "- lr: 0.1 ×3, 1 ×3, 50 ×3" in text and "- seed: 1 ×3, 2 ×3, 3 ×3" in text
     # The best setting with its mean, the diverging one with its failures, the lucky run.
-    assert "## Best by final loss (lowest is better)" in text
+    assert "## Best by final loss, lowest is better (picked, direction by its name)" in text
     assert "- best setting: lr=1: mean 0.12 ± 0.01 (n=3 of 3;" in text
     assert "- lr=50: no succeeded run with loss (3 of 3 failed)" in text
     assert f"- best single run: {swept[('0.1', '2')]} (lr=0.1, seed=2), loss 0.04854" in text
     # The failure: its cause from the traceback, shared by exactly the lr=50 runs.
     failures = text.split("## Failures\n")[1].split("\n\n")[0]
     assert "3×" in failures and "FloatingPointError" in failures and "all lr=50" in failures
-    # The notes, newest first: the run note after the group note.
+    # The group's conclusion whole near the top, then the other notes, newest first.
+    conclusion = text.split("## Conclusion of group lrs (")[1].split("\n\n")[0]
+    assert conclusion.endswith(", ada)\nlr=1 wins on average; lr=0.1 s2 was luck")
     notes = text.split("## Notes (newest first)\n")[1].splitlines()
     assert f"runs {', '.join(ids)}, ada] lr=1 converges in every seed" in notes[0]  # once
     assert "run " + swept[("50", "1")] in notes[1] and "diverged at step 4" in notes[1]
-    assert "group lrs, ada] lr=1 wins on average" in notes[2]
-    assert len(notes) == 3
+    assert len(notes) == 2
 
     data = orbit("lessons", "-g", "lrs", "--json").json()
     assert set(data) == {
@@ -64,6 +65,8 @@ def test_digest_of_a_sweep(orbit: Orbit, swept: Swept, repo: Path) -> None:
         "unreadable",
         "states",
         "params",
+        "groups",
+        "objective",
         "metric",
         "maximize",
         "best_run",
@@ -71,6 +74,7 @@ def test_digest_of_a_sweep(orbit: Orbit, swept: Swept, repo: Path) -> None:
         "settings_total",
         "failures",
         "notes",
+        "notes_total",
         "cache",
     }
     assert {frozenset(n) for n in data["notes"]} == {
@@ -85,12 +89,12 @@ def test_digest_of_a_sweep(orbit: Orbit, swept: Swept, repo: Path) -> None:
     [failure] = data["failures"]
     assert failure["count"] == 3
 
-    # Another metric that no run logged: no setting is best, and the page says why.
+    # A metric that no run logged: nothing can be ranked by it, one line says why.
     other = orbit("lessons", "-g", "lrs", "--metric", "accuracy", "--max")
-    assert other.code == 0, other.err
-    assert "## Best by final accuracy (highest is better)" in other.out
-    assert "- lr=1: no succeeded run with accuracy (0 of 3 failed)" in other.out
-    assert "best setting" not in other.out and "best single run" not in other.out
+    assert other.code == ExitCode.NOT_FOUND and other.out == ""
+    assert other.err == (
+        "orbit: 'accuracy' was logged by none of the 6 succeeded runs (they logged: step, loss)\n"
+    )
 
     # By project: the runs whose code came from this repository (the cwd's, or named).
     by_dir = orbit("lessons", cwd=repo)

@@ -85,7 +85,7 @@ def test_unknown_refs_write_nothing(orbit: Orbit, busybox: str) -> None:
     assert orbit.run_dir(a).joinpath("notes.jsonl").read_text() == ""  # all found before a write
     res = orbit("note", "-g", "nope", "x")
     assert res.code == ExitCode.NOT_FOUND and "no runs in group 'nope'" in res.err
-    assert not (orbit.home / "groups").exists()
+    assert not group_dir(Home(orbit.home), "nope").exists()
 
 
 def test_author_chain() -> None:

@@ -48,7 +48,7 @@ def test_add_list_test_log_rm_and_no_secret_outside_notify_yaml(
     (row,) = listed.json()
     assert row["name"] == "team" and row["kind"] == "webhook"
     assert row["on"] == ["succeeded", "failed", "group"] and row["groups"] == ["lr"]
-    assert row["metric"] == "loss" and row["metric_mode"] == "min"
+    assert row["metric"] == "loss" and row["metric_direction"] == "min"
     assert row["url"].startswith("http://127.0.0.1:") and row["url"].endswith("…6789")
     assert row["secret"].startswith("…6789")
     text = orbit("notify", "list")
@@ -146,7 +146,7 @@ def test_a_failing_endpoint_is_reported_with_its_answer(orbit: Orbit) -> None:
         (
             ("--kind", "slack", "--url-env", "HOOK", "--min"),
             {"HOOK": "http://h/x"},
-            "--min needs --metric",
+            "--max and --min go with --metric NAME",
         ),
         (("--kind", "slack", "--url-stdin"), {}, "--url-stdin: nothing on stdin"),
     ],

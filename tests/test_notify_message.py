@@ -18,6 +18,7 @@ import pytest
 from orbit.human import fmt_metric
 from orbit.notify.message import Message, group_message, merge, run_message, sparkline
 from orbit.review.series import read_metrics, read_tail
+from orbit.store.groups import Declared
 from orbit.store.home import Home
 from orbit.store.model import Run, RunState
 from orbit.store.runs import RunStore
@@ -213,11 +214,14 @@ def test_group_message_counts_best_and_failures(store: RunStore) -> None:
     assert m.title == "group g 1 finished: 5 runs, 3 succeeded, 2 failed"
     fields = dict(m.fields)
     assert fields["succeeded"] == "3" and fields["failed"] == "2"
-    assert fields["best acc (max)"] == f"0.9: run {runs[1].id} (s0.9)"
-    low = dict(group_message("g 1", runs, WEB, mode="min").fields)
-    assert low["best acc (min)"] == f"0.5: run {runs[0].id} (s0.5)"
+    assert fields["best acc (highest, by its name)"] == f"0.9: run {runs[1].id} (s0.9)"
+    low = dict(group_message("g 1", runs, WEB, direction="min").fields)
+    assert low["best acc (lowest, given)"] == f"0.5: run {runs[0].id} (s0.5)"
     named = dict(group_message("g 1", runs, None, metric="acc").fields)
-    assert "best acc (max)" in named
+    assert "best acc (highest, given)" in named
+    declared = Declared("acc", "min")
+    told = dict(group_message("g 1", runs, None, declared=declared).fields)
+    assert told["best acc (lowest, declared)"] == f"0.5: run {runs[0].id} (s0.5)"
     assert m.lines == [
         f"run {runs[3].id} (f0) failed: exit code 1",
         f"run {runs[4].id} (f1) failed: out of memory",
@@ -226,7 +230,7 @@ def test_group_message_counts_best_and_failures(store: RunStore) -> None:
     assert link.path == "/" and parse_qs(link.query) == {"group": ["g 1"]}
     assert "group" in FILTERS  # the runs page filters on this parameter
     with pytest.raises(ValueError):
-        group_message("g 1", runs, None, mode="best")
+        group_message("g 1", runs, None, direction="best")
 
 
 def test_group_key_is_stable_and_changes_with_outcomes(store: RunStore) -> None:

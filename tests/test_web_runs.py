@@ -372,7 +372,7 @@ def test_compare_api_is_orbit_compare_json(client: Client, store: RunStore) -> N
     assert [r["id"] for r in data["runs"]] == [a.id, b.id]
     assert [r["params.lr"] for r in data["runs"]] == [0.0001, 0.0003]
     assert data["same"]["params.seed"] == 1 and data["same"]["acc.best_step"] == 50
-    assert data["metrics"] == [{"name": "acc", "goal": "max"}]
+    assert data["metrics"] == [{"name": "acc", "goal": "max", "why": "by its name"}]
     assert [r["output/result.json:score"] for r in data["runs"]] == [0.91, 0.91]
     assert [r["output/none.json:x"] for r in data["runs"]] == [None, None]
     loss = client.get("/api/compare", f"ids={a.id}").json()["runs"][0]

@@ -34,6 +34,7 @@ COMMANDS = {
     "export": "export",
     "note": "note",
     "best": "best",
+    "group": "group",
     "lessons": "lessons",
     "session": "session",
     "doctor": "doctor",

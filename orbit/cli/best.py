@@ -4,25 +4,40 @@ of the params averaged over seeds (orbit/review/best.py)."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from orbit.cli.common import add_json, group_option, print_json, table
 from orbit.env import Env
 from orbit.errors import ExitCode, NotFoundError, UsageError
 from orbit.human import fmt_metric
 
+if TYPE_CHECKING:
+    from orbit.review.objective import Objective
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "best",
         help="the best run or parameter setting of a group",
-        description="Rank by each run's final (last logged) value of the metric; only "
-        "succeeded runs are scored. --by-params averages the runs of each setting (params "
-        "without seed-like keys) and counts their failures.",
+        description="Rank by each run's final (last logged) value of the group's objective: "
+        "the metric given, else the one the group declared (--objective on sweep or run, "
+        "orbit group objective), else one picked from what the runs logged whose name says "
+        "which way is better. Only succeeded runs are scored. --by-params averages the runs of "
+        "each setting (params without seed-like keys) and counts their failures.",
     )
     group_option(p, "the group to rank (required)")
-    p.add_argument("--metric", required=True, help="the metrics.jsonl key to rank by")
-    p.add_argument("--max", action="store_true", help="larger is better (default: smaller)")
+    p.add_argument(
+        "--metric",
+        metavar="NAME[:max|min]",
+        help="the metrics.jsonl key to rank by (default: the group's objective)",
+    )
+    way = p.add_mutually_exclusive_group()
+    way.add_argument(
+        "--max", dest="maximize", action="store_const", const=True, help="higher is better"
+    )
+    way.add_argument(
+        "--min", dest="maximize", action="store_const", const=False, help="lower is better"
+    )
     p.add_argument(
         "--by-params", action="store_true", help="rank settings: mean ± std over their seeds"
     )
@@ -40,29 +55,39 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.cli.common import group_members
-    from orbit.review.best import SEED_KEYS, best_run, by_params, metric_values
+    from orbit.review.best import SEED_KEYS, best_run, by_params, objective_of
+    from orbit.review.objective import declared_of, parse_metric_option
     from orbit.store.model import Run
     from orbit.store.runs import RunStore
 
     if not args.group:
-        raise UsageError("give the group: orbit best -g GROUP --metric NAME")
+        raise UsageError("give the group: orbit best -g GROUP [--metric NAME]")
+    metric, direction = parse_metric_option(args.metric, args.maximize)
     store = RunStore(env.home)
     ids, _ = group_members(store, args.group, unknown_group_too=False)
     runs = [r for r in store.load_many(ids) if isinstance(r, Run)]
-    values = metric_values(runs, args.metric)
-    direction = "highest" if args.max else "lowest"
+    declared, damaged = declared_of(env.home, args.group)
+    if damaged:
+        print(f"orbit: warning: {damaged}", file=env.stderr)
+    o, values = objective_of(
+        runs, metric=metric, direction=direction, declared=declared, group=args.group
+    )
+    o.require()
+    if o.warning:
+        print(f"orbit: warning: {o.warning}", file=env.stderr)
+    assert o.metric is not None
     if args.by_params:
         seed_keys = (*SEED_KEYS, *args.seed_key)
-        settings = by_params(runs, args.metric, args.max, seed_keys=seed_keys, values=values)
+        settings = by_params(runs, o.metric, o.maximize, seed_keys=seed_keys, values=values)
         if args.json:
-            print_json(env, _settings_json(args, settings, seed_keys))
+            print_json(env, _settings_json(args, o, settings, seed_keys))
             return ExitCode.OK
-        _print_settings(env, args, settings, direction)
+        _print_settings(env, args, o, settings)
         return ExitCode.OK if settings and settings[0].best else ExitCode.NOT_FOUND
-    best = best_run(runs, args.metric, args.max, values=values)
+    best = best_run(runs, o.metric, o.maximize, values=values)
     if best is None:
         raise NotFoundError(
-            f"no succeeded run of group {args.group!r} logged {args.metric!r} "
+            f"no succeeded run of group {args.group!r} logged {o.metric!r} "
             f"({len(runs)} runs; see `orbit failures -g {args.group}`)"
         )
     if args.json:
@@ -70,16 +95,19 @@ def run(args: argparse.Namespace, env: Env) -> int:
             env,
             {
                 "group": args.group,
-                "metric": args.metric,
-                "maximize": args.max,
+                "metric": o.metric,
+                "maximize": o.maximize,
+                "objective": o.to_json(),
                 "best": best.to_json(),
             },
         )
         return ExitCode.OK
     label = f"{best.id} ({best.name})" if best.name else best.id
+    print(f"ranked by {o.text()}", file=env.stdout)
     print(
-        f"best run {label}: {args.metric} {fmt_metric(best.value)} (final value; {direction} of "
-        f"{best.scored} succeeded run{'s' if best.scored != 1 else ''}, {best.runs} in the group)",
+        f"best run {label}: {o.metric} {fmt_metric(best.value)} (final value; "
+        f"{'highest' if o.maximize else 'lowest'} of {best.scored} succeeded "
+        f"run{'s' if best.scored != 1 else ''}, {best.runs} in the group)",
         file=env.stdout,
     )
     if best.params:
@@ -87,25 +115,27 @@ def run(args: argparse.Namespace, env: Env) -> int:
     return ExitCode.OK
 
 
-def _settings_json(args: argparse.Namespace, settings: list[Any], seed_keys: Any) -> Any:
+def _settings_json(
+    args: argparse.Namespace, o: Objective, settings: list[Any], seed_keys: Any
+) -> Any:
     return {
         "group": args.group,
-        "metric": args.metric,
-        "maximize": args.max,
+        "metric": o.metric,
+        "maximize": o.maximize,
+        "objective": o.to_json(),
         "seed_keys": list(seed_keys),
         "settings": [s.to_json() for s in settings],
     }
 
 
-def _print_settings(
-    env: Env, args: argparse.Namespace, settings: list[Any], direction: str
-) -> None:
+def _print_settings(env: Env, args: argparse.Namespace, o: Objective, settings: list[Any]) -> None:
     from orbit.review.best import params_text
 
     out = env.stdout
     print(
-        f"settings of group {args.group} by the final {args.metric} ({direction} mean first; "
-        "± is the sample std over a setting's succeeded runs):",
+        f"settings of group {args.group} by the final {o.text()}; "
+        f"{'highest' if o.maximize else 'lowest'} mean first, ± is the sample std over a "
+        "setting's succeeded runs:",
         file=out,
     )
     rows = []
@@ -123,10 +153,10 @@ def _print_settings(
                 s.best_run or "-",
             ]
         )
-    table(out, ["", "rank", "setting", f"mean {args.metric}", "n", "failed", "best run"], rows)
+    table(out, ["", "rank", "setting", f"mean {o.metric}", "n", "failed", "best run"], rows)
     top = settings[0] if settings else None
     if top is None or not top.best:
-        print(f"no setting has a succeeded run that logged {args.metric!r}", file=out)
+        print(f"no setting has a succeeded run that logged {o.metric!r}", file=out)
         return
     spread = f" ± {fmt_metric(top.std)}" if top.std is not None else ""
     fewer = f", only {top.n} of {len(top.run_ids)} runs scored" if top.n < len(top.run_ids) else ""

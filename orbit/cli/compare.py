@@ -11,6 +11,7 @@ from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
+    from orbit.review.objective import Objective
     from orbit.store.model import Run
     from orbit.store.runs import RunStore
 
@@ -34,8 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="NAME[:min|max]",
-        help="compare this metric (repeat or comma-separate; default: the first 8 numeric keys); "
-        ":max when higher is better (the default for acc*, *score*, *reward*, …)",
+        help="compare this metric (repeat or comma-separate; default: the group's objective, "
+        "then the first numeric keys, 8 in all); :max or :min says which way is better "
+        "(default: the name's, e.g. acc max, loss min; none for a name that does not say)",
     )
     p.add_argument(
         "--result",
@@ -49,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.review.compare import compare, parse_metric, parse_result, render
+    from orbit.review.compare import compare, parse_metric, parse_result, render, spec_of
     from orbit.store.runs import RunStore
 
     metrics = [parse_metric(t) for arg in args.metric for t in arg.split(",") if t.strip()]
@@ -58,12 +60,28 @@ def run(args: argparse.Namespace, env: Env) -> int:
         raise UsageError("give run ids, -g GROUP or --folder FOLDER")
     store = RunStore(env.home)
     runs = _select(store, env, args)
-    cmp = compare(runs, metrics, results)
+    o = _objective(env, args.group, runs) if args.group else None
+    spec = spec_of(o.metric, o.direction, o.why) if o is not None and o.ok and o.metric else None
+    cmp = compare(runs, metrics, results, objective=spec)
     if args.json:
-        print_json(env, cmp.to_json())
+        print_json(env, {**cmp.to_json(), "objective": o.to_json() if o else None})
         return ExitCode.OK
+    if o is not None and o.ok:  # compare ranks nothing: only a usable objective is named
+        print(f"objective: {o.text()}", file=env.stdout)
+        if o.warning:
+            print(f"orbit: warning: {o.warning}", file=env.stderr)
     env.stdout.write("".join(line + "\n" for line in render(cmp, _width(env))))
     return ExitCode.OK
+
+
+def _objective(env: Env, group: str, runs: list[Run]) -> Objective:
+    from orbit.review.best import objective_of
+    from orbit.review.objective import declared_of
+
+    declared, damaged = declared_of(env.home, group)
+    if damaged:
+        print(f"orbit: warning: {damaged}", file=env.stderr)
+    return objective_of([r for r in runs if r.group == group], declared=declared, group=group)[0]
 
 
 def _width(env: Env) -> int:

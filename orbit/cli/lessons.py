@@ -21,7 +21,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("project", nargs="?", metavar="PROJECT-DIR", help="a repository (its root)")
     group_option(p, "the digest of one group instead")
-    p.add_argument("--metric", help="the metric (default: the first one the runs logged)")
+    p.add_argument(
+        "--metric",
+        metavar="NAME[:max|min]",
+        help="rank by this metric (default: the group's objective: declared, else picked "
+        "from what the runs logged)",
+    )
     way = p.add_mutually_exclusive_group()
     way.add_argument(
         "--max", dest="maximize", action="store_const", const=True, help="larger is better"
@@ -31,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         dest="maximize",
         action="store_const",
         const=False,
-        help="smaller is better (default unless the name says acc, score, …)",
+        help="smaller is better (default: the declared direction, else the name's)",
     )
     add_json(p)
     p.set_defaults(func=run)
@@ -39,15 +44,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.review.lessons import Scope, digest, render
+    from orbit.review.objective import Objective, parse_metric_option
     from orbit.store.runs import RunStore
 
+    metric, direction = parse_metric_option(args.metric, args.maximize)
     if args.group and args.project:
         raise UsageError("give a project directory or -g GROUP, not both")
     if args.group:
         scope = Scope(group=args.group)
     else:
         scope = Scope(project=str(_project_root(env, args.project)))
-    d = digest(RunStore(env.home), scope, metric=args.metric, maximize=args.maximize)
+    d = digest(RunStore(env.home), scope, metric=metric, direction=direction)
+    if metric is not None or direction is not None:
+        Objective.from_json(d["objective"]).require()  # the ranking asked for cannot be given
+    warning = d["objective"].get("warning")
+    if warning and not args.json:
+        print(f"orbit: warning: {warning}", file=env.stderr)
     if args.json:
         print_json(env, d)
     else:

@@ -47,8 +47,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "-g", "--group", action="append", default=[], metavar="GROUP",
         help="only runs and summaries of this group (repeatable; default all)",
     )  # fmt: skip
-    a.add_argument("--metric", metavar="NAME", help="the group summary's best run by this metric")
-    a.add_argument("--min", action="store_true", help="with --metric: lower is better")
+    a.add_argument(
+        "--metric",
+        metavar="NAME[:max|min]",
+        help="the group summary's best run by this metric (default: the group's objective)",
+    )
+    way = a.add_mutually_exclusive_group()
+    way.add_argument(
+        "--max", dest="maximize", action="store_const", const=True, help="higher is better"
+    )
+    way.add_argument(
+        "--min", dest="maximize", action="store_const", const=False, help="lower is better"
+    )
     a.add_argument("--replace", action="store_true", help="replace a profile of this name")
     add_json(a)
     a.set_defaults(func=add)
@@ -103,8 +113,16 @@ def add(args: argparse.Namespace, env: Env) -> int:
         "secret", env_var=args.secret_env, from_stdin=args.secret_stdin, environ=env.environ,
         stdin_text=secret_lines[0] if secret_lines else None,
     )  # fmt: skip
-    if args.min and not args.metric:
-        raise UsageError("--min needs --metric NAME")
+    from orbit.review.objective import direction_by_name, parse_metric_option
+
+    metric, direction = parse_metric_option(args.metric, args.maximize)
+    if direction is not None and metric is None:
+        raise UsageError("--max and --min go with --metric NAME")
+    if metric is not None and direction is None and direction_by_name(metric) is None:
+        raise UsageError(
+            f"--metric {metric}: its name does not say which way is better: "
+            f"{metric}:max or {metric}:min"
+        )
     profile = pf.Profile(
         name=args.name,
         kind=args.kind,
@@ -112,8 +130,8 @@ def add(args: argparse.Namespace, env: Env) -> int:
         secret=secret,
         on=pf.parse_on(args.on),
         groups=list(dict.fromkeys(args.group)),
-        metric=args.metric,
-        metric_mode="min" if args.min else "max",
+        metric=metric,
+        metric_direction=direction,
         source=source,
     )
     pf.add(env.home, profile, replace=args.replace)

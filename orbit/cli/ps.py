@@ -44,10 +44,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--sort",
         metavar="KEY",
-        help="order by a field (id, name, state, submitted, duration, …), param:KEY or a metric's "
-        "latest value (metric:NAME or NAME); --sort=-KEY descending",
+        help="order by a field (id, name, state, submitted, duration, …), param:KEY, a metric's "
+        "latest value, best first (metric:NAME[:max|min] or NAME; the direction defaults to "
+        "the group's objective, else the name's), or `best`: the -g group's objective; "
+        "--sort=-KEY reverses",
     )
-    p.add_argument("--desc", action="store_true", help="sort in descending order")
+    p.add_argument(
+        "--desc", action="store_true", help="reverse the order (descending, worst first)"
+    )
     add_json(p)
     p.set_defaults(func=run)
 
@@ -104,6 +108,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
         tpl, cells = plain_listing(env)
     else:
         found = select(rows(env, args.all or bool(states), args.group), states, args.name)
+        sort = directed(env, found, sort, args.group, quiet=args.json)
         metric = sort_rows(env, found, sort)
         cells = cells_of(found)
     stuck = stuck_scheduler(env.home.locks_dir)
@@ -224,6 +229,52 @@ def parse_sort(key: str | None, desc: bool) -> tuple[str, str, bool] | None:
     return ("field" if key in SORT_FIELDS else "metric"), key, desc
 
 
+def directed(
+    env: Env,
+    found: list[dict[str, Any]],
+    sort: tuple[str, str, bool] | None,
+    group: str | None,
+    *,
+    quiet: bool,
+) -> tuple[str, str, bool] | None:
+    """A metric sort made best first (review/objective.py says which way is better; a
+    reversed sort is worst first): (kind, metric, descending). `best` is the group's
+    objective. Unless `quiet`, one line on stderr names the metric, the direction and why."""
+    if sort is None or sort[0] != "metric":
+        return sort
+    from orbit.review.objective import declared_of, resolve, way_text
+    from orbit.store.groups import parse_objective
+
+    _, key, reverse = sort
+    declared, damaged = declared_of(env.home, group)
+    if damaged and not quiet:
+        print(f"orbit: warning: {damaged}", file=env.stderr)
+    if key in ("best", "objective"):
+        if not group:
+            raise UsageError("--sort best ranks by a group's objective: give -g GROUP")
+        succeeded = [r for r in found if r.get("state") == "succeeded"]
+        o = resolve(latest_of(env, succeeded), declared=declared, group=group)
+        o.require()
+    else:
+        metric, way = parse_objective(key, "--sort")
+        o = resolve([], metric=metric, direction=way, declared=declared, group=group)
+    if o.direction is None:
+        if not quiet:
+            print(
+                f"orbit: {o.metric}: its name does not say which way is better; sorted lowest "
+                f"first (--sort {o.metric}:max or :min says)",
+                file=env.stderr,
+            )
+        return "metric", str(o.metric), reverse
+    if not quiet:
+        first = "worst" if reverse else "best"
+        print(
+            f"orbit: sorted {first} first by {o.metric}, {way_text(o.direction)} ({o.why})",
+            file=env.stderr,
+        )
+    return "metric", str(o.metric), o.maximize != reverse
+
+
 def sort_rows(
     env: Env, found: list[dict[str, Any]], sort: tuple[str, str, bool] | None
 ) -> tuple[str, dict[str, float]] | None:
@@ -268,6 +319,16 @@ def _orderable(value: Any) -> tuple[int, float, str] | None:
     if isinstance(value, str):
         return (1, 0.0, value.lower())
     return None
+
+
+def latest_of(env: Env, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The latest metrics of each listed run that can be read."""
+    from orbit.store.describe import latest_metrics
+    from orbit.store.model import Run
+
+    runs_dir = env.home.runs_dir
+    rids = [str(r["id"]) for r in found if not unreadable(r)]
+    return [latest_metrics(Run(rid, runs_dir / rid))[0] for rid in rids]
 
 
 def latest_values(env: Env, found: list[dict[str, Any]], metric: str) -> dict[str, float]:

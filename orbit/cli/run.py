@@ -23,7 +23,7 @@ from orbit.errors import ExitCode, UsageError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from orbit.execute.submit import InContainer, Request
+    from orbit.execute.submit import InContainer, Prepared, Request
     from orbit.store.model import Run
 
 
@@ -79,6 +79,12 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("-n", "--name", help="a name for the run")
     p.add_argument("-g", "--group", help="group (for sweeps and `wait -g`)")
+    p.add_argument(
+        "--objective",
+        metavar="METRIC[:max|min]",
+        help="declare the group's objective: the metric its runs are judged by and which way "
+        "is better (default direction: the name's, e.g. loss:min, acc:max)",
+    )
     p.add_argument("--folder", help="folder path to file the run under, e.g. papers/ablation")
     p.add_argument("-t", "--tag", action="append", type=key_value, default=[], metavar="KEY=VALUE")
     p.add_argument(
@@ -211,8 +217,12 @@ def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.store.runs import RunStore
 
     req = request_from(args, env)
+    declare = objective_option(args, env)
     progress = build_progress(env)
     prepared = prepare(env.home, req, cwd=env.cwd, environ=env.environ, progress=progress)
+    if args.group:
+        launched(env, args, prepared, "run", {}, req.command, 1)
+    declare()
     run = submit(env.home, prepared, actor=env.actor)
     side_tick(env)
     store = RunStore(env.home)
@@ -229,6 +239,72 @@ def run(args: argparse.Namespace, env: Env) -> int:
         reason = f" ({run.reason})" if run.reason else ""
         print(f"run {run.label} {run.state.value}{reason}", file=env.stdout)
     return exit_code_of(run) if args.wait else int(ExitCode.OK)
+
+
+def objective_option(args: argparse.Namespace, env: Env) -> Callable[[], None]:
+    """Check `--objective` now (before anything is written); the returned call declares it
+    for the group (a direction that goes against the name is declared, with a warning)."""
+    if not args.objective:
+        return lambda: None
+    from orbit.review.objective import direction_by_name, way_text
+    from orbit.store.groups import parse_objective, set_objective
+
+    if not args.group:
+        raise UsageError("--objective is a group's: give -g GROUP too")
+    metric, way = parse_objective(args.objective)
+    by_name = direction_by_name(metric)
+    if way is None and by_name is None:
+        raise UsageError(
+            f"--objective {metric}: its name does not say which way is better: "
+            f"{metric}:max or {metric}:min"
+        )
+    direction = way or by_name
+    if way and by_name and way != by_name:
+        print(
+            f"orbit: warning: --objective {metric}:{way} goes against its name "
+            f"({way_text(by_name)} by the name); declared as given",
+            file=env.stderr,
+        )
+    group = str(args.group)
+
+    def declare() -> None:
+        set_objective(env.home, group, metric, direction, env.actor)
+
+    return declare
+
+
+def launched(
+    env: Env,
+    args: argparse.Namespace,
+    prepared: Prepared,
+    kind: str,
+    params: dict[str, list[str]],
+    command: list[str],
+    count: int,
+) -> None:
+    from orbit.cli.launch import record
+
+    spec = prepared.spec
+    project = (spec.get("project") or {}).get("path")
+    request = {
+        "image": spec.get("image"),
+        "dockerfile": spec.get("dockerfile"),
+        "resources": {k: v for k, v in (spec.get("resources") or {}).items() if v},
+        "timeout_min": spec.get("timeout_min"),
+        "network": spec.get("network"),
+    }
+    record(
+        env,
+        str(args.group),
+        kind,
+        args,
+        project=str(project) if project else None,
+        params=params,
+        command=command,
+        count=count,
+        max_running=getattr(args, "max_running", None),
+        request=request,
+    )
 
 
 def exit_code_of(run: Run) -> int:

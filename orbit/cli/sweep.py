@@ -59,6 +59,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="at most N runs of the group hold resources at once",
     )
     p.add_argument(
+        "--like",
+        metavar="GROUP",
+        help="repeat GROUP's newest launch: its options, params and command, each replaced by "
+        "what this command line gives (-p KEY=… replaces that key's values); the runs join "
+        "GROUP unless -g names another",
+    )
+    p.add_argument(
         "-w",
         "--wait",
         action="store_true",
@@ -143,20 +150,30 @@ def plan(base: Request, params: dict[str, list[str]], cap: int | None) -> list[R
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
+    from orbit.cli.launch import apply_like
+    from orbit.cli.run import launched, objective_option
     from orbit.execute.submit import prepare
     from orbit.store.runs import RunStore
 
+    if args.like:
+        params, command = apply_like(args, env)
+        args.cmd = ["--", *command]
     if not args.group:
         raise UsageError("a sweep needs a group: -g GROUP (then `orbit wait -g GROUP`)")
     base = request_from(args, env)
     if not base.command:
         raise UsageError("no command given: put it after `--`, e.g. -- python train.py --lr {lr}")
-    requests = plan(base, parse_params(args.param), args.max_running)
+    if not args.like:
+        params = parse_params(args.param)
+    requests = plan(base, params, args.max_running)
+    declare = objective_option(args, env)
     # What the runs share (checks, resources, snapshot, image or build, the Docker connection)
     # is prepared once; the runs differ only in command, name and params.
     shared = prepare(
         env.home, requests[0], cwd=env.cwd, environ=env.environ, progress=build_progress(env)
     )
+    launched(env, args, shared, "sweep", params, base.command, len(requests))
+    declare()
     submitted = submit_all(env, shared, requests, args.group)
     side_tick(env, submitted=submitted)
     store = RunStore(env.home)

@@ -17,6 +17,7 @@ from pathlib import Path
 from orbit.notify import queue
 from orbit.notify.message import Message, group_message, run_message
 from orbit.notify.profiles import Profile
+from orbit.review.objective import declared_of
 from orbit.store.files import unlink_quiet
 from orbit.store.home import Home
 from orbit.store.model import ACTIVE, Run, RunState
@@ -108,7 +109,7 @@ def _for_run(home: Home, run: Run, profiles: dict[str, Profile], web_url: str | 
     wanting = [p for p in profiles.values() if p.wants_run(run.state.value, run.group)]
     if not wanting:
         return 0
-    message = run_message(run, web_url)
+    message = run_message(run, web_url, declared=declared_of(home, run.group)[0])
     return sum(queue.enqueue(home, p.name, message) for p in wanting)
 
 
@@ -124,12 +125,20 @@ def _for_group(
     if not members:
         return 0
     queued = 0
-    made: dict[tuple[str | None, str], Message] = {}
+    made: dict[tuple[str | None, str | None], Message] = {}
+    declared = declared_of(home, group)[0]
     for p in summarizing:
-        how = (p.metric, p.metric_mode)
+        how = (p.metric, p.metric_direction)
         if how not in made:
             # Its key names the runs and their states: a group that gains runs and finishes
             # again is announced again, one that is looked at twice is not.
-            made[how] = group_message(group, members, web_url, metric=p.metric, mode=p.metric_mode)
+            made[how] = group_message(
+                group,
+                members,
+                web_url,
+                metric=p.metric,
+                direction=p.metric_direction,
+                declared=declared,
+            )
         queued += queue.enqueue(home, p.name, made[how])
     return queued

@@ -20,10 +20,12 @@ from typing import Any
 from urllib.parse import urlencode
 
 from orbit.human import fmt_cpus, fmt_metric, fmt_num, human_bytes, human_seconds
-from orbit.review.best import AXES, best_run, main_metric
+from orbit.review.best import AXES, best_run, finals
+from orbit.review.objective import resolve, way_text
 from orbit.review.series import Series, read_tail
-from orbit.store.describe import duration_s, latest_metrics
+from orbit.store.describe import duration_s
 from orbit.store.excerpt import clean_lines
+from orbit.store.groups import Declared
 from orbit.store.model import LOG, METRICS, Run, RunState
 
 
@@ -147,12 +149,18 @@ def _metric_fields(
 
 
 def run_message(
-    run: Run, web_url: str | None, *, log_lines: int = 20, metric: str | None = None
+    run: Run,
+    web_url: str | None,
+    *,
+    log_lines: int = 20,
+    metric: str | None = None,
+    declared: Declared | None = None,
 ) -> Message:
     """The message for a finished run: state and reason, duration, resources and peaks, final
-    metrics with a sparkline of the main one (`metric`, else the first non-axis key), and for
-    a failed or lost run the last `log_lines` lines of its log. Never raises on a damaged
-    metrics.jsonl or log.txt: what cannot be read is left out."""
+    metrics with a sparkline of the main one (`metric`, else its group's objective: `declared`
+    or picked from the run's metrics, review/objective.py), and for a failed or lost run the
+    last `log_lines` lines of its log. Never raises on a damaged metrics.jsonl or log.txt:
+    what cannot be read is left out."""
     state = run.state.value
     reason = run.reason or ""
     title = f"run {run.label} {state}"
@@ -168,7 +176,10 @@ def run_message(
         fields.append(("peaks", peaks))
     metrics = read_tail(run.path(METRICS), METRICS_TAIL_BYTES, max_points=SPARK_POINTS)
     series = metrics.series
-    main = metric if metric is not None else next((k for k in series if k not in AXES), None)
+    if metric is None:
+        latest = {k: v.last for k, v in series.items()}
+        metric = resolve([latest], declared=declared, group=run.group).metric
+    main = metric
     more, lines = _metric_fields(series, main, partial=metrics.skipped_bytes > 0)
     fields.extend(more)
     return Message(
@@ -199,14 +210,16 @@ def group_message(
     web_url: str | None,
     *,
     metric: str | None = None,
-    mode: str = "max",
+    direction: str | None = None,
+    declared: Declared | None = None,
 ) -> Message:
     """The message for a finished group: counts by state, the best succeeded run by the final
-    value of `metric` (else the group's main metric; `mode` "max" or "min"), and the failed
-    and lost runs with their reasons (the first MAX_FAILURES by id, then how many more).
+    value of the group's objective (review/objective.py: `metric` and `direction` when given,
+    else `declared`, else picked; the field names the metric, the direction and why), and the
+    failed and lost runs with their reasons (the first MAX_FAILURES by id, then how many more).
     The key changes whenever a run or its state does, so each outcome is notified once."""
-    if mode not in ("max", "min"):
-        raise ValueError(f"mode must be 'max' or 'min', not {mode!r}")
+    if direction not in (None, "max", "min"):
+        raise ValueError(f"direction must be 'max' or 'min', not {direction!r}")
     ordered = sorted(runs, key=lambda r: (len(r.id), r.id))
     counts = Counter(r.state.value for r in ordered)
     digest = hashlib.sha256(
@@ -217,12 +230,26 @@ def group_message(
     title = f"group {group} finished: {n} run{'' if n == 1 else 's'}, {_counts_text(counts)}"
     fields = [("runs", str(len(ordered)))] + [(s, str(counts[s])) for s in SEVERITY if counts[s]]
     lines = []
-    key_metric = metric or main_metric(latest_metrics(r)[0] for r in ordered)
-    if key_metric:
-        best = best_run(ordered, key_metric, mode == "max")
+    o = resolve(
+        finals(ordered).values(),
+        metric=metric,
+        direction=direction,
+        declared=declared,
+        group=group,
+    )
+    if o.ok and o.metric:
+        best = best_run(ordered, o.metric, o.maximize)
         if best is not None:
             label = f"{best.id} ({best.name})" if best.name else best.id
-            fields.append((f"best {key_metric} ({mode})", f"{fmt_metric(best.value)}: run {label}"))
+            way = way_text(o.direction).replace(" is better", "")
+            fields.append(
+                (
+                    f"best {o.metric} ({way}, {o.short_why})",
+                    f"{fmt_metric(best.value)}: run {label}",
+                )
+            )
+    elif o.problem and any(r.state.value == "succeeded" for r in ordered):
+        lines.append(o.problem)
     failures = [r for r in ordered if r.state.value in FAILED]
     for r in failures[:MAX_FAILURES]:
         lines.append(f"run {r.label} {r.state.value}: {r.reason or 'no reason recorded'}")

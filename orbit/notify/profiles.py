@@ -4,7 +4,7 @@
     format: 1
     profiles:
       NAME: {kind, url, secret, on: [succeeded, failed, group], groups: [...],
-             metric, metric_mode, source, created_at}
+             metric, metric_direction, source, created_at}
 
 The URL of a chat tool's webhook is itself a credential (whoever has it may post), so it is
 kept like the secret: read from an environment variable or stdin, stored only here, and shown
@@ -41,7 +41,8 @@ class Profile:
     on: list[str] = field(default_factory=lambda: ["failed", "group"])
     groups: list[str] = field(default_factory=list)  # empty: every run and group
     metric: str | None = None  # the group summary's best run by this metric
-    metric_mode: str = "max"
+    # max or min; None: the group's objective decides (review/objective.py)
+    metric_direction: str | None = None
     source: str = ""  # where the URL came from: "env:VAR", "stdin", "argument"
     created_at: str = ""
 
@@ -81,6 +82,8 @@ def load(home: Home) -> dict[str, Profile]:
             raise CorruptError(f"{path}: profile {name!r} is malformed; fix or remove it")
         known = {k: v for k, v in entry.items() if k in Profile.__dataclass_fields__}
         known.pop("name", None)
+        if entry.get("metric_mode") == "min" and "metric_direction" not in entry:
+            known["metric_direction"] = "min"  # written before directions: only --min was said
         out[str(name)] = Profile(name=str(name), **known)
     return out
 
@@ -144,8 +147,8 @@ def check(profile: Profile) -> None:
     bad = [e for e in profile.on if e not in EVENTS]
     if bad or not profile.on:
         raise UsageError(f"--on takes {', '.join(EVENTS)} (comma-separated), got {','.join(bad)!r}")
-    if profile.metric_mode not in ("max", "min"):
-        raise UsageError(f"metric mode must be max or min, got {profile.metric_mode!r}")
+    if profile.metric_direction not in (None, "max", "min"):
+        raise UsageError(f"the metric's direction is max or min, got {profile.metric_direction!r}")
 
 
 def parse_on(text: str) -> list[str]:
@@ -185,7 +188,7 @@ def describe(profile: Profile) -> dict[str, Any]:
         "on": profile.on,
         "groups": profile.groups,
         "metric": profile.metric,
-        "metric_mode": profile.metric_mode,
+        "metric_direction": profile.metric_direction,
         "source": profile.source,
         "created_at": profile.created_at,
     }

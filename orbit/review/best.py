@@ -12,28 +12,22 @@ runs, with the sample standard deviation as its spread.
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orbit.review.objective import Objective, number, resolve
 from orbit.review.series import X_KEYS
 from orbit.store.describe import latest_metrics
+from orbit.store.groups import Declared
 from orbit.store.model import Run, RunState
 from orbit.store.runs import id_key
 
 SEED_KEYS: tuple[str, ...] = ("seed", "seeds", "rep", "repeat", "trial", "run")
 AXES = frozenset({*X_KEYS, "epoch"})  # an axis, never the main metric
 FAILED = frozenset({RunState.FAILED.value, RunState.LOST.value})
-
-
-def number(value: Any) -> float | None:
-    """`value` as a finite float, or None (bools, strings, NaN and infinities are no score)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    out = float(value)
-    return out if math.isfinite(out) else None
+__all__ = ["number"]
 
 
 def metric_values(runs: Iterable[Run], metric: str) -> dict[str, float | None]:
@@ -41,13 +35,25 @@ def metric_values(runs: Iterable[Run], metric: str) -> dict[str, float | None]:
     return {r.id: number(latest_metrics(r)[0].get(metric)) for r in runs}
 
 
-def main_metric(latest: Iterable[Mapping[str, Any]]) -> str | None:
-    """The first numeric key, not an axis, of the first metrics that have one."""
-    for values in latest:
-        for key, value in values.items():
-            if key not in AXES and number(value) is not None:
-                return key
-    return None
+def finals(runs: Iterable[Run]) -> dict[str, dict[str, Any]]:
+    """Each succeeded run's final metrics (the last value of each key), by id."""
+    return {r.id: latest_metrics(r)[0] for r in runs if r.state is RunState.SUCCEEDED}
+
+
+def objective_of(
+    runs: Iterable[Run],
+    *,
+    metric: str | None = None,
+    direction: str | None = None,
+    declared: Declared | None = None,
+    group: str | None = None,
+) -> tuple[Objective, dict[str, float | None]]:
+    """The runs' objective (review/objective.py) and each run's final value of its metric."""
+    runs = list(runs)
+    read = finals(runs)
+    o = resolve(read.values(), metric=metric, direction=direction, declared=declared, group=group)
+    values = {r.id: number(read.get(r.id, {}).get(o.metric)) for r in runs} if o.metric else {}
+    return o, values
 
 
 def setting_of(params: Mapping[str, Any], seed_keys: Sequence[str] = SEED_KEYS) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -17,26 +16,28 @@ from typing import Any
 from orbit.errors import UsageError
 from orbit.human import fmt_metric, human_bytes, human_seconds
 from orbit.review.metrics import Summary, summarize_with_x
+from orbit.review.objective import direction_by_name
 from orbit.store.describe import duration_s
+from orbit.store.groups import parse_objective
 from orbit.store.model import OUTPUT, Run
 
 DEFAULT_METRICS = 8  # metrics compared when none is named (in the order the runs first have them)
 RESULT_MAX_BYTES = 16 << 20  # a bigger result file is not read (its cells stay empty)
 CELL_MAX = 24  # text cells are cut to this many characters in the table
-# A metric is maximised when a word of its name (split at `_`, `/`, `.`, `-`) starts with one
-# of these: acc, val_accuracy, top1, mean_reward, f1_score… Everything else is minimised.
-MAXIMIZED_WORDS = ("acc", "score", "reward", "return", "auc", "f1", "precision", "recall",
-                   "bleu", "rouge", "iou", "map", "top1", "top5", "r2")  # fmt: skip
 
 
 @dataclass(frozen=True)
 class MetricSpec:
+    """A metric and which way is better: given, declared, or by its name (None: the name
+    does not say, and then no step is called its best). review/objective.py is the rule."""
+
     name: str
-    maximize: bool
+    maximize: bool | None
+    why: str = "by its name"
 
     @property
-    def goal(self) -> str:
-        return "max" if self.maximize else "min"
+    def goal(self) -> str | None:
+        return None if self.maximize is None else "max" if self.maximize else "min"
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ class Comparison:
         return {
             "columns": [{"key": c.key, "title": c.title} for c in self.columns],
             "same": self.same,
-            "metrics": [{"name": m.name, "goal": m.goal} for m in self.metrics],
+            "metrics": [{"name": m.name, "goal": m.goal, "why": m.why} for m in self.metrics],
             "metrics_left_out": self.metrics_left_out,
             "results": [r.label for r in self.results],
             "x": self.x_label,
@@ -97,20 +98,17 @@ class Comparison:
         }
 
 
-def default_maximize(name: str) -> bool:
-    words = [w for w in re.split(r"[_/.\-\s]+", name.lower()) if w]
-    return any(w.startswith(MAXIMIZED_WORDS) for w in words)
+def spec_of(name: str, direction: str | None = None, why: str = "given") -> MetricSpec:
+    """The metric with the direction given, else its name's (review/objective.py)."""
+    if direction is None:
+        direction, why = direction_by_name(name), "by its name"
+    return MetricSpec(name, None if direction is None else direction == "max", why)
 
 
 def parse_metric(text: str) -> MetricSpec:
     """`loss`, `acc:max`, `error:min`: a metric and which way is better."""
-    name, sep, goal = text.rpartition(":")
-    if not sep:
-        name, goal = text, ""
-    if goal not in ("", "min", "max") or not name.strip():
-        raise UsageError(f"--metric {text!r}: give NAME, NAME:min or NAME:max")
-    name = name.strip()
-    return MetricSpec(name, goal == "max" if goal else default_maximize(name))
+    name, way = parse_objective(text, "--metric")
+    return spec_of(name, way)
 
 
 def parse_result(text: str) -> ResultKey:
@@ -180,10 +178,11 @@ def compare(
     results: Sequence[ResultKey] = (),
     *,
     max_metrics: int = DEFAULT_METRICS,
+    objective: MetricSpec | None = None,
 ) -> Comparison:
     """The comparison of `runs` (in the given order). Without `metrics`, the first
     `max_metrics` numeric keys the runs have are compared (the rest named in
-    `metrics_left_out`)."""
+    `metrics_left_out`), the `objective` (the group's) first and with its direction."""
     read = [summarize_with_x(r) for r in runs]
     summaries = [s for _, s in read]
     x_label = next((x for x, s in read if s), "step")
@@ -191,8 +190,13 @@ def compare(
     left_out: list[str] = []
     if not chosen:
         names = list(dict.fromkeys(k for s in summaries for k in s))
-        chosen = [MetricSpec(n, default_maximize(n)) for n in names[:max_metrics]]
-        left_out = names[max_metrics:]
+        if objective is not None and objective.name in names:
+            names.remove(objective.name)
+            chosen = [objective]
+        chosen += [spec_of(n) for n in names[: max_metrics - len(chosen)]]
+        left_out = names[
+            max_metrics - (1 if objective is not None and chosen[:1] == [objective] else 0) :
+        ]
     rows = [_row(run, summ, chosen, results) for run, summ in zip(runs, summaries, strict=True)]
     columns = _columns(runs, rows, chosen, results)
     keys = [c.key for c in columns]
@@ -238,7 +242,8 @@ def _row(
         row[f"{m.name}.last"] = s.latest
         row[f"{m.name}.min"] = s.min
         row[f"{m.name}.max"] = s.max
-        row[f"{m.name}.best_step"] = s.max_step if m.maximize else s.min_step
+        if m.maximize is not None:
+            row[f"{m.name}.best_step"] = s.max_step if m.maximize else s.min_step
     for r in results:
         row[r.label] = read_result(run, r)
     return row
@@ -280,13 +285,13 @@ def _columns(
         cols.extend(Column(k, title + k[len(prefix) :], "text", rank) for k in keys)
     cols.extend(c for c in _OUTCOME if present(c.key))
     for m in metrics:
-        best = f"{m.name} @{m.goal}"
         cols += [
             Column(f"{m.name}.last", m.name, "metric", 4),
             Column(f"{m.name}.min", f"{m.name} min", "metric", 3 if m.maximize else 2),
             Column(f"{m.name}.max", f"{m.name} max", "metric", 2 if m.maximize else 3),
-            Column(f"{m.name}.best_step", best, "step", 5),
         ]
+        if m.goal is not None:  # a step is the best only where the direction is known
+            cols.append(Column(f"{m.name}.best_step", f"{m.name} @{m.goal}", "step", 5))
     cols.extend(Column(r.label, r.key, "metric", 2) for r in results)
     return cols
 

@@ -15,6 +15,7 @@ import gc
 import hashlib
 import json
 import os
+import shlex
 import textwrap
 from collections import Counter
 from collections.abc import Iterable
@@ -23,28 +24,24 @@ from pathlib import Path
 from typing import Any
 
 from orbit.errors import NotFoundError, OrbitError
-from orbit.review.best import (
-    SEED_KEYS,
-    best_run,
-    by_params,
-    main_metric,
-    number,
-    params_text,
-)
-from orbit.review.compare import default_maximize
+from orbit.review.best import SEED_KEYS, best_run, by_params, params_text
+from orbit.review.objective import Objective, declared_of, number, resolve
 from orbit.review.signatures import failures
 from orbit.store.describe import latest_metrics
 from orbit.store.excerpt import run_excerpt
 from orbit.store.files import atomic_write, read_jsonl
+from orbit.store.groups import go_on
 from orbit.store.model import ACTIVE, NOTES, Run, parse_iso
 from orbit.store.notes import group_notes
 from orbit.store.runs import Broken, RunStore, id_key
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 REVIEW_DIR = "review"
 MAX_METRICS = 32  # final values kept per run
 MAX_RUN_NOTES = 3  # newest notes kept per run
-NOTE_CHARS = 240
+LONG_NOTE = 600  # on the page, a note past this many characters (but the newest conclusion)
+SHORT_NOTE = 400  # is shortened to this many, with a mark and where to read it whole
+SHOWN_CONCLUSIONS = 3  # groups whose newest note is given whole at the top
 MAX_CHARS = 5000  # the page: notes beyond it are left to --json
 SHOWN_SETTINGS = 5
 SHOWN_FAILURES = 5
@@ -95,10 +92,8 @@ def _entry(run: Run) -> dict[str, Any]:
     spec, status = run.spec, run.status
     latest, _ = latest_metrics(run)
     metrics = {k: v for k, v in latest.items() if number(v) is not None}
-    notes = []
-    for note in read_jsonl(run.path(NOTES))[-MAX_RUN_NOTES:]:
-        text = str(note.get("text") or "")[:NOTE_CHARS]
-        notes.append({"time": note.get("time"), "author": note.get("author"), "text": text})
+    every = read_jsonl(run.path(NOTES))
+    notes = [_note(n) for n in every[-MAX_RUN_NOTES:]]
     return {
         "name": spec.get("name"),
         "group": spec.get("group"),
@@ -112,6 +107,7 @@ def _entry(run: Run) -> dict[str, Any]:
         "finished_at": status.get("finished_at"),
         "metrics": dict(list(metrics.items())[:MAX_METRICS]),
         "notes": notes,
+        "notes_total": len(every),
     }
 
 
@@ -204,55 +200,100 @@ def digest(
     scope: Scope,
     *,
     metric: str | None = None,
-    maximize: bool | None = None,
+    direction: str | None = None,
     seed_keys: Iterable[str] = SEED_KEYS,
 ) -> dict[str, Any]:
-    """The digest as data (the CLI's --json, /api/lessons); `render` makes the page of it."""
+    """The digest as data (the CLI's --json, /api/lessons); `render` makes the page of it.
+    `metric` and `direction` (max or min) replace the objective's (review/objective.py)."""
     # Tens of thousands of small dicts, none of them cyclic: the collector would only scan
     # them again and again (a fifth of the time over 10,000 runs).
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _digest(store, scope, metric, maximize, list(seed_keys))
+        return _digest(store, scope, metric, direction, list(seed_keys))
     finally:
         if paused:
             gc.enable()
 
 
 def _digest(
-    store: RunStore, scope: Scope, metric: str | None, maximize: bool | None, seed_keys: list[str]
+    store: RunStore, scope: Scope, metric: str | None, direction: str | None, seed_keys: list[str]
 ) -> dict[str, Any]:
     entries, read, broken = collect(store, scope)
     if not entries:
         raise NotFoundError(f"no runs in {scope.title}")
     runs = as_runs(store, entries)
-    if metric is None:
-        ordered = [entries[r.id] for r in runs if r.status.get("state") == "succeeded"]
-        metric = main_metric(e["metrics"] for e in ordered)
-    if maximize is None:
-        maximize = default_maximize(metric) if metric else False
+    groups = _groups(store, runs)
+    o = _objective(scope, entries, runs, groups, metric, direction)
+    notes, total = _notes(store, scope, entries)
     out: dict[str, Any] = {
         "scope": {"group": scope.group, "project": scope.project},
         "runs": len(runs),
         "unreadable": broken,
         "states": dict(Counter(str(r.status.get("state")) for r in runs).most_common()),
         "params": _params_covered(runs),
-        "metric": metric,
-        "maximize": maximize,
+        "groups": [{k: v for k, v in g.items() if k != "declared"} for g in groups],
+        "objective": o.to_json(),
+        "metric": o.metric if o.ok else None,
+        "maximize": o.maximize if o.ok else None,
         "best_run": None,
         "settings": [],
         "failures": failure_summary(runs),
-        "notes": _notes(store, scope, entries),
+        "notes": notes,
+        "notes_total": total,
         "cache": {"runs": len(runs), "read": read},
     }
-    if metric:
-        values = {r.id: number(entries[r.id]["metrics"].get(metric)) for r in runs}
-        best = best_run(runs, metric, maximize, values=values)
+    if o.ok and o.metric:
+        values = {r.id: number(entries[r.id]["metrics"].get(o.metric)) for r in runs}
+        best = best_run(runs, o.metric, o.maximize, values=values)
         out["best_run"] = best.to_json() if best else None
-        settings = by_params(runs, metric, maximize, seed_keys=seed_keys, values=values)
+        settings = by_params(runs, o.metric, o.maximize, seed_keys=seed_keys, values=values)
         out["settings"] = [_setting_json(s) for s in settings[:SHOWN_SETTINGS]]
         out["settings_total"] = len(settings)
     return out
+
+
+def _groups(store: RunStore, runs: list[Run]) -> list[dict[str, Any]]:
+    """The groups of `runs`, most runs first: name, run count, states, declared objective."""
+    counts: dict[str, Counter[str]] = {}
+    for r in runs:
+        name = r.spec.get("group")
+        if name:
+            counts.setdefault(str(name), Counter())[str(r.status.get("state"))] += 1
+    out = []
+    for name, states in sorted(counts.items(), key=lambda kv: (-sum(kv[1].values()), kv[0])):
+        declared, warning = declared_of(store.home, name)
+        out.append(
+            {
+                "group": name,
+                "runs": sum(states.values()),
+                "states": dict(states.most_common()),
+                "objective": declared.to_json() if declared else None,
+                "warning": warning,
+                "go_on": go_on(store.home, name),
+                "declared": declared,
+            }
+        )
+    return out
+
+
+def _objective(
+    scope: Scope,
+    entries: dict[str, dict[str, Any]],
+    runs: list[Run],
+    groups: list[dict[str, Any]],
+    metric: str | None,
+    direction: str | None,
+) -> Objective:
+    """The digest's objective: the one given, else the declared one of the scope's group (of
+    a project: the one its groups declare, when they all declare the same), else picked."""
+    declared = None
+    named = [g["declared"] for g in groups]
+    if named and all(d is not None for d in named) and len({d.text for d in named}) == 1:
+        declared = named[0]
+    finals = [entries[r.id]["metrics"] for r in runs if r.status.get("state") == "succeeded"]
+    group = scope.group if scope.group is not None else (groups[0]["group"] if groups else None)
+    return resolve(finals, metric=metric, direction=direction, declared=declared, group=group)
 
 
 def _setting_json(s: Any) -> dict[str, Any]:
@@ -283,14 +324,15 @@ def _params_covered(runs: list[Run]) -> dict[str, dict[str, int]]:
 
 def _notes(
     store: RunStore, scope: Scope, entries: dict[str, dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """Group notes and run notes, newest first (SHOWN_NOTES of them)."""
+) -> tuple[list[dict[str, Any]], int]:
+    """Group notes and run notes, newest first (SHOWN_NOTES of them, each whole), and how
+    many notes the scope has in all (one written on several runs at once counts once)."""
     groups = (
         {scope.group} if scope.group is not None else {e.get("group") for e in entries.values()}
     )
     shared: list[dict[str, Any]] = []
     for g in sorted(x for x in groups if x):
-        shared.extend({**_short(n), "group": g, "runs": []} for n in group_notes(store.home, g))
+        shared.extend({**_note(n), "group": g, "runs": []} for n in group_notes(store.home, g))
     # One note written on several runs at once (`orbit note 4 5 6 TEXT`) is listed once.
     same: dict[tuple[Any, Any], dict[str, Any]] = {}
     for run_id in sorted(entries, key=id_key):
@@ -307,7 +349,10 @@ def _notes(
     shared.sort(key=newest_first, reverse=True)
     of_runs.sort(key=newest_first, reverse=True)
     kept = shared[:SHOWN_NOTES] + of_runs[: max(0, SHOWN_NOTES - len(shared))]
-    return sorted(kept, key=newest_first, reverse=True)
+    older = sum(
+        max(0, int(e.get("notes_total") or 0) - len(e.get("notes") or [])) for e in entries.values()
+    )
+    return sorted(kept, key=newest_first, reverse=True), len(shared) + len(of_runs) + older
 
 
 def _epoch(stamp: Any) -> float:
@@ -319,9 +364,13 @@ def newest_first(note: dict[str, Any]) -> str:
     return str(note.get("time") or "")
 
 
-def _short(note: dict[str, Any]) -> dict[str, Any]:
-    text = str(note.get("text") or "")
-    return {"time": note.get("time"), "author": note.get("author"), "text": text[:NOTE_CHARS]}
+def _note(note: dict[str, Any]) -> dict[str, Any]:
+    """A note as the digest carries it: whole."""
+    return {
+        "time": note.get("time"),
+        "author": note.get("author"),
+        "text": str(note.get("text") or ""),
+    }
 
 
 def failure_summary(runs: list[Run]) -> list[dict[str, Any]]:
@@ -335,7 +384,9 @@ def _cut(line: str) -> str:
 
 
 def render(d: dict[str, Any]) -> str:
-    """The digest as plain text: headings, short lines (≤ 100 columns), a page at most."""
+    """The digest as plain text: headings, short lines (≤ 100 columns), about a page. The
+    newest conclusion of each group (up to SHOWN_CONCLUSIONS) is given whole; other long
+    notes are shortened with a mark that says where to read them whole."""
     scope = d["scope"]
     title = (
         f"group {scope['group']}"
@@ -346,6 +397,12 @@ def render(d: dict[str, Any]) -> str:
     lines = [f"# Lessons of {title}", "", f"{d['runs']} runs: {states}."]
     if d.get("unreadable"):
         lines.append(f"{d['unreadable']} more cannot be read (see `orbit ps -a`).")
+    lines += _group_lines(d)
+    conclusions = _conclusions(d)
+    for n in conclusions:
+        stamp = str(n.get("time") or "")[:16].replace("T", " ")
+        lines += ["", f"## Conclusion of group {n['group']} ({stamp}, {n.get('author')})"]
+        lines += _paragraphs(str(n.get("text") or ""))
     lines += ["", "## Tried"]
     for key, values in list(d["params"].items())[:12]:
         lines.append(_cut(f"- {key}: {_values_text(values)}"))
@@ -361,15 +418,112 @@ def render(d: dict[str, Any]) -> str:
         lines.append(_cut(f"  ({where}runs {examples})"))
     if not d["failures"]:
         lines.append("- none")
+    lines += _go_on_section(d)
     head = "\n".join(lines) + "\n\n## Notes (newest first)\n"
-    notes = [_note_lines(n) for n in d["notes"]]
+    rest = [n for n in d["notes"] if n not in conclusions]
+    notes = [_note_lines(n) for n in rest]
     while notes and len(head) + sum(len(n) for n in notes) > MAX_CHARS:
         notes.pop()  # the oldest go first: the page stays a page
+    total = int(d.get("notes_total") or len(d["notes"]))
     if not d["notes"]:
         notes = ["- none yet (orbit note -g GROUP TEXT records a conclusion once)\n"]
-    elif len(notes) < len(d["notes"]):
-        notes.append(f"- … {len(d['notes']) - len(notes)} older (orbit lessons --json)\n")
+    elif not rest:
+        notes = ["- none but the conclusion above\n"]
+    left = total - len(conclusions) - len(notes)
+    if d["notes"] and left > 0:
+        notes.append(f"- … {left} more: {_whole_command(d)}\n")
     return head + "".join(notes)
+
+
+def _group_lines(d: dict[str, Any]) -> list[str]:
+    """One line per group (the first 8): its runs, its objective and its own digest. A
+    group's digest names no group but its own, and says only what is wrong with it."""
+    groups = d.get("groups") or []
+    if d["scope"].get("group") is not None:
+        return [f"warning: {g['warning']}" for g in groups if g.get("warning")]
+    if not groups:
+        return []
+    out = ["", "## Groups"]
+    for g in groups[:8]:
+        o = g.get("objective")
+        way = f"; objective {o['metric']}:{o['direction']}" if o else ""
+        states = ", ".join(f"{n} {s}" for s, n in g["states"].items())
+        out.append(_cut(f"- {g['group']}: {g['runs']} runs ({states}){way}"))
+        if g.get("warning"):
+            out.append(_cut(f"  warning: {g['warning']}"))
+        out.append(f"  orbit lessons -g {shlex.quote(g['group'])}")
+    if len(groups) > 8:
+        out.append(f"- … {len(groups) - 8} more groups (orbit lessons --json)")
+    return out
+
+
+def _conclusions(d: dict[str, Any]) -> list[dict[str, Any]]:
+    """The newest note of each group, newest first (the first SHOWN_CONCLUSIONS)."""
+    seen: dict[str, dict[str, Any]] = {}
+    for n in d["notes"]:  # newest first
+        if n.get("group") and n["group"] not in seen:
+            seen[n["group"]] = n
+    return list(seen.values())[:SHOWN_CONCLUSIONS]
+
+
+def _paragraphs(text: str) -> list[str]:
+    """`text` whole, wrapped at WIDTH, its own line breaks kept."""
+    out: list[str] = []
+    for para in text.splitlines() or [""]:
+        out += textwrap.wrap(para, WIDTH, break_long_words=True) or [""]
+    return out
+
+
+def go_on_lines(step: dict[str, Any], group: str) -> list[str]:
+    """The newest launch of a group as a reader needs it to go on: what it asked for, where
+    from, and the commands that extend and repeat it (`orbit group show`, the digest)."""
+    from orbit.human import fmt_num
+
+    req = step.get("request") or {}
+    res = req.get("resources") or {}
+    stamp = str(step.get("time") or "")[:16].replace("T", " ")
+    n = step.get("count")
+    lines = [
+        f"- newest launch {stamp}: {step.get('kind')} of {n} run{'' if n == 1 else 's'} "
+        f"({step.get('launches')} launch{'' if step.get('launches') == 1 else 'es'} in all)"
+    ]
+    what = [f"image {req.get('image') or req.get('dockerfile') or '?'}"]
+    units = {"mem_gb": "mem {} GiB", "gpu_mem_gb": "GPU mem {} GiB"}
+    what += [
+        units.get(k, k + " {}").format(fmt_num(float(v)))
+        for k, v in res.items()
+        if isinstance(v, int | float)
+    ]
+    if req.get("timeout_min"):
+        what.append(f"timeout {fmt_num(float(req['timeout_min']))} min")
+    lines.append("- " + "; ".join(what))
+    lines.append("- command: " + shlex.join(str(c) for c in step.get("command") or []))
+    params = "; ".join(
+        f"{k}={','.join(map(str, v))}" for k, v in (step.get("params") or {}).items()
+    )
+    if params:
+        lines.append(f"- params: {params}")
+    if step.get("project"):
+        lines.append(f"- code: {step['project']}")
+    if step.get("like"):
+        lines.append(f"- extend it: {step['like']}")
+    lines.append(f"- repeat it: {step.get('command_line')}")
+    return [w for line in lines for w in _wrapped(line).splitlines()]
+
+
+def _go_on_section(d: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    for g in (d.get("groups") or [])[:SHOWN_CONCLUSIONS]:
+        if g.get("go_on"):
+            out += ["", f"## To go on (group {g['group']})", *go_on_lines(g["go_on"], g["group"])]
+    return out
+
+
+def _whole_command(d: dict[str, Any]) -> str:
+    scope = d["scope"]
+    if scope.get("group") is not None:
+        return f"orbit group show {shlex.quote(scope['group'])} (group notes), orbit show ID"
+    return "orbit lessons --json, orbit group show GROUP, orbit show ID"
 
 
 def _note_lines(n: dict[str, Any]) -> str:
@@ -377,7 +531,15 @@ def _note_lines(n: dict[str, Any]) -> str:
     where = f"group {n['group']}" if n.get("group") else "run" + ("s " if len(runs) > 1 else " ")
     where += ", ".join(runs[:6]) + (" …" if len(runs) > 6 else "")
     stamp = str(n.get("time") or "")[:16].replace("T", " ")
-    return _wrapped(f"- [{stamp}, {where}, {n.get('author')}] {n.get('text')}")
+    text = " ".join(str(n.get("text") or "").split())
+    if len(text) > LONG_NOTE:
+        whole = (
+            f"orbit group show {shlex.quote(n['group'])}"
+            if n.get("group")
+            else f"orbit show {runs[0]}"
+        )
+        text = f"{text[:SHORT_NOTE].rstrip()} … [shortened: {len(text)} characters; whole: {whole}]"
+    return _wrapped(f"- [{stamp}, {where}, {n.get('author')}] {text}")
 
 
 def _wrapped(text: str) -> str:
@@ -396,11 +558,13 @@ def _values_text(values: dict[str, int]) -> str:
 def _best_lines(d: dict[str, Any]) -> list[str]:
     from orbit.human import fmt_metric
 
+    o = Objective.from_json(d.get("objective") or {}, d["scope"].get("group"))
     metric = d.get("metric")
     if not metric:
-        return ["## Best", "- no succeeded run logged a numeric metric"]
-    way = "highest" if d["maximize"] else "lowest"
-    out = [f"## Best by final {metric} ({way} is better)"]
+        return ["## Best", *_wrapped(f"- {o.problem or 'not ranked'}").splitlines()]
+    out = [_cut(f"## Best by final {o.text()}")]
+    if o.warning:
+        out += _wrapped(f"- warning: {o.warning}").splitlines()
     for s in d["settings"]:
         if s["mean"] is None:
             out.append(
@@ -420,8 +584,12 @@ def _best_lines(d: dict[str, Any]) -> list[str]:
             )
         )
     more = d.get("settings_total", 0) - len(d["settings"])
+    group = shlex.quote(d["scope"]["group"]) if d["scope"].get("group") is not None else "GROUP"
     if more > 0:
-        out.append(f"- … {more} more settings (orbit best -g GROUP --metric {metric} --by-params)")
+        out.append(
+            f"- … {more} more settings (orbit best -g {group} --metric "
+            f"{metric}:{o.direction} --by-params)"
+        )
     b = d.get("best_run")
     if b:
         out.append(
@@ -430,4 +598,12 @@ def _best_lines(d: dict[str, Any]) -> list[str]:
                 f"{metric} {fmt_metric(b['value'])}"
             )
         )
-    return out
+    return out + _passed_over(o)
+
+
+def _passed_over(o: Objective) -> list[str]:
+    """Why the keys a pick passed over were not taken (only for a picked objective)."""
+    if o.metric_why != "picked" or not o.passed_over:
+        return []
+    shown = "; ".join(f"{k}: {why}" for k, why in list(o.passed_over.items())[:4])
+    return _wrapped(f"- not ranked by: {shown}").splitlines()

@@ -1,27 +1,22 @@
 """Group notes (a conclusion stored once for a whole group) and who a note is by.
 
-A group's notes live in ORBIT_HOME/groups/<safe name>/notes.jsonl, one JSON line per note
-(`time`, `author`, `text`, `group`), appended whole like a run's notes.jsonl. The directory
-name is the group name with anything but letters, digits, `.`, `_` and `-` replaced, plus a
-short hash of the exact name, so two names that differ only in such characters never share
-a file.
+A group's notes live in ORBIT_HOME/groups/<safe name>/notes.jsonl (the group's folder:
+store/groups.py), one JSON line per note (`time`, `author`, `text`, `group`), appended whole
+like a run's notes.jsonl.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from orbit.store.files import append_jsonl, read_jsonl
+from orbit.store.groups import group_dir
 from orbit.store.home import Home
 from orbit.store.model import NOTES, now_iso
 
-GROUPS_DIR = "groups"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+__all__ = ["add_group_note", "author", "group_dir", "group_notes"]
 
 # Variables a coding agent sets in the shells it runs commands in, and the name a note takes
 # when nothing names a person (checked in this order).
@@ -54,12 +49,6 @@ def author(environ: Mapping[str, str]) -> str:
         return pwd.getpwuid(os.getuid()).pw_name
     except (KeyError, ImportError):
         return f"uid {os.getuid()}"
-
-
-def group_dir(home: Home, group: str) -> Path:
-    safe = _UNSAFE.sub("_", group).strip("._")[:80] or "group"
-    digest = hashlib.sha256(group.encode()).hexdigest()[:8]
-    return home.root / GROUPS_DIR / f"{safe}-{digest}"
 
 
 def add_group_note(home: Home, group: str, text: str, actor: str) -> dict[str, Any]:

@@ -28,19 +28,19 @@ def _scope() -> Scope:
     return Scope(group=group) if group else Scope(project=project)
 
 
-def _metric() -> tuple[str | None, bool | None]:
+def _metric() -> tuple[str | None, str | None]:
     q = bottle.request.query
     way = q.get("order")
     if way not in (None, "", "max", "min"):
         bottle.abort(400, "order is max or min")
-    return q.getunicode("metric") or None, {"max": True, "min": False}.get(way or "")
+    return q.getunicode("metric") or None, way or None
 
 
 def _digest() -> dict[str, Any]:
     scope = _scope()
-    metric, maximize = _metric()
+    metric, direction = _metric()
     try:
-        return digest(current().store, scope, metric=metric, maximize=maximize)
+        return digest(current().store, scope, metric=metric, direction=direction)
     except NotFoundError as exc:
         bottle.abort(404, str(exc))
     raise AssertionError("unreachable")

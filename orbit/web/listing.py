@@ -15,8 +15,9 @@ import bottle
 
 from orbit.errors import OrbitError
 from orbit.human import fmt_metric, human_seconds
-from orbit.review.best import main_metric, number
+from orbit.review.objective import declared_of, number, resolve
 from orbit.store.describe import duration_s, latest_metrics
+from orbit.store.groups import Declared
 from orbit.store.index import row_for
 from orbit.store.model import METRICS, NOTES, Run
 from orbit.store.runs import Broken, RunStore, id_key
@@ -144,11 +145,12 @@ def notes_glance(path: Path) -> tuple[int | None, str]:
     return count, ""
 
 
-def metric_text(latest: dict[str, Any]) -> str:
-    """`loss 0.0211`: the run's main metric (the first numeric key that is not an axis) and
-    its latest value; "" without one."""
-    key = main_metric([latest])
-    return f"{key} {fmt_metric(number(latest[key]))}" if key else ""
+def metric_text(latest: dict[str, Any], declared: Declared | None = None) -> str:
+    """`loss 0.0211`: the run's main metric (its group's declared objective, else the one
+    picked from its own metrics: review/objective.py) and its latest value; "" without one."""
+    key = resolve([latest], declared=declared).metric
+    value = number(latest.get(key)) if key else None
+    return f"{key} {fmt_metric(value)}" if key and value is not None else ""
 
 
 def notes_text(count: int | None, last: str) -> str:
@@ -177,8 +179,11 @@ class Glance:
         return cls(latest, count, last)
 
 
-def view_row(row: dict[str, Any] | Broken, glance: Glance | None = None) -> dict[str, Any]:
-    """What one table row shows (all plain strings; the template escapes them)."""
+def view_row(
+    row: dict[str, Any] | Broken, glance: Glance | None = None, declared: Declared | None = None
+) -> dict[str, Any]:
+    """What one table row shows (all plain strings; the template escapes them); `declared`:
+    the objective of the run's group."""
     if isinstance(row, Broken):
         return {"id": row.id, "error": row.problem, "state": "error", "group": ""}
     dur = duration_s(row)
@@ -198,7 +203,7 @@ def view_row(row: dict[str, Any] | Broken, glance: Glance | None = None) -> dict
         "reason": str(row.get("reason") or ""),
         "tags": ", ".join(f"{k}={v}" for k, v in (row.get("tags") or {}).items()),
         "params": params_text(row.get("params")),
-        "metric": metric_text(glance.latest),
+        "metric": metric_text(glance.latest, declared),
         "notes": notes_text(glance.notes, glance.last_note),
         "last_note": glance.last_note,
     }
@@ -244,7 +249,18 @@ def select(
         kept.sort(key=_group_of)
     pages = max(1, math.ceil(len(kept) / PER_PAGE))
     page = min(query.page, pages)
-    shown = [view_row(r, _glance(store, r)) for r in kept[(page - 1) * PER_PAGE : page * PER_PAGE]]
+    objectives: dict[str, Declared | None] = {}
+
+    def declared(row: dict[str, Any] | Broken) -> Declared | None:
+        group = _group_of(row)
+        if store is None or not group:
+            return None
+        if group not in objectives:
+            objectives[group] = declared_of(store.home, group)[0]
+        return objectives[group]
+
+    page_rows = kept[(page - 1) * PER_PAGE : page * PER_PAGE]
+    shown = [view_row(r, _glance(store, r), declared(r)) for r in page_rows]
     return {"rows": shown, "total": len(kept), "page": page, "pages": pages}
 
 
