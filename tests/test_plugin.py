@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,11 @@ def snapshot(root: Path) -> dict[str, Any]:
     return found
 
 
+def all_commands(settings_path: Path) -> list[str]:
+    """Orbit's hook commands in a settings file, every event's, in order."""
+    return [c for cs in orbit_commands(json.loads(settings_path.read_text())).values() for c in cs]
+
+
 def orbit_commands(settings: dict[str, Any]) -> dict[str, list[str]]:
     return {
         event: [h["command"] for g in groups for h in g["hooks"] if "-m orbit hook" in h["command"]]
@@ -140,11 +146,18 @@ def test_claude_round_trip_keeps_the_users_settings(agents: Agents) -> None:
     assert data["hooks"]["PreToolUse"] == original["hooks"]["PreToolUse"]
     assert data["hooks"]["SessionStart"][0] == original["hooks"]["SessionStart"][0]
     commands = orbit_commands(data)
-    assert [c.split(" -m orbit ")[1] for c in commands["SessionStart"]] == ["hook session-start"]
-    assert [c.split(" -m orbit ")[1] for c in commands["Stop"]] == ["hook session-end"]
-    assert [c.split(" -m orbit ")[1] for c in commands["SessionEnd"]] == ["hook session-end"]
-    interpreter = commands["SessionStart"][0].split(" -m orbit ")[0]
-    assert os.path.isabs(interpreter.strip("'")), "hooks must run without PATH"
+    home = f" --home {agents.orbit_home}"
+    assert [c.split(" -m orbit ")[1] for c in commands["SessionStart"]] == [
+        "hook session-start" + home
+    ]
+    assert [c.split(" -m orbit ")[1] for c in commands["Stop"]] == ["hook session-end" + home]
+    assert [c.split(" -m orbit ")[1] for c in commands["SessionEnd"]] == ["hook session-end" + home]
+    interpreter = shlex.split(commands["SessionStart"][0])[0]
+    assert os.path.isabs(interpreter), "hooks must run without PATH"
+    for command in all_commands(agents.settings):
+        words = shlex.split(command)
+        assert words[1:4] == ["-P", "-m", "orbit"], "the project's own folders stay off sys.path"
+        assert words[-2:] == ["--home", str(agents.orbit_home)], command
     assert agents.settings.stat().st_mode & 0o777 == 0o644
 
     before = snapshot(agents.home), snapshot(agents.orbit_home)

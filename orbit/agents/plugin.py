@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Any
 
 import orbit
-from orbit.agents.settings import Settings, add_hooks, any_hooks, fragment, has_hooks, remove_hooks
+from orbit.agents.settings import (
+    Settings,
+    add_hooks,
+    any_hooks,
+    fragment,
+    has_hooks,
+    homes_named,
+    remove_hooks,
+)
 from orbit.errors import ConflictError, CorruptError, NotFoundError, UsageError
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
@@ -71,8 +79,29 @@ def package_skills() -> Path:
 
 
 def orbit_command() -> str:
-    """How a hook runs Orbit without PATH: this interpreter with `-m orbit`."""
-    return f"{shlex.quote(sys.executable)} -m orbit"
+    """How a hook runs Orbit without PATH: this interpreter with `-m orbit`. `-P` keeps the
+    hook's working directory (the user's project) off sys.path, so a folder named `orbit`
+    there is not imported instead."""
+    return f"{shlex.quote(sys.executable)} -P -m orbit"
+
+
+def hook_events(home: Home, agent: str) -> dict[str, list[dict[str, Any]]]:
+    return fragment(PACKAGE / "hooks" / HOOK_FRAGMENTS[agent], orbit_command(), str(home.root))
+
+
+def _check_hooks_owner(settings: Settings, home: Home, t: Target) -> None:
+    """Refuse when the settings' hooks report to another home that still records them."""
+    for other in sorted(homes_named(settings) - {str(home.root)}):
+        try:
+            entry = Kit(Home(Path(other))).manifest().get(t.key)
+        except (CorruptError, OSError):
+            entry = {"settings": str(t.settings)}
+        if entry is not None and entry.get("settings") == str(t.settings):
+            raise ConflictError(
+                f"{t.settings} has Orbit's hooks for ORBIT_HOME={other} (one home per "
+                f"settings file): take them away with `ORBIT_HOME={shlex.quote(other)} orbit "
+                f"plugin remove {t.agent}` first"
+            )
 
 
 def tree_hash(root: Path) -> str:
@@ -193,6 +222,8 @@ def install(home: Home, agent: str, profile: str | None, environ: Mapping[str, s
     names = skill_names()
     _check_free(t, kit, names)
     settings = _settings_of(t)  # refuses a broken settings file before anything is written
+    if settings is not None:
+        _check_hooks_owner(settings, home, t)
     agents = kit.manifest()
     entry = agents.get(t.key) or {"created_dirs": [], "created_keys": [], "created_file": False}
     refreshed = kit.refresh()
@@ -210,8 +241,7 @@ def install(home: Home, agent: str, profile: str | None, environ: Mapping[str, s
     hooks_changed = False
     if settings is not None and t.settings is not None:
         created_file = not settings.existed
-        events = fragment(PACKAGE / "hooks" / HOOK_FRAGMENTS[agent], orbit_command())
-        created = add_hooks(settings, events)
+        created = add_hooks(settings, hook_events(home, agent))
         hooks_changed = settings.save()
         entry["settings"] = str(t.settings)
         entry["created_file"] = entry["created_file"] or created_file
@@ -226,6 +256,7 @@ def install(home: Home, agent: str, profile: str | None, environ: Mapping[str, s
         "kit_updated": refreshed,
         "hooks": str(t.settings) if t.settings else None,
         "hooks_changed": hooks_changed,
+        "home": str(home.root),
     }
 
 
@@ -247,7 +278,7 @@ def remove(home: Home, agent: str, profile: str | None, environ: Mapping[str, st
     if settings_path:
         settings = Settings(Path(settings_path))  # refuses a broken file before any change
         if settings.existed:
-            remove_hooks(settings, entry.get("created_keys", []))
+            remove_hooks(settings, entry.get("created_keys", []), str(home.root))
             if entry.get("created_file") and not settings.data:
                 settings.path.unlink()
             else:
@@ -307,20 +338,19 @@ def status(home: Home, environ: Mapping[str, str]) -> dict:
             )
             hooks_ok = True
             if agent in HOOK_FRAGMENTS and t.settings is not None:
-                row["hooks"], hooks_ok = _hooks_state(t.settings, agent)
+                row["hooks"], hooks_ok = _hooks_state(t.settings, home, agent)
             row["stale"] = kit_stale or not links_ok or not hooks_ok
         rows.append(row)
     return {"package_version": orbit.__version__, "kit": str(kit.root), "agents": rows}
 
 
-def _hooks_state(path: Path, agent: str) -> tuple[bool, bool]:
-    """(Orbit's hooks present, present exactly as install would write them now)."""
+def _hooks_state(path: Path, home: Home, agent: str) -> tuple[bool, bool]:
+    """(Orbit's hooks for this home present, present exactly as install would write them)."""
     try:
         settings = Settings(path)
     except CorruptError:
         return False, False
-    events = fragment(PACKAGE / "hooks" / HOOK_FRAGMENTS[agent], orbit_command())
-    return any_hooks(settings), has_hooks(settings, events)
+    return any_hooks(settings, str(home.root)), has_hooks(settings, hook_events(home, agent))
 
 
 def update(home: Home, environ: Mapping[str, str]) -> list[dict]:

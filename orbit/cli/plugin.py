@@ -54,7 +54,8 @@ def _say_installed(env: Env, result: dict) -> None:
     names = ", ".join(result["skills"])
     print(f"{result['agent']}: skills {names} in {result['skills_dir']}", file=env.stdout)
     if result["hooks"]:
-        print(f"{result['agent']}: hooks in {result['hooks']}", file=env.stdout)
+        where = f"{result['hooks']}, reporting to {result['home']}"
+        print(f"{result['agent']}: hooks in {where}", file=env.stdout)
     if not (result["linked"] or result["kit_updated"] or result["hooks_changed"]):
         print("(already installed: nothing changed)", file=env.stdout)
 
