@@ -185,6 +185,49 @@ def _probe_image(client: Any) -> str:
     return PROBE_IMAGE
 
 
+# How to get a runnable image without a registry; scripts/build-test-images.sh does the same
+# (with trimming and a cache) in Orbit's source, and the orbit skill's recipes.md explains it.
+IMAGE_RECIPE = (
+    "without a registry, build one (as root): `debootstrap --variant=minbase --include=python3 "
+    "bookworm DIR && tar -C DIR -c . | docker import - local/python3:bookworm`, then `orbit "
+    "config set default_image local/python3:bookworm` (python3-minimal alone lacks json; "
+    "Orbit's source: scripts/build-test-images.sh)"
+)
+
+
+BUILT_PREFIX = "orbit-build/"  # what `--dockerfile` builds (execute/build.py): not to pick
+
+
+def check_image(home: Home, client: Any) -> Check:
+    """Whether runs have an image without pulling: the configured `default_image` is local, or,
+    with none configured, which images are. Nothing is pulled."""
+    wanted = home.config.get("default_image")
+    if wanted:
+        if client.image(wanted) is not None:
+            return Check("image", OK, f"default image {wanted} is local")
+        detail = f"default image {wanted} is not local: a run without --image pulls it first"
+        return Check("image", WARN, detail, f"`docker pull {wanted}`; {IMAGE_RECIPE}")
+    images = sorted(client.call("GET", "/images/json") or [], key=lambda i: -i.get("Created", 0))
+    tags = [
+        t
+        for i in images
+        for t in i.get("RepoTags") or []
+        if t not in ("<none>:<none>", PROBE_IMAGE) and not t.startswith(BUILT_PREFIX)
+    ]
+    if not tags:
+        return Check("image", WARN, "no image is local, and no default_image set", IMAGE_RECIPE)
+    shown = ", ".join(tags[:6]) + (f" and {len(tags) - 6} more" if len(tags) > 6 else "")
+    return Check("image", OK, f"no default_image (runs need --image); local, newest first: {shown}")
+
+
+def doc(name: str) -> str:
+    """Where docs/NAME is on this machine: the package ships Orbit's docs."""
+    from orbit.agents.skill_copy import package_docs
+
+    path = package_docs() / name
+    return str(path) if path.is_file() else f"docs/{name}"
+
+
 def check_disk(label: str, path: Path) -> Check:
     probe = path
     while not probe.exists() and probe != probe.parent:
@@ -211,7 +254,7 @@ def check_gpus(home: Home, runtimes: list[str]) -> list[Check]:
         reader = open_gpus(home)
         gpus = reader.read()
     except OrbitError as exc:
-        return [Check("gpus", FAIL, str(exc), "fix the stand-in file (docs/gpus.md)")]
+        return [Check("gpus", FAIL, str(exc), f"fix the stand-in file ({doc('gpus.md')})")]
     if reader.kind == "fake":
         names = ", ".join(f"{g.index}: {g.name}" for g in gpus) or "none listed"
         return [Check("gpus", OK, f"stand-in GPUs from ORBIT_FAKE_GPUS/fake_gpus ({names})")]
@@ -222,7 +265,7 @@ def check_gpus(home: Home, runtimes: list[str]) -> list[Check]:
                 WARN,
                 "no GPU usable through NVML; CPU runs work",
                 "for GPU runs install the NVIDIA driver; to try Orbit's GPU scheduling without "
-                "one, see docs/gpus.md (ORBIT_FAKE_GPUS)",
+                f"one, see {doc('gpus.md')} (ORBIT_FAKE_GPUS)",
             )
         ]
     checks = [
@@ -285,7 +328,7 @@ def check_privacy(home: Home) -> list[Check]:
         if mode & 0o007:
             fix = (
                 f"`chmod -R go-rwx {path}` to make it private, or `chmod -R g+rX,o-rwx {path}` "
-                "to share it with your group only (docs/configuration.md)"
+                f"to share it with your group only ({doc('configuration.md')})"
             )
             detail = f"{path} is readable by every user (mode {mode:04o}): logs, notes, outputs"
             checks.append(Check(name, WARN, detail, fix))
@@ -420,6 +463,7 @@ def run_checks(home: Home, environ: Mapping[str, str] | None = None) -> list[dic
     checks.extend(docker_checks)
     if client is not None:
         checks.append(check_paths(home, client))
+        checks.append(check_image(home, client))
     checks.append(check_disk("data directory", home.data_dir))
     checks.extend(check_privacy(home))
     checks.append(check_scheduler_lock(home))

@@ -265,6 +265,38 @@ def test_json_of_doctor_config_and_tick(orbit: Orbit, busybox: str) -> None:
     assert keys(tick) == {"ran", "admitted", "waiting", "repaired", "problems"}
 
 
+def test_doctor_says_whether_an_image_is_local(orbit: Orbit, busybox: str) -> None:
+    """The `image` check: the configured default image is local (OK), or not (WARN, with the
+    pull and the recipe that needs no registry); none configured: the local images (OK)."""
+
+    def image_check() -> dict[str, Any]:
+        res = orbit("doctor", "--json")
+        assert res.code in (0, 7), res.err
+        (check,) = [c for c in res.json()["checks"] if c["name"] == "image"]
+        assert keys(check) == {"name", "status", "detail", "fix"}
+        return dict(check)
+
+    check = image_check()
+    assert check["status"] == "OK", check
+    assert check["detail"].startswith("no default_image (runs need --image); local, newest first:")
+    assert busybox in check["detail"] or check["detail"].endswith(" more"), check
+    orbit.configure(default_image=busybox)
+    assert image_check() == {
+        "name": "image",
+        "status": "OK",
+        "detail": f"default image {busybox} is local",
+        "fix": "",
+    }
+    orbit.configure(default_image="orbit-test/never-built:1")
+    check = image_check()
+    assert check["status"] == "WARN" and "orbit-test/never-built:1 is not local" in check["detail"]
+    for part in ("debootstrap --variant=minbase --include=python3", "docker import -"):
+        assert part in check["fix"]
+    text = orbit("doctor").out
+    (line,) = [x for x in text.splitlines() if x.split()[1:2] == ["image"]]
+    assert line.startswith("WARN  image") and "  → `docker pull orbit-test/never-built:1`" in line
+
+
 def test_every_command_has_json() -> None:
     """New commands get --json too (completion prints shell code; _shepherd and bench _drive
     are internal; hook prints what the agent's hook protocol asks for, JSON already; _node

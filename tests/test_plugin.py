@@ -1,11 +1,14 @@
-"""`orbit plugin`: skills linked into each agent, Claude Code hooks merged into the user's
+"""`orbit plugin`: skills copied into each agent, Claude Code hooks merged into the user's
 settings, and everything taken away again without touching what the user had."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
+import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +114,11 @@ def snapshot(root: Path) -> dict[str, Any]:
     return found
 
 
+def all_commands(settings_path: Path) -> list[str]:
+    """Orbit's hook commands in a settings file, every event's, in order."""
+    return [c for cs in orbit_commands(json.loads(settings_path.read_text())).values() for c in cs]
+
+
 def orbit_commands(settings: dict[str, Any]) -> dict[str, list[str]]:
     return {
         event: [h["command"] for g in groups for h in g["hooks"] if "-m orbit hook" in h["command"]]
@@ -128,10 +136,10 @@ def test_claude_round_trip_keeps_the_users_settings(agents: Agents) -> None:
 
     agents.ok("plugin", "install", "claude")
     for name in ("orbit", "orbit-bench"):
-        link = agents.home / ".claude" / "skills" / name
-        assert link.is_symlink()
-        assert (link / "SKILL.md").read_text().startswith("---\nname: " + name)
-        assert str(agents.orbit_home / "agent-kit") in os.readlink(link)
+        copy = agents.home / ".claude" / "skills" / name
+        assert copy.is_dir() and not copy.is_symlink()
+        assert (copy / "SKILL.md").read_text().startswith("---\nname: " + name)
+        assert not [p for p in copy.rglob("*") if p.is_symlink()]
     data = json.loads(agents.settings.read_text())
     original = json.loads(USER_SETTINGS)
     for key in ("$schema", "model", "permissions", "env", "statusLine"):
@@ -140,11 +148,18 @@ def test_claude_round_trip_keeps_the_users_settings(agents: Agents) -> None:
     assert data["hooks"]["PreToolUse"] == original["hooks"]["PreToolUse"]
     assert data["hooks"]["SessionStart"][0] == original["hooks"]["SessionStart"][0]
     commands = orbit_commands(data)
-    assert [c.split(" -m orbit ")[1] for c in commands["SessionStart"]] == ["hook session-start"]
-    assert [c.split(" -m orbit ")[1] for c in commands["Stop"]] == ["hook session-end"]
-    assert [c.split(" -m orbit ")[1] for c in commands["SessionEnd"]] == ["hook session-end"]
-    interpreter = commands["SessionStart"][0].split(" -m orbit ")[0]
-    assert os.path.isabs(interpreter.strip("'")), "hooks must run without PATH"
+    home = f" --home {agents.orbit_home}"
+    assert [c.split(" -m orbit ")[1] for c in commands["SessionStart"]] == [
+        "hook session-start" + home
+    ]
+    assert [c.split(" -m orbit ")[1] for c in commands["Stop"]] == ["hook session-end" + home]
+    assert [c.split(" -m orbit ")[1] for c in commands["SessionEnd"]] == ["hook session-end" + home]
+    interpreter = shlex.split(commands["SessionStart"][0])[0]
+    assert os.path.isabs(interpreter), "hooks must run without PATH"
+    for command in all_commands(agents.settings):
+        words = shlex.split(command)
+        assert words[1:4] == ["-P", "-m", "orbit"], "the project's own folders stay off sys.path"
+        assert words[-2:] == ["--home", str(agents.orbit_home)], command
     assert agents.settings.stat().st_mode & 0o777 == 0o644
 
     before = snapshot(agents.home), snapshot(agents.orbit_home)
@@ -226,20 +241,31 @@ def test_codex_pi_and_dsh_share_agents_skills(agents: Agents) -> None:
     assert rows["codex"]["version"] == "0.1.0" and rows["codex"]["hooks"] is None
 
     agents.ok("plugin", "remove", "codex")
-    assert shared.is_symlink(), "pi and dsh still use the shared link"
+    assert (shared / "SKILL.md").is_file(), "pi and dsh still use the shared copy"
     agents.ok("plugin", "remove", "pi")
     agents.ok("plugin", "remove", "dsh")
-    assert not shared.is_symlink() and not (agents.home / ".agents").exists()
-    assert profile.is_symlink()
+    assert not shared.exists() and not (agents.home / ".agents").exists()
+    assert (profile / "SKILL.md").is_file()
     agents.ok("plugin", "remove", "dsh", "--profile", "work")
-    assert not profile.is_symlink()
+    assert not profile.exists()
     code, _, err = agents("plugin", "remove", "pi")
     assert code == 3 and "not installed" in err
     code, _, err = agents("plugin", "install", "codex", "--profile", "x")
     assert code == 2 and err.count("\n") == 1
 
 
-def test_update_after_the_copy_changes(agents: Agents) -> None:
+def _age(copy: Path) -> None:
+    """Make `copy` look installed by an older Orbit: another version, another SKILL.md, and a
+    record that matches it (so it is Orbit's unchanged copy, only old)."""
+    marker = json.loads((copy / ".orbit-skill.json").read_text())
+    text = (copy / "SKILL.md").read_text() + "\nwhat an older version said\n"
+    (copy / "SKILL.md").write_text(text)
+    marker["version"] = "0.0.1"
+    marker["files"]["SKILL.md"] = hashlib.sha256(text.encode()).hexdigest()
+    (copy / ".orbit-skill.json").write_text(json.dumps(marker))
+
+
+def test_update_replaces_an_older_copy(agents: Agents) -> None:
     agents.settings.parent.mkdir()
     agents.settings.write_text(USER_SETTINGS)
     agents.ok("plugin", "install", "claude")
@@ -249,23 +275,140 @@ def test_update_after_the_copy_changes(agents: Agents) -> None:
     doctor = [c for c in _doctor(agents) if c["name"] == "agent plugin"]
     assert doctor and all(c["status"] == "OK" for c in doctor)
 
-    canonical = agents.orbit_home / "agent-kit" / "current" / "skills" / "orbit" / "SKILL.md"
-    canonical.write_text(canonical.read_text() + "\nan edit the package does not have\n")
+    for root in (agents.home / ".claude", agents.home / ".agents"):
+        _age(root / "skills" / "orbit")
     rows = {r["agent"]: r for r in agents.json("plugin", "list")["agents"]}
     assert rows["claude"]["stale"] and rows["codex"]["stale"]
+    assert rows["claude"]["version"] == "0.0.1"
     assert "STALE" in agents.ok("plugin", "list")
     warned = [c for c in _doctor(agents) if c["name"] == "agent plugin" and c["status"] == "WARN"]
     assert len(warned) == 2 and all(c["fix"] == "`orbit plugin update`" for c in warned)
 
     updated = agents.json("plugin", "update")["updated"]
     assert sorted(u["agent"] for u in updated) == ["claude", "codex"]
-    assert "an edit" not in canonical.read_text()
+    assert all(u["copied"] == ["orbit"] for u in updated)
+    for root in (agents.home / ".claude", agents.home / ".agents"):
+        skills = root / "skills"
+        assert "older version" not in (skills / "orbit" / "SKILL.md").read_text()
+        assert sorted(p.name for p in skills.iterdir()) == ["orbit", "orbit-bench"], "no leftovers"
     rows = {r["agent"]: r for r in agents.json("plugin", "list")["agents"]}
     assert not rows["claude"]["stale"] and not rows["codex"]["stale"] and rows["claude"]["hooks"]
     assert all(c["status"] == "OK" for c in _doctor(agents) if c["name"] == "agent plugin"), "fixed"
-    # only one copy is kept
+
+
+def test_a_copy_the_user_changed_is_never_replaced_nor_deleted(agents: Agents) -> None:
+    agents.ok("plugin", "install", "codex")
+    copy = agents.home / ".agents" / "skills" / "orbit"
+    (copy / "references" / "mine.md").write_text("my own notes\n")
+    rows = {r["agent"]: r for r in agents.json("plugin", "list")["agents"]}
+    assert rows["codex"]["stale"]
+    code, _, err = agents("plugin", "update")
+    assert code == 5 and err.count("\n") == 1 and "changed since Orbit installed it" in err
+    assert "references/mine.md" in err and "Traceback" not in err
+    out = agents.ok("plugin", "remove", "codex")
+    assert "kept orbit" in out
+    assert (copy / "references" / "mine.md").read_text() == "my own notes\n"
+    assert not (copy / ".orbit-skill.json").exists(), "now the user's own"
+    assert not (agents.home / ".agents" / "skills" / "orbit-bench").exists()
+
+
+def test_installed_skills_outlive_their_home(agents: Agents, tmp_path: Path) -> None:
+    agents.ok("plugin", "install", "claude")
+    skills = agents.home / ".claude" / "skills"
+    before = snapshot(skills)
+    shutil.rmtree(agents.orbit_home)
+    assert snapshot(skills) == before
+    assert (skills / "orbit" / "references" / "docs" / "cli.md").is_file()
+
+
+def test_skills_shared_by_two_homes(agents: Agents, tmp_path: Path) -> None:
+    """Two homes install for Codex into the one ~/.agents/skills: the copy is removed with the
+    last of them, and a home deleted meanwhile does not keep it forever."""
+    other = {**agents.environ, "ORBIT_HOME": str(tmp_path / "second-home")}
+    agents.ok("plugin", "install", "codex")
+    assert main(["plugin", "install", "codex"], _env(other)) == 0
+    copy = agents.home / ".agents" / "skills" / "orbit"
+    users = json.loads((copy / ".orbit-skill.json").read_text())["users"]
+    assert sorted(u["home"] for u in users) == sorted([str(agents.orbit_home), other["ORBIT_HOME"]])
+    agents.ok("plugin", "remove", "codex")
+    assert (copy / "SKILL.md").is_file(), "the second home still uses it"
+    assert main(["plugin", "remove", "codex"], _env(other)) == 0
+    assert not list((agents.home / ".agents" / "skills").iterdir())
+
+    agents.ok("plugin", "install", "codex")
+    assert main(["plugin", "install", "codex"], _env(other)) == 0
+    shutil.rmtree(other["ORBIT_HOME"])
+    agents.ok("plugin", "remove", "codex")
+    assert not copy.exists()
+
+
+def _env(environ: dict[str, str]) -> Env:
+    return Env(environ=dict(environ), stdout=io.StringIO(), stderr=io.StringIO())
+
+
+def test_an_older_install_is_upgraded_in_place(agents: Agents) -> None:
+    """What Orbit wrote before skills were copied and hooks named their home: links into
+    ORBIT_HOME/agent-kit/current, hook commands without --home. Installing again leaves one
+    handler per event, real copies, no old kit; removing still restores the user's file."""
     kit = agents.orbit_home / "agent-kit"
-    assert len([p for p in kit.iterdir() if p.is_dir() and not p.is_symlink()]) == 1
+    old_copy = kit / "0.1.0-abc-123" / "skills"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "skills" / "orbit", old_copy / "orbit")
+    (kit / "current").symlink_to("0.1.0-abc-123")
+    skills = agents.home / ".claude" / "skills"
+    skills.mkdir(parents=True)
+    for name in ("orbit", "orbit-bench"):
+        (skills / name).symlink_to(kit / "current" / "skills" / name)
+    old = json.loads(USER_SETTINGS)
+    for event, timeout in (("SessionStart", 10), ("Stop", 30), ("SessionEnd", 30)):
+        kind = "session-start" if event == "SessionStart" else "session-end"
+        handler = {"type": "command", "command": f"/usr/bin/python3 -m orbit hook {kind}"}
+        old["hooks"].setdefault(event, []).append({"hooks": [{**handler, "timeout": timeout}]})
+    agents.settings.write_text(json.dumps(old, indent=2, ensure_ascii=False) + "\n")
+    manifest = {
+        "claude": {
+            "agent": "claude",
+            "profile": None,
+            "skills_dir": str(skills),
+            "skills": ["orbit", "orbit-bench"],
+            "settings": str(agents.settings),
+            "created_dirs": [],
+            "created_keys": ["hooks.SessionEnd", "hooks.Stop"],
+            "created_file": False,
+        }
+    }
+    (kit / "installed.json").write_text(json.dumps({"format": 1, "agents": manifest}))
+    assert agents.json("plugin", "list")["agents"][0]["stale"]
+
+    agents.ok("plugin", "install", "claude")
+    commands = orbit_commands(json.loads(agents.settings.read_text()))
+    assert {e: len(c) for e, c in commands.items() if c} == {
+        "SessionStart": 1,
+        "Stop": 1,
+        "SessionEnd": 1,
+    }
+    assert all(c.endswith(f"--home {agents.orbit_home}") for c in all_commands(agents.settings))
+    assert all(
+        (skills / n).is_dir() and not (skills / n).is_symlink() for n in ("orbit", "orbit-bench")
+    )
+    assert sorted(p.name for p in kit.iterdir()) == ["installed.json"], "the old copy is gone"
+    assert not agents.json("plugin", "list")["agents"][0]["stale"]
+
+    agents.ok("plugin", "remove", "claude")
+    assert agents.settings.read_text() == USER_SETTINGS
+    assert not skills.exists() or not list(skills.iterdir())
+
+
+def test_hooks_of_another_home_in_use_are_not_taken_over(agents: Agents, tmp_path: Path) -> None:
+    first = {**agents.environ, "ORBIT_HOME": str(tmp_path / "first-home")}
+    assert main(["plugin", "install", "claude"], _env(first)) == 0
+    code, _, err = agents("plugin", "install", "claude")
+    assert code == 5 and err.count("\n") == 1 and "first-home" in err and "plugin remove" in err
+    assert not agents.orbit_home.exists(), "nothing written"
+
+    shutil.rmtree(first["ORBIT_HOME"])  # that home is gone: its hooks are replaced
+    agents.ok("plugin", "install", "claude")
+    commands = all_commands(agents.settings)
+    assert len(commands) == 3 and all(c.endswith(f"--home {agents.orbit_home}") for c in commands)
 
 
 def test_hooks_taken_out_by_hand_are_reported_and_restored(agents: Agents) -> None:

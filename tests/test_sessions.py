@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import ORBIT_PY, SMALL, Orbit, git_repo
+from conftest import ORBIT_PY, SMALL, Orbit, git_repo, stop_ticker
 
 SESSION = "5f1c2a9e-7b3d-4e8a-9c21-0d6b3e4f5a17"
 ORBIT = f"{sys.executable} {ORBIT_PY}"
@@ -383,3 +385,174 @@ def test_sweep_from_a_session_indexes_every_run(orbit: Orbit, busybox: str, tmp_
     copy = orbit.run_dir(ids[0]) / "session" / "sweep-session.jsonl"
     assert b"other" not in copy.read_bytes()
     assert "no longer starts with its copy" in (orbit.home / "runtime" / "hooks.log").read_text()
+
+
+def installed_hook(settings: Path, event: str) -> str:
+    """The command string `orbit plugin install claude` wrote for `event`."""
+    data = json.loads(settings.read_text())
+    (command,) = [h["command"] for g in data["hooks"][event] for h in g["hooks"]]
+    return str(command)
+
+
+def run_as_claude(
+    command: str, payload: dict[str, Any], cwd: Path, env: dict[str, str]
+) -> dict[str, Any]:
+    """Run a hook command as Claude Code does: `sh -c COMMAND`, the payload on stdin, in the
+    project directory. It must exit 0, say nothing on stderr, and print JSON or nothing."""
+    proc = subprocess.run(
+        ["sh", "-c", command],
+        input=json.dumps(payload),
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+    return json.loads(proc.stdout) if proc.stdout.strip() else {}
+
+
+def test_installed_hooks_reach_their_home(orbit: Orbit, busybox: str, tmp_path: Path) -> None:
+    """The hooks as installed, run the way Claude Code runs them, in an environment with no
+    ORBIT_HOME and another HOME: the digest of the repository's runs in the home they were
+    installed from, naming its groups; the session's own runs go to that home and get their
+    transcript; once the home is moved or deleted, one clear line instead of an empty digest."""
+    repo = git_repo(tmp_path / "repo", {"train.py": "print(1)\n"})
+    orbit.environ["HOME"] = str(tmp_path / "installer")
+    orbit.environ.pop("CLAUDE_CONFIG_DIR", None)
+    assert orbit("plugin", "install", "claude").code == 0
+    settings = tmp_path / "installer" / ".claude" / "settings.json"
+    start_cmd, stop_cmd = (installed_hook(settings, e) for e in ("SessionStart", "Stop"))
+
+    small = ("--image", busybox, "--cpus", "1", "--mem", "0.25")
+    ids = []
+    for group in ("nb", "nb", "nb-next", None):
+        grouping = ("-g", group) if group else ()
+        res = orbit("run", "--json", *small, *grouping, "--", "true", cwd=repo)
+        assert res.code == 0, res.err
+        ids.append(str(res.json()["id"]))
+    for run_id in ids:
+        orbit.wait_for(run_id, lambda s: s["state"] in ("succeeded", "failed"))
+
+    env_file = tmp_path / "claude-env"
+    env_file.write_text("export KEPT=1\n")
+    transcript = tmp_path / "transcript.jsonl"
+    agent_env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path / "agent-home"),
+        "CLAUDE_PROJECT_DIR": str(repo),
+        "CLAUDE_ENV_FILE": str(env_file),
+        # The command runs `python -P -m orbit`: this checkout must be the orbit it imports.
+        "PYTHONPATH": str(Path(ORBIT_PY).parent),
+    }
+    start = {
+        "session_id": SESSION,
+        "transcript_path": str(transcript),
+        "cwd": str(repo),
+        "permission_mode": "default",
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+        "model": "claude-sonnet-4-5",
+    }
+    out = run_as_claude(start_cmd, start, repo, agent_env)["hookSpecificOutput"]
+    assert out["hookEventName"] == "SessionStart"
+    context = out["additionalContext"]
+    home = orbit.home.resolve()
+    assert f"4 runs of this repository in ORBIT_HOME={home}" in context, context
+    assert "- nb: 2 runs (`orbit lessons -g nb`)\n" in context
+    assert "- nb-next: 1 run (`orbit lessons -g nb-next`)\n" in context
+    assert "- 1 run in no group\n" in context
+    assert f"# Lessons of project {repo.resolve()}" in context
+    exported = env_file.read_text()
+    assert exported.startswith("export KEPT=1\n")
+    assert f"export ORBIT_HOME={shlex.quote(str(home))}\n" in exported
+
+    # A Bash command of the session (the env file sourced first) launches a run: it lands in
+    # the hooks' home, and the Stop hook copies the transcript into it.
+    launch = f'. "$CLAUDE_ENV_FILE" && {shlex.quote(sys.executable)} {ORBIT_PY} run --json '
+    launch += " ".join(shlex.quote(a) for a in (*small, "-g", "nb", "--", "true"))
+    proc = subprocess.run(
+        ["sh", "-c", launch], cwd=repo, env=agent_env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    run_id = str(json.loads(proc.stdout)["id"])
+    orbit.wait_for(run_id, lambda s: s["state"] in ("succeeded", "failed"))
+    transcript.write_text(transcript_lines(repo)["LINE_U1"] + "\n")
+    stop = {**start, "hook_event_name": "Stop", "stop_hook_active": False}
+    del stop["source"], stop["model"]
+    assert run_as_claude(stop_cmd, stop, repo, agent_env) == {}
+    copy = orbit.run_dir(run_id) / "session" / f"{SESSION}.jsonl"
+    assert copy.read_bytes() == transcript.read_bytes()
+
+    # The home moved away: one line for the agent and the user; nothing made in its place.
+    stop_ticker(orbit.home)
+    moved = tmp_path / "moved-home"
+    orbit.home.rename(moved)
+    line = (
+        f"Orbit: the home {home} this hook was installed for is missing; "
+        "reinstall with `orbit plugin install claude`"
+    )
+    for _ in ("moved", "deleted"):
+        got = run_as_claude(start_cmd, start, repo, agent_env)
+        assert got == {
+            "systemMessage": line,
+            "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": line},
+        }
+        assert run_as_claude(stop_cmd, stop, repo, agent_env) == {"systemMessage": line}
+        assert not home.exists()
+        if moved.exists():
+            moved.rename(home)  # back: the hooks find it again
+            context = run_as_claude(start_cmd, start, repo, agent_env)["hookSpecificOutput"]
+            assert "- nb: 3 runs (`orbit lessons -g nb`)" in context["additionalContext"]
+            shutil.rmtree(home)
+
+
+def test_a_session_with_another_orbit_home_is_told(orbit: Orbit, tmp_path: Path) -> None:
+    """An environment whose ORBIT_HOME is not the hooks' home: the env file is left to it, and
+    the context says where the session's runs go."""
+    orbit.environ["HOME"] = str(tmp_path / "installer")
+    assert orbit("plugin", "install", "claude").code == 0
+    command = installed_hook(tmp_path / "installer" / ".claude" / "settings.json", "SessionStart")
+    env_file = tmp_path / "claude-env"
+    other = tmp_path / "other-home"
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "ORBIT_HOME": str(other),
+        "CLAUDE_ENV_FILE": str(env_file),
+        "PYTHONPATH": str(Path(ORBIT_PY).parent),
+    }
+    other.mkdir()
+    payload = {"session_id": SESSION, "cwd": str(tmp_path), "hook_event_name": "SessionStart"}
+    context = run_as_claude(command, payload, tmp_path, env)["hookSpecificOutput"]
+    assert context["additionalContext"].startswith(
+        f"Orbit: this session's ORBIT_HOME is {other.resolve()}, but its hooks report to "
+        f"{orbit.home.resolve()}"
+    )
+    assert "ORBIT_HOME" not in env_file.read_text()
+    assert f"ORBIT_AGENT_SESSION={SESSION}" in env_file.read_text()
+
+
+def test_a_hook_with_an_unusable_home_says_so(orbit: Orbit, tmp_path: Path) -> None:
+    """A home in the way of a file, or whose config.yaml is broken: one line, exit 0."""
+    payload = json.dumps({"session_id": SESSION, "cwd": str(tmp_path)})
+    not_a_dir = tmp_path / "a-file"
+    not_a_dir.write_text("")
+    res = hook(orbit, "session-start", payload, tmp_path)
+    assert (res.returncode, res.stdout) == (0, "")  # a usable home, nothing of this repo
+    for home, expected in ((not_a_dir, "is not a directory"), (orbit.home, "cannot be used")):
+        if home == orbit.home:
+            (orbit.home / "config.yaml").write_text("format: 1\nno_such_setting: 3\n")
+        proc = subprocess.run(
+            [sys.executable, ORBIT_PY, "hook", "session-end", "--home", str(home)],
+            input=payload,
+            cwd=tmp_path,
+            env=orbit.environ,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        (message,) = json.loads(proc.stdout).values()
+        assert message.startswith(f"Orbit: the home {home.resolve()} this hook was installed for")
+        assert expected in message and "\n" not in message

@@ -9,6 +9,8 @@ option or a command that does not exist fails here instead of misleading an agen
 
 from __future__ import annotations
 
+import io
+import os
 import re
 import shlex
 from pathlib import Path
@@ -17,7 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from orbit.cli import build_parser
+from orbit.cli import build_parser, main
+from orbit.env import Env
 from orbit.errors import OrbitError
 
 SKILLS = Path(__file__).resolve().parents[1] / "skills"
@@ -111,21 +114,46 @@ def check_one_line(front: str, meta: dict[str, Any]) -> list[str]:
     return errors
 
 
+# A mention of Orbit's docs in prose or code (`docs/cli.md`, `docs/guides/x.md#part`), not a
+# part of a longer path (`references/docs/…`, a URL's `/docs/`).
+DOCS_RE = re.compile(r"(?<![\w/.-])docs/[\w./-]*[\w/]")
+
+
 def check_links(md_file: Path, skill_dir: Path) -> list[str]:
     """Relative links must name an existing file inside the skill: a skill is installed by
-    linking its directory alone into an agent's skill folder, so `../` leads nowhere there."""
+    copying its directory alone into an agent's skill folder, so `../` leads nowhere there.
+    (In a checkout references/docs links to docs/; the installed copy holds the files.)"""
     errors = []
-    root = skill_dir.resolve()
+    root = Path(os.path.abspath(skill_dir))
     for target in LINK_RE.findall(md_file.read_text(encoding="utf-8")):
         if target.startswith("#") or re.match(r"^[a-z][a-z0-9+.-]*:", target):
             continue  # an anchor in the same file, or a URL
-        path = (md_file.parent / target.split("#", 1)[0]).resolve()
+        path = Path(os.path.normpath(md_file.parent / target.split("#", 1)[0]))
         where = f"{md_file.relative_to(skill_dir)}: link {target!r}"
         if not path.is_relative_to(root):
             errors.append(f"{where} leaves the skill directory")
         elif not path.is_file():
             errors.append(f"{where} names no file")
     return errors
+
+
+def check_docs_mentions(md_file: Path, skill_dir: Path) -> list[str]:
+    """Every `docs/…` a skill mentions must be in it, under references/docs/."""
+    errors = []
+    for mention in DOCS_RE.findall(md_file.read_text(encoding="utf-8")):
+        path = skill_dir / "references" / mention.split("#", 1)[0]
+        if not path.exists():
+            rel = md_file.relative_to(skill_dir)
+            errors.append(f"{rel}: {mention!r} is not in the skill (references/{mention})")
+    return errors
+
+
+def md_files(skill_dir: Path) -> list[Path]:
+    """The skill's markdown files, the docs of a checkout's references/docs link included."""
+    found = []
+    for top, _dirs, names in os.walk(skill_dir, followlinks=True):
+        found += [Path(top) / n for n in names if n.endswith(".md")]
+    return sorted(found)
 
 
 def validate_skill(skill_dir: Path) -> list[str]:
@@ -148,8 +176,8 @@ def validate_skill(skill_dir: Path) -> list[str]:
         errors.append("SKILL.md: the body is empty")
     if body.count("\n") > MAX_SKILL_LINES:
         errors.append(f"SKILL.md: more than {MAX_SKILL_LINES} lines; move details to references/")
-    for md_file in sorted(skill_dir.rglob("*.md")):
-        errors += check_links(md_file, skill_dir)
+    for md_file in md_files(skill_dir):
+        errors += check_links(md_file, skill_dir) + check_docs_mentions(md_file, skill_dir)
     return errors
 
 
@@ -223,6 +251,7 @@ BAD = {
     "front matter not YAML": ("x", "---\nname: [x\n---\nbody\n", "not YAML"),
     "broken link": ("x", _edit("more.md", "gone.md"), "names no file"),
     "link out of the skill": ("x", _edit("references/more.md", "../outside.md"), "leaves the"),
+    "docs not shipped": ("x", _edit("# Body", "# Body\n\nSee docs/cli.md."), "not in the skill"),
 }
 
 
@@ -354,18 +383,61 @@ def test_description_says_when_to_use_it(skill_dir: Path) -> None:
 
 
 def test_the_skills_ship_with_the_package() -> None:
-    """orbit/skills links to skills/, and package-data names every file in it, so an installed
-    Orbit carries the same copy (a later `orbit plugin install` links agents to it)."""
+    """orbit/skills links to skills/ and orbit/docs to docs/, and package-data names every file
+    the skills are installed from, so an installed Orbit carries the same copy (a later
+    `orbit plugin install` copies it into agents)."""
     import tomllib
     from pathlib import PurePosixPath
 
     repo = SKILLS.parent
     assert (repo / "orbit" / "skills").resolve() == SKILLS.resolve()
+    assert (repo / "orbit" / "docs").resolve() == (repo / "docs").resolve()
     pyproject = tomllib.loads((repo / "pyproject.toml").read_text(encoding="utf-8"))
     patterns = pyproject["tool"]["setuptools"]["package-data"]["orbit"]
     files = [PurePosixPath("skills", *p.relative_to(SKILLS).parts) for p in SKILLS.rglob("*")]
+    docs = repo / "docs"
+    files += [PurePosixPath("docs", *p.relative_to(docs).parts) for p in docs.rglob("*.md")]
     assert files
     for path in files:
         if (repo / path).is_file():
             shipped = [pat for pat in patterns if len(PurePosixPath(pat).parts) == len(path.parts)]
             assert any(path.match(pat) for pat in shipped), f"{path} is not in package-data"
+
+
+# ---------------------------------------------------------------- the skills as installed
+
+
+def installed_skills(tmp_path: Path) -> list[Path]:
+    """Every skill directory `orbit plugin install` writes for Claude Code and Codex (HOME and
+    ORBIT_HOME in `tmp_path`)."""
+    environ = {"HOME": str(tmp_path / "user"), "ORBIT_HOME": str(tmp_path / "orbit-home")}
+    for agent in ("claude", "codex"):
+        err = io.StringIO()
+        env = Env(environ=environ, stdout=io.StringIO(), stderr=err, cwd=tmp_path)
+        assert main(["plugin", "install", agent], env) == 0, err.getvalue()
+    roots = [tmp_path / "user" / ".claude" / "skills", tmp_path / "user" / ".agents" / "skills"]
+    return sorted(p for root in roots for p in root.iterdir() if not p.name.startswith("."))
+
+
+def test_installed_skills_stand_alone(tmp_path: Path) -> None:
+    """An installed skill is a real directory holding everything it names: each relative link
+    and each `docs/…` mention, in SKILL.md, its references and the docs shipped with it,
+    resolves inside it; no link leads out (to ORBIT_HOME or the checkout)."""
+    skills = installed_skills(tmp_path)
+    assert [p.name for p in skills] == ["orbit", "orbit-bench"] * 2
+    for skill in skills:
+        assert not [p for p in [skill, *skill.rglob("*")] if p.is_symlink()], skill
+        assert (skill / "references" / "docs" / "cli.md").is_file()
+        assert len(md_files(skill)) > 10
+        assert validate_skill(skill) == [], skill
+
+
+def test_the_shipped_docs_are_the_packages(tmp_path: Path) -> None:
+    """The docs in an installed skill are copies of docs/, made at install: they cannot drift."""
+    docs = SKILLS.parent / "docs"
+    for skill in installed_skills(tmp_path):
+        shipped = skill / "references" / "docs"
+        names = sorted(p.relative_to(shipped) for p in shipped.rglob("*.md"))
+        assert names == sorted(p.relative_to(docs) for p in docs.rglob("*.md"))
+        for name in names:
+            assert (shipped / name).read_bytes() == (docs / name).read_bytes()

@@ -4,6 +4,10 @@ Both read the hook's JSON payload (session_id, transcript_path, cwd, hook_event_
 stdin. They must never fail or slow the agent's session: the CLI catches everything, logs it to
 ORBIT_HOME/runtime/hooks.log and exits 0. The copy of a transcript is append-only, whole lines
 only, and bounded in time; a later call continues where the last one stopped.
+
+The installed commands name their home (`--home PATH`). A home that is missing or cannot be
+read is said in one line, to the agent (SessionStart's additionalContext) and to the person
+(`systemMessage`), and nothing is created in its place.
 """
 
 from __future__ import annotations
@@ -12,9 +16,12 @@ import json
 import os
 import shlex
 import time
+from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from orbit.errors import OrbitError
 from orbit.store.agent import (
     HARNESS_VAR,
     SESSION_VAR,
@@ -68,50 +75,133 @@ def log(home: Home, message: str) -> None:
         pass
 
 
+# --- the home -----------------------------------------------------------------------------------
+REINSTALL = "reinstall with `orbit plugin install claude`"
+
+
+def open_home(given: str | None, environ: Mapping[str, str]) -> tuple[Home, str | None]:
+    """The home the hook reports to: `given` (the command's --home), else ORBIT_HOME, else
+    ~/.orbit; and, when one that was named is missing or cannot be read, the line saying so.
+    The default home missing is no problem (nothing was run yet)."""
+    named = {**environ, "ORBIT_HOME": given} if given else environ
+    home = Home.from_environ(named)
+    if given:
+        what = f"the home {home.root} this hook was installed for"
+    elif environ.get("ORBIT_HOME"):
+        what = f"ORBIT_HOME={home.root}"
+    else:
+        return home, None
+    if not home.root.exists():
+        return home, f"Orbit: {what} is missing; {REINSTALL}"
+    if not home.root.is_dir():
+        return home, f"Orbit: {what} is not a directory; {REINSTALL}"
+    if not os.access(home.root, os.R_OK | os.W_OK | os.X_OK):
+        return home, f"Orbit: {what} cannot be used (permission denied); {REINSTALL}"
+    try:
+        data = home.data_dir
+    except (OrbitError, OSError) as exc:  # config.yaml cannot be read
+        return home, f"Orbit: {what} cannot be used: {exc}"
+    if not data.is_dir():
+        return home, f"Orbit: the data directory {data} of {what} is missing"
+    return home, None
+
+
+def unusable(event: str, line: str) -> str:
+    """The hook's output for a home it cannot use: for the agent (SessionStart) and the user."""
+    out: dict[str, Any] = {"systemMessage": line}
+    if event == "session-start":
+        out["hookSpecificOutput"] = {"hookEventName": "SessionStart", "additionalContext": line}
+    return json.dumps(out)
+
+
 # --- SessionStart ------------------------------------------------------------------------------
-def env_lines(payload: dict[str, Any]) -> str:
-    """The `export` lines for CLAUDE_ENV_FILE: later Bash commands of the session see them."""
+def env_lines(payload: dict[str, Any], home: Home | None = None) -> str:
+    """The `export` lines for CLAUDE_ENV_FILE: later Bash commands of the session see them.
+    With `home`, ORBIT_HOME too, so the session's own commands use the hooks' home."""
     values = {SESSION_VAR: payload["session_id"], HARNESS_VAR: HARNESS}
     transcript = payload.get("transcript_path")
     if isinstance(transcript, str) and transcript:
         values[TRANSCRIPT_VAR] = transcript
+    if home is not None:
+        values["ORBIT_HOME"] = str(home.root)
     return "".join(f"export {k}={shlex.quote(str(v))}\n" for k, v in values.items())
 
 
-def write_env_file(path: Path, payload: dict[str, Any]) -> None:
+def write_env_file(path: Path, payload: dict[str, Any], home: Home | None = None) -> None:
     with open(path, "a") as f:
-        f.write(env_lines(payload))
+        f.write(env_lines(payload, home))
+
+
+MAX_GROUPS = 12
+
+
+def groups_lines(entries: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The groups the runs are in, most runs first, each with the command that shows it."""
+    counts = Counter(e.get("group") for e in entries.values())
+    named = sorted(((n, g) for g, n in counts.items() if g), key=lambda x: (-x[0], str(x[1])))
+    lines = [
+        f"- {g}: {n} run{'s' if n != 1 else ''} (`orbit lessons -g {shlex.quote(str(g))}`)"
+        for n, g in named[:MAX_GROUPS]
+    ]
+    if len(named) > MAX_GROUPS:
+        lines.append(f"- … and {len(named) - MAX_GROUPS} more groups")
+    if counts.get(None):
+        n = counts[None]
+        lines.append(f"- {n} run{'s' if n != 1 else ''} in no group")
+    return lines
 
 
 def lessons_context(home: Home, cwd: str | None) -> str:
-    """The short lessons digest of `cwd`'s repository, or "" (no repository, no runs)."""
-    from orbit.errors import OrbitError
+    """The short lessons digest of `cwd`'s repository, opened by the groups its runs are in
+    and the home they are in; or "" (no repository, no runs)."""
     from orbit.execute.snapshot import repo_root
-    from orbit.review.lessons import Scope, digest, render
+    from orbit.review.lessons import Scope, collect, digest, render
     from orbit.store.runs import RunStore
 
     if not cwd or not home.runs_dir.is_dir():
         return ""
     try:
         root = repo_root(Path(cwd))
-        d = digest(RunStore(home), Scope(project=str(root)))
+        store, scope = RunStore(home), Scope(project=str(root))
+        d = digest(store, scope)
+        entries, _, _ = collect(store, scope)
     except OrbitError:  # not a repository, or no runs of it
         return ""
-    text = render(d)
-    if len(text) > MAX_CONTEXT_CHARS:
-        text = text[: MAX_CONTEXT_CHARS - 40].rsplit("\n", 1)[0] + "\n… (see `orbit lessons`)\n"
-    return (
-        "Orbit (experiment runner) has runs of this repository. Its digest of what was tried "
-        "(`orbit lessons`):\n\n" + text
+    head = (
+        f"Orbit (experiment runner) has {d['runs']} runs of this repository in "
+        f"ORBIT_HOME={home.root}, in these groups:\n" + "\n".join(groups_lines(entries)) + "\n"
     )
+    text = render(d)
+    room = MAX_CONTEXT_CHARS - len(head) - 80
+    if len(text) > room:
+        text = text[: max(room - 40, 0)].rsplit("\n", 1)[0] + "\n… (see `orbit lessons`)\n"
+    return head + "\nIts digest of what was tried (`orbit lessons`):\n\n" + text
 
 
-def session_start(home: Home, payload: dict[str, Any], env_file: str | None) -> str:
-    """Export the session's variables; return what to print (the hook's JSON output or "")."""
+def session_start(
+    home: Home,
+    payload: dict[str, Any],
+    env_file: str | None,
+    *,
+    bound: bool = False,
+    their_home: Path | None = None,
+) -> str:
+    """Export the session's variables; return what to print (the hook's JSON output or "").
+
+    `bound`: the command named `home` (--home); `their_home`: the ORBIT_HOME of the agent's
+    environment, when it has one. A bound hook exports ORBIT_HOME through CLAUDE_ENV_FILE when
+    the environment has none, so the session's own commands use the same home; when the
+    environment names another home, the context opens by saying so."""
     if env_file:
-        write_env_file(Path(env_file), payload)
+        write_env_file(Path(env_file), payload, home if bound and their_home is None else None)
     cwd = payload.get("cwd")
     context = lessons_context(home, cwd if isinstance(cwd, str) else None)
+    if bound and their_home is not None and their_home != home.root:
+        context = (
+            f"Orbit: this session's ORBIT_HOME is {their_home}, but its hooks report to "
+            f"{home.root}: runs launched here go to {their_home}, and their sessions are not "
+            f"recorded; {REINSTALL} from the home you use.\n\n" + context
+        )
     if not context:
         return ""
     out = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}

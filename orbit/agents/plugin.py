@@ -1,19 +1,17 @@
 """`orbit plugin`: Orbit's skills and hooks installed into coding agents, and taken away again.
 
-One canonical copy of the package's skills lives under ORBIT_HOME/agent-kit/<version>-<hash>/,
-reached through the symbolic link agent-kit/current, which an update replaces in one rename.
-Each agent's skill directory gets a symbolic link per skill to agent-kit/current/skills/<name>,
-so an update needs no relinking. What each install added (links, directories, settings keys)
-is recorded in agent-kit/installed.json, and `remove` takes away exactly that: a link another
-installed agent still uses (Codex, pi and dsh share ~/.agents/skills) stays.
+Each agent's skill directory gets a real copy of each skill (orbit/agents/skill_copy.py), which
+depends on nothing outside itself. Claude Code's settings get hook commands that name the home
+they were installed from (`--home PATH`), so they reach it whatever the agent's environment
+holds; one Claude Code configuration reports to one home at a time. What each install added
+(directories, settings keys) is recorded in ORBIT_HOME/agent-kit/installed.json, and `remove`
+takes away exactly that: a copy another agent still uses (Codex, pi and dsh share
+~/.agents/skills, maybe from other homes) stays, and so does a copy someone changed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import secrets
 import shlex
 import shutil
 import sys
@@ -23,16 +21,28 @@ from pathlib import Path
 from typing import Any
 
 import orbit
-from orbit.agents.settings import Settings, add_hooks, any_hooks, fragment, has_hooks, remove_hooks
+from orbit.agents import skill_copy
+from orbit.agents.settings import (
+    Settings,
+    add_hooks,
+    any_hooks,
+    fragment,
+    has_hooks,
+    homes_named,
+    remove_hooks,
+)
+from orbit.agents.skill_copy import skill_names
 from orbit.errors import ConflictError, CorruptError, NotFoundError, UsageError
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
 
 AGENTS = ("claude", "codex", "pi", "dsh")
-PACKAGE = Path(orbit.__file__).resolve().parent
+PACKAGE = skill_copy.PACKAGE
 # The settings fragment in hooks/ per agent; agents without one get the skills only (Codex's
 # hooks are behind a feature flag and a trust check, and `notify` has no session start).
 HOOK_FRAGMENTS = {"claude": "claude-code.json"}
+
+User = tuple[str, str]  # (home, agent key): who an installed copy is for
 
 
 @dataclass(frozen=True)
@@ -66,72 +76,24 @@ def target(agent: str, profile: str | None, environ: Mapping[str, str]) -> Targe
     return Target(agent, None, Path(agents_home or home / ".agents") / "skills", None)
 
 
-def package_skills() -> Path:
-    return PACKAGE / "skills"
-
-
 def orbit_command() -> str:
-    """How a hook runs Orbit without PATH: this interpreter with `-m orbit`."""
-    return f"{shlex.quote(sys.executable)} -m orbit"
+    """How a hook runs Orbit without PATH: this interpreter with `-m orbit`. `-P` keeps the
+    hook's working directory (the user's project) off sys.path, so a folder named `orbit`
+    there is not imported instead."""
+    return f"{shlex.quote(sys.executable)} -P -m orbit"
 
 
-def tree_hash(root: Path) -> str:
-    """The content of the skills under `root` (paths and bytes), to tell copies apart."""
-    digest = hashlib.sha256()
-    if not root.is_dir():
-        return ""
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if path.is_file() and not any(p.startswith(".") or p == "__pycache__" for p in rel.parts):
-            digest.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+def hook_events(home: Home, agent: str) -> dict[str, list[dict[str, Any]]]:
+    return fragment(PACKAGE / "hooks" / HOOK_FRAGMENTS[agent], orbit_command(), str(home.root))
 
 
 class Kit:
-    """ORBIT_HOME/agent-kit: the canonical copy and the record of what was installed."""
+    """ORBIT_HOME/agent-kit: the record of what was installed (installed.json). Before skills
+    were copied it also held the one copy they linked to (`current` and its folders)."""
 
-    def __init__(self, home: Home) -> None:
-        self.root = home.root / "agent-kit"
-        self.current = self.root / "current"
+    def __init__(self, root: Path) -> None:
+        self.root = root / "agent-kit"
         self.manifest_path = self.root / "installed.json"
-
-    @property
-    def skills(self) -> Path:
-        return self.current / "skills"
-
-    def version(self) -> str | None:
-        try:
-            return str(json.loads((self.current / "kit.json").read_text())["version"])
-        except (OSError, ValueError, KeyError):
-            return None
-
-    def stale(self) -> bool:
-        return tree_hash(self.skills) != tree_hash(package_skills())
-
-    def refresh(self) -> bool:
-        """Make the canonical copy the package's; whether it changed. A new copy is built
-        beside the old one and `current` is switched to it in one rename."""
-        wanted = tree_hash(package_skills())
-        if self.current.is_dir() and tree_hash(self.skills) == wanted:
-            return False
-        self.root.mkdir(parents=True, exist_ok=True)
-        name = f"{orbit.__version__}-{wanted[:12]}-{secrets.token_hex(3)}"
-        build = self.root / f".build-{name}"
-        shutil.copytree(package_skills(), build / "skills", symlinks=False)
-        meta = {"version": orbit.__version__, "hash": wanted}
-        (build / "kit.json").write_text(json.dumps(meta) + "\n")
-        os.rename(build, self.root / name)
-        link = self.root / f".current-{name}"
-        os.symlink(name, link)
-        os.replace(link, self.current)
-        for old in self.root.iterdir():
-            if old.is_dir() and not old.is_symlink() and old.name not in (name, "current"):
-                shutil.rmtree(old, ignore_errors=True)
-        return True
-
-    def drop(self) -> None:
-        """Take the whole kit away (the last agent was removed)."""
-        shutil.rmtree(self.root, ignore_errors=True)
 
     def manifest(self) -> dict[str, Any]:
         try:
@@ -153,23 +115,58 @@ class Kit:
         self.root.mkdir(parents=True, exist_ok=True)
         atomic_write(self.manifest_path, text.encode())
 
+    def drop_old_copies(self, agents: dict[str, Any]) -> None:
+        """Delete the copy older installs linked to, once no recorded skill is such a link."""
+        if any(p.is_symlink() for p in _skill_paths(agents)) or not self.root.is_dir():
+            return
+        for entry in self.root.iterdir():
+            if entry != self.manifest_path:
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
 
-def skill_names() -> list[str]:
-    return sorted(p.name for p in package_skills().iterdir() if (p / "SKILL.md").is_file())
+    def drop(self) -> None:
+        """Take the whole kit away (the last agent was removed)."""
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _is_ours(link: Path, kit: Kit) -> bool:
-    if not link.is_symlink():
-        return False
-    return os.readlink(link).startswith(str(kit.root) + os.sep)
+def _skill_paths(agents: dict[str, Any]) -> set[Path]:
+    return {Path(e["skills_dir"]) / n for e in agents.values() for n in e.get("skills", [])}
 
 
-def _check_free(t: Target, kit: Kit, names: list[str]) -> None:
-    for name in names:
-        link = t.skills_dir / name
-        if (link.exists() or link.is_symlink()) and not _is_ours(link, kit):
+def _users(path: Path, home: Home, agents: dict[str, Any], found: skill_copy.Found) -> set[User]:
+    """Who uses the copy at `path`: this home's recorded agents whose skill directory holds it,
+    and those of the copy's record whose home still records them (a home deleted since is
+    forgotten)."""
+    me = str(home.root)
+    users = {(me, key) for key, e in agents.items() if path in _skill_paths({key: e})}
+    for user_home, key in found.users():
+        if user_home != me and _still_installed(Path(user_home), key, path):
+            users.add((user_home, key))
+    return users
+
+
+def _still_installed(home_root: Path, key: str, path: Path) -> bool:
+    try:
+        entry = Kit(home_root).manifest().get(key)
+    except (CorruptError, OSError):
+        return True  # unreadable: that home may still use it
+    return entry is not None and path in _skill_paths({key: entry})
+
+
+def _check_hooks_owner(settings: Settings, home: Home, t: Target) -> None:
+    """Refuse when the settings' hooks report to another home that still records them."""
+    for other in sorted(homes_named(settings) - {str(home.root)}):
+        try:
+            entry = Kit(Path(other)).manifest().get(t.key)
+        except (CorruptError, OSError):
+            entry = {"settings": str(t.settings)}
+        if entry is not None and entry.get("settings") == str(t.settings):
             raise ConflictError(
-                f"{link} exists and is not Orbit's; move it away to install Orbit's {name} skill"
+                f"{t.settings} has Orbit's hooks for ORBIT_HOME={other} (one home per "
+                f"settings file): take them away with `ORBIT_HOME={shlex.quote(other)} orbit "
+                f"plugin remove {t.agent}` first"
             )
 
 
@@ -187,45 +184,44 @@ def _make_dirs(path: Path) -> list[str]:
 
 
 def install(home: Home, agent: str, profile: str | None, environ: Mapping[str, str]) -> dict:
-    """Install (or refresh) Orbit's skills and hooks for one agent; what was done."""
+    """Install (or refresh) Orbit's skills and hooks for one agent; what was done. Nothing is
+    written when a skill's place holds something not Orbit's, or a settings file is broken."""
     t = target(agent, profile, environ)
-    kit = Kit(home)
+    kit = Kit(home.root)
     names = skill_names()
-    _check_free(t, kit, names)
-    settings = _settings_of(t)  # refuses a broken settings file before anything is written
+    for name in names:
+        skill_copy.refuse(t.skills_dir / name, name, skill_copy.inspect(t.skills_dir / name))
+    settings = _settings_of(t)
+    if settings is not None:
+        _check_hooks_owner(settings, home, t)
     agents = kit.manifest()
     entry = agents.get(t.key) or {"created_dirs": [], "created_keys": [], "created_file": False}
-    refreshed = kit.refresh()
     entry["created_dirs"] = entry["created_dirs"] + _make_dirs(t.skills_dir)
-    linked = []
-    for name in names:
-        link, dest = t.skills_dir / name, kit.skills / name
-        if link.is_symlink() and os.readlink(link) == str(dest):
-            continue
-        if link.is_symlink():
-            link.unlink()  # Orbit's, pointing elsewhere (an older layout)
-        os.symlink(dest, link)
-        linked.append(name)
     entry.update(skills_dir=str(t.skills_dir), skills=names, agent=agent, profile=profile)
+    agents[t.key] = entry
+    copied = []
+    for name in names:
+        path = t.skills_dir / name
+        if skill_copy.put(path, name, _users(path, home, agents, skill_copy.inspect(path))):
+            copied.append(name)
     hooks_changed = False
     if settings is not None and t.settings is not None:
         created_file = not settings.existed
-        events = fragment(PACKAGE / "hooks" / HOOK_FRAGMENTS[agent], orbit_command())
-        created = add_hooks(settings, events)
+        created = add_hooks(settings, hook_events(home, agent))
         hooks_changed = settings.save()
         entry["settings"] = str(t.settings)
         entry["created_file"] = entry["created_file"] or created_file
         entry["created_keys"] = sorted(set(entry["created_keys"]) | set(created))
-    agents[t.key] = entry
     kit.save_manifest(agents)
+    kit.drop_old_copies(agents)
     return {
         "agent": t.key,
         "skills_dir": str(t.skills_dir),
         "skills": names,
-        "linked": linked,
-        "kit_updated": refreshed,
+        "copied": copied,
         "hooks": str(t.settings) if t.settings else None,
         "hooks_changed": hooks_changed,
+        "home": str(home.root),
     }
 
 
@@ -236,9 +232,10 @@ def _settings_of(t: Target) -> Settings | None:
 
 
 def remove(home: Home, agent: str, profile: str | None, environ: Mapping[str, str]) -> dict:
-    """Take away what install added for one agent, and nothing else."""
+    """Take away what install added for one agent, and nothing else: a copy another agent
+    still uses, or one changed since it was installed (then only its record goes), stays."""
     t = target(agent, profile, environ)
-    kit = Kit(home)
+    kit = Kit(home.root)
     agents = kit.manifest()
     entry = agents.get(t.key)
     if entry is None:
@@ -247,29 +244,45 @@ def remove(home: Home, agent: str, profile: str | None, environ: Mapping[str, st
     if settings_path:
         settings = Settings(Path(settings_path))  # refuses a broken file before any change
         if settings.existed:
-            remove_hooks(settings, entry.get("created_keys", []))
+            remove_hooks(settings, entry.get("created_keys", []), str(home.root))
             if entry.get("created_file") and not settings.data:
                 settings.path.unlink()
             else:
                 settings.save()
     del agents[t.key]
-    still_used = {(Path(e["skills_dir"]) / n) for e in agents.values() for n in e.get("skills", [])}
-    unlinked = []
+    removed, kept = [], []
     for name in entry.get("skills", []):
-        link = Path(entry["skills_dir"]) / name
-        if link not in still_used and _is_ours(link, kit):
-            link.unlink()
-            unlinked.append(name)
+        path = Path(entry["skills_dir"]) / name
+        found = skill_copy.inspect(path)
+        if found.kind not in ("copy", "link"):
+            continue
+        users = _users(path, home, agents, found)
+        if users and found.kind == "copy":
+            skill_copy.set_users(path, users)
+        elif users:
+            continue  # an older link another agent of this home still uses
+        elif found.changed:
+            skill_copy.disown(path)
+            kept.append(name)
+        else:
+            skill_copy.take_away(path)
+            removed.append(name)
     for d in reversed(entry.get("created_dirs", [])):
         try:
             Path(d).rmdir()
-        except OSError:  # holds something else, or another agent's links: it stays,
+        except OSError:  # holds something else, or another agent's copies: it stays,
             _hand_over(d, agents)  # and goes with the last agent that uses it
     if agents:
         kit.save_manifest(agents)
+        kit.drop_old_copies(agents)
     else:
         kit.drop()
-    return {"agent": t.key, "unlinked": unlinked, "hooks_removed": bool(settings_path)}
+    return {
+        "agent": t.key,
+        "removed": removed,
+        "kept_changed": kept,
+        "hooks_removed": bool(settings_path),
+    }
 
 
 def _hand_over(directory: str, agents: dict[str, Any]) -> None:
@@ -282,10 +295,10 @@ def _hand_over(directory: str, agents: dict[str, Any]) -> None:
 
 def status(home: Home, environ: Mapping[str, str]) -> dict:
     """Per agent: installed or not, the version, stale or not, hooks present."""
-    kit = Kit(home)
+    kit = Kit(home.root)
     agents = kit.manifest()
     keys = list(AGENTS) + sorted(k for k in agents if k not in AGENTS)
-    kit_stale = bool(agents) and kit.stale()
+    fresh = {name: skill_copy.wanted(name) for name in skill_names()} if agents else {}
     rows = []
     for key in keys:
         agent, _, profile = key.partition(":")
@@ -295,38 +308,41 @@ def status(home: Home, environ: Mapping[str, str]) -> dict:
             "agent": key,
             "installed": entry is not None,
             "skills_dir": str(t.skills_dir),
-            "version": kit.version() if entry else None,
+            "version": None,
             "stale": False,
             "hooks": None,
         }
         if entry is not None:
-            links_ok = all(
-                (t.skills_dir / n).is_symlink()
-                and os.readlink(t.skills_dir / n) == str(kit.skills / n)
-                for n in skill_names()
+            found = [skill_copy.inspect(t.skills_dir / n) for n in fresh]
+            row["version"] = next((f.marker.get("version") for f in found if f.marker), None)
+            copies_ok = all(
+                f.kind == "copy"
+                and not f.changed
+                and f.marker is not None
+                and f.marker.get("files") == files
+                and f.marker.get("version") == orbit.__version__
+                for f, files in zip(found, fresh.values(), strict=True)
             )
             hooks_ok = True
             if agent in HOOK_FRAGMENTS and t.settings is not None:
-                row["hooks"], hooks_ok = _hooks_state(t.settings, agent)
-            row["stale"] = kit_stale or not links_ok or not hooks_ok
+                row["hooks"], hooks_ok = _hooks_state(t.settings, home, agent)
+            row["stale"] = not copies_ok or not hooks_ok
         rows.append(row)
     return {"package_version": orbit.__version__, "kit": str(kit.root), "agents": rows}
 
 
-def _hooks_state(path: Path, agent: str) -> tuple[bool, bool]:
-    """(Orbit's hooks present, present exactly as install would write them now)."""
+def _hooks_state(path: Path, home: Home, agent: str) -> tuple[bool, bool]:
+    """(Orbit's hooks for this home present, present exactly as install would write them)."""
     try:
         settings = Settings(path)
     except CorruptError:
         return False, False
-    events = fragment(PACKAGE / "hooks" / HOOK_FRAGMENTS[agent], orbit_command())
-    return any_hooks(settings), has_hooks(settings, events)
+    return any_hooks(settings, str(home.root)), has_hooks(settings, hook_events(home, agent))
 
 
 def update(home: Home, environ: Mapping[str, str]) -> list[dict]:
-    """Re-copy the canonical skills and refresh links and hooks of every installed agent."""
-    kit = Kit(home)
+    """Copy the package's skills again and refresh the hooks of every installed agent."""
     results = []
-    for key, entry in sorted(kit.manifest().items()):
+    for key, entry in sorted(Kit(home.root).manifest().items()):
         results.append(install(home, entry.get("agent", key), entry.get("profile"), environ))
     return results

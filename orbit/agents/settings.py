@@ -4,13 +4,16 @@ The settings file belongs to the user: it is parsed (never patched as text), Orb
 are appended to the `hooks` events they belong to, every other key and hook keeps its place,
 and the file is written back with the indentation, key order and final newline it had, so a
 file that Orbit adds to and then removes from reads byte for byte as before. Orbit's handlers
-are found again by their command, which runs `-m orbit hook`.
+are found again by their command, which runs `-m orbit hook`, and belong to the home their
+`--home PATH` names (a handler without one was written before hooks named their home).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +27,29 @@ def is_orbit_handler(handler: Any) -> bool:
     return isinstance(handler, dict) and MARK in str(handler.get("command", ""))
 
 
-def fragment(path: Path, orbit_command: str) -> dict[str, list[dict[str, Any]]]:
+def handler_home(handler: Any) -> str | None:
+    """The home an Orbit handler's command names with `--home`; None when it names none."""
+    try:
+        words = shlex.split(str(handler.get("command", "")))
+    except ValueError:
+        return None
+    for i, word in enumerate(words):
+        if word == "--home" and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith("--home="):
+            return word[len("--home=") :]
+    return None
+
+
+def of_home(home: str) -> Callable[[Any], bool]:
+    """Whether a handler is Orbit's for `home`: it names that home, or none at all."""
+    return lambda h: is_orbit_handler(h) and handler_home(h) in (None, home)
+
+
+def fragment(path: Path, orbit_command: str, home: str) -> dict[str, list[dict[str, Any]]]:
     """The `hooks` of a settings fragment in hooks/, with `orbit …` commands made runnable
-    without PATH (`orbit_command` is the interpreter and `-m orbit`)."""
+    without PATH (`orbit_command` is the interpreter and `-m orbit`) and bound to `home`
+    (`--home PATH`, quoted for the shell), whatever ORBIT_HOME the agent's environment holds."""
     data = json.loads(path.read_text())
     events: dict[str, list[dict[str, Any]]] = data["hooks"]
     for groups in events.values():
@@ -34,8 +57,20 @@ def fragment(path: Path, orbit_command: str) -> dict[str, list[dict[str, Any]]]:
             for handler in group["hooks"]:
                 command = handler["command"]
                 if command.startswith("orbit "):
-                    handler["command"] = orbit_command + command[len("orbit") :]
+                    rest = command[len("orbit") :]
+                    handler["command"] = f"{orbit_command}{rest} --home {shlex.quote(home)}"
     return events
+
+
+def homes_named(settings: Settings) -> set[str]:
+    """The homes Orbit's handlers in the file name (those naming none are left out)."""
+    found = set()
+    for group in _groups(settings):
+        for handler in group.get("hooks") or []:
+            home = handler_home(handler) if is_orbit_handler(handler) else None
+            if home is not None:
+                found.add(home)
+    return found
 
 
 class Settings:
@@ -92,8 +127,9 @@ def _indent_of(text: str) -> int | str | None:
 
 
 def add_hooks(settings: Settings, events: dict[str, list[dict[str, Any]]]) -> list[str]:
-    """Put Orbit's handlers in, replacing Orbit's older ones; the keys this created (`hooks`,
-    `hooks.EVENT`), so that removing can take exactly those away again."""
+    """Put Orbit's handlers in, replacing every older one of Orbit's (the caller has made sure
+    none belongs to another home in use); the keys this created (`hooks`, `hooks.EVENT`), so
+    that removing can take exactly those away again."""
     created: list[str] = []
     hooks = settings.data.get("hooks")
     if not isinstance(hooks, dict):
@@ -111,20 +147,21 @@ def add_hooks(settings: Settings, events: dict[str, list[dict[str, Any]]]) -> li
         ours = [g for g in existing if _orbit_group(g)]
         if ours == groups:
             continue  # installed as it would be now: leave the file as it is
-        _strip_event(existing)
+        _strip_event(existing, is_orbit_handler)
         existing.extend(json.loads(json.dumps(groups)))
     return created
 
 
-def remove_hooks(settings: Settings, created: list[str]) -> None:
-    """Take Orbit's handlers out; drop the keys install created once they are empty."""
+def remove_hooks(settings: Settings, created: list[str], home: str) -> None:
+    """Take `home`'s handlers out (another home's stay); drop the keys install created once
+    they are empty."""
     hooks = settings.data.get("hooks")
     if not isinstance(hooks, dict):
         return
     for event in list(hooks):
         groups = hooks[event]
         if isinstance(groups, list):
-            _strip_event(groups)
+            _strip_event(groups, of_home(home))
             if not groups and f"hooks.{event}" in created:
                 del hooks[event]
     if not hooks and "hooks" in created:
@@ -143,13 +180,24 @@ def has_hooks(settings: Settings, events: dict[str, list[dict[str, Any]]]) -> bo
     return True
 
 
-def any_hooks(settings: Settings) -> bool:
+def any_hooks(settings: Settings, home: str) -> bool:
+    """Whether the file holds any of Orbit's handlers for `home`."""
+    mine = of_home(home)
+    return any(mine(h) for g in _groups(settings) for h in g.get("hooks") or [])
+
+
+def _groups(settings: Settings) -> list[dict[str, Any]]:
+    """Every matcher group of every event whose handlers are a list."""
     hooks = settings.data.get("hooks")
     if not isinstance(hooks, dict):
-        return False
-    return any(
-        _orbit_group(g) for groups in hooks.values() if isinstance(groups, list) for g in groups
-    )
+        return []
+    return [
+        g
+        for groups in hooks.values()
+        if isinstance(groups, list)
+        for g in groups
+        if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+    ]
 
 
 def _orbit_group(group: Any) -> bool:
@@ -157,14 +205,14 @@ def _orbit_group(group: Any) -> bool:
     return isinstance(handlers, list) and any(is_orbit_handler(h) for h in handlers)
 
 
-def _strip_event(groups: list[Any]) -> None:
-    """Remove Orbit's handlers from an event's matcher groups; a group left without handlers
-    by that is removed too (a user's group keeps its own handlers)."""
+def _strip_event(groups: list[Any], which: Callable[[Any], bool]) -> None:
+    """Remove the handlers `which` picks from an event's matcher groups; a group left without
+    handlers by that is removed too (a user's group keeps its own handlers)."""
     for group in list(groups):
         handlers = group.get("hooks") if isinstance(group, dict) else None
-        if not isinstance(handlers, list) or not any(is_orbit_handler(h) for h in handlers):
+        if not isinstance(handlers, list) or not any(which(h) for h in handlers):
             continue
-        kept = [h for h in handlers if not is_orbit_handler(h)]
+        kept = [h for h in handlers if not which(h)]
         if kept:
             group["hooks"] = kept
         else:

@@ -15,7 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plugin", help="install Orbit's skills and hooks into coding agents")
     p.set_defaults(func=no_action)
     psub = p.add_subparsers(dest="action", metavar="ACTION")
-    i = psub.add_parser("install", help="link the skills (and hooks) into an agent")
+    i = psub.add_parser("install", help="copy the skills (and hooks) into an agent")
     i.add_argument("agent", choices=("claude", "codex", "pi", "dsh"), help=AGENT_HELP)
     i.add_argument("--profile", help="a dsh profile (under $DSH_HOME/profiles)")
     add_json(i)
@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ls = psub.add_parser("list", help="per agent: installed, version, stale, hooks")
     add_json(ls)
     ls.set_defaults(func=list_agents)
-    u = psub.add_parser("update", help="re-copy the skills and refresh every installed agent")
+    u = psub.add_parser("update", help="copy the skills again and refresh every installed agent")
     add_json(u)
     u.set_defaults(func=update)
 
@@ -54,8 +54,9 @@ def _say_installed(env: Env, result: dict) -> None:
     names = ", ".join(result["skills"])
     print(f"{result['agent']}: skills {names} in {result['skills_dir']}", file=env.stdout)
     if result["hooks"]:
-        print(f"{result['agent']}: hooks in {result['hooks']}", file=env.stdout)
-    if not (result["linked"] or result["kit_updated"] or result["hooks_changed"]):
+        where = f"{result['hooks']}, reporting to {result['home']}"
+        print(f"{result['agent']}: hooks in {where}", file=env.stdout)
+    if not (result["copied"] or result["hooks_changed"]):
         print("(already installed: nothing changed)", file=env.stdout)
 
 
@@ -67,6 +68,10 @@ def remove(args: argparse.Namespace, env: Env) -> int:
         print_json(env, result)
     else:
         print(f"{result['agent']}: Orbit's skills and hooks removed", file=env.stdout)
+        for name in result["kept_changed"]:
+            print(
+                f"{result['agent']}: kept {name}: changed since install, now yours", file=env.stdout
+            )
     return ExitCode.OK
 
 
