@@ -178,3 +178,37 @@ def test_bad_input(orbit: Orbit, tmp_path: Path) -> None:
     assert res.code == ExitCode.USAGE and "not inside a Git repository" in res.err
     res = orbit("lessons", str(plain), "-g", "x")
     assert res.code == ExitCode.USAGE and len(res.err.splitlines()) == 1
+
+
+def test_conclusions_are_whole_and_long_notes_say_where_the_rest_is(
+    orbit: Orbit, swept: Swept, repo: Path
+) -> None:
+    from orbit.agents.hooks import fit, lessons_context
+
+    orbit.environ["ORBIT_AUTHOR"] = "ada"
+    words = "lr=1 wins on average; lr=0.1 s2 was a lucky seed; lr=50 diverges at step 4. "
+    conclusion = (words * 4)[:300].rstrip() + " END"
+    long_note = "x" * 900 + " TAIL"
+    assert orbit("note", "-g", "lrs", "an older conclusion").code == 0
+    assert orbit("note", "-g", "lrs", conclusion).code == 0
+    assert orbit("note", swept[("50", "1")], long_note).code == 0
+    flat = " ".join(conclusion.split())
+
+    text = orbit("lessons", "-g", "lrs").out
+    top = text.split("## Conclusion of group lrs (")[1].split("\n\n")[0]
+    assert " ".join(top.split("\n", 1)[1].split()) == flat  # whole, wrapped at 100 columns
+    notes = text.split("## Notes (newest first)\n")[1]
+    run = swept[("50", "1")]
+    assert f"[shortened: {len(long_note)} characters; whole: orbit show {run}]" in notes
+    assert "TAIL" not in notes and "an older conclusion" in notes
+    data = orbit("lessons", "-g", "lrs", "--json").json()
+    texts = [n["text"] for n in data["notes"]]
+    assert conclusion in texts and long_note in texts and data["notes_total"] == 3
+
+    # The SessionStart digest carries the conclusion whole, however little room is left.
+    context = lessons_context(Home(orbit.home), str(repo))
+    assert "## Conclusion of group lrs (" in context
+    assert flat in " ".join(context.split())
+    short = fit(text, 50)
+    assert flat in " ".join(short.split()) and "## Tried" not in short
+    assert short.endswith("\n… (the rest: `orbit lessons`)\n")

@@ -459,8 +459,8 @@ def test_installed_hooks_reach_their_home(orbit: Orbit, busybox: str, tmp_path: 
     context = out["additionalContext"]
     home = orbit.home.resolve()
     assert f"4 runs of this repository in ORBIT_HOME={home}" in context, context
-    assert "- nb: 2 runs (`orbit lessons -g nb`)\n" in context
-    assert "- nb-next: 1 run (`orbit lessons -g nb-next`)\n" in context
+    assert "- nb (`orbit lessons -g nb`): 2 runs, 2 succeeded\n" in context
+    assert "- nb-next (`orbit lessons -g nb-next`): 1 run, 1 succeeded\n" in context
     assert "- 1 run in no group\n" in context
     assert f"# Lessons of project {repo.resolve()}" in context
     exported = env_file.read_text()
@@ -503,7 +503,7 @@ def test_installed_hooks_reach_their_home(orbit: Orbit, busybox: str, tmp_path: 
         if moved.exists():
             moved.rename(home)  # back: the hooks find it again
             context = run_as_claude(start_cmd, start, repo, agent_env)["hookSpecificOutput"]
-            assert "- nb: 3 runs (`orbit lessons -g nb`)" in context["additionalContext"]
+            assert "- nb (`orbit lessons -g nb`): 3 runs" in context["additionalContext"]
             shutil.rmtree(home)
 
 

@@ -16,7 +16,6 @@ import json
 import os
 import shlex
 import time
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -132,50 +131,36 @@ def write_env_file(path: Path, payload: dict[str, Any], home: Home | None = None
         f.write(env_lines(payload, home))
 
 
-MAX_GROUPS = 12
-
-
-def groups_lines(entries: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The groups the runs are in, most runs first, each with the command that shows it."""
-    counts = Counter(e.get("group") for e in entries.values())
-    named = sorted(((n, g) for g, n in counts.items() if g), key=lambda x: (-x[0], str(x[1])))
-    lines = [
-        f"- {g}: {n} run{'s' if n != 1 else ''} (`orbit lessons -g {shlex.quote(str(g))}`)"
-        for n, g in named[:MAX_GROUPS]
-    ]
-    if len(named) > MAX_GROUPS:
-        lines.append(f"- … and {len(named) - MAX_GROUPS} more groups")
-    if counts.get(None):
-        n = counts[None]
-        lines.append(f"- {n} run{'s' if n != 1 else ''} in no group")
-    return lines
-
-
 def lessons_context(home: Home, cwd: str | None) -> str:
     """The short lessons digest of `cwd`'s repository, opened by the groups its runs are in
     and the home they are in; or "" (no repository, no runs)."""
     from orbit.execute.snapshot import repo_root
-    from orbit.review.lessons import Scope, collect, digest, render
+    from orbit.review.lessons import Scope, digest, render
     from orbit.store.runs import RunStore
 
     if not cwd or not home.runs_dir.is_dir():
         return ""
     try:
         root = repo_root(Path(cwd))
-        store, scope = RunStore(home), Scope(project=str(root))
-        d = digest(store, scope)
-        entries, _, _ = collect(store, scope)
+        d = digest(RunStore(home), Scope(project=str(root)))
     except OrbitError:  # not a repository, or no runs of it
         return ""
     head = (
         f"Orbit (experiment runner) has {d['runs']} runs of this repository in "
-        f"ORBIT_HOME={home.root}, in these groups:\n" + "\n".join(groups_lines(entries)) + "\n"
+        f"ORBIT_HOME={home.root}. Its digest of what was tried (`orbit lessons`; the groups "
+        "are listed under Groups, each with its own digest):\n\n"
     )
-    text = render(d)
-    room = MAX_CONTEXT_CHARS - len(head) - 80
-    if len(text) > room:
-        text = text[: max(room - 40, 0)].rsplit("\n", 1)[0] + "\n… (see `orbit lessons`)\n"
-    return head + "\nIts digest of what was tried (`orbit lessons`):\n\n" + text
+    return head + fit(render(d), MAX_CONTEXT_CHARS - len(head))
+
+
+def fit(text: str, room: int) -> str:
+    """`text` cut at a line to about `room` characters, with a mark and the command that shows
+    the rest; never inside the groups' conclusions, which are carried whole."""
+    if len(text) <= room:
+        return text
+    keep = text.find("\n## Tried")  # the conclusions come before it
+    cut = max(room - 40, keep if keep > 0 else 0)
+    return text[:cut].rsplit("\n", 1)[0] + "\n… (the rest: `orbit lessons`)\n"
 
 
 def session_start(

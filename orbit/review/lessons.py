@@ -41,7 +41,8 @@ MAX_METRICS = 32  # final values kept per run
 MAX_RUN_NOTES = 3  # newest notes kept per run
 LONG_NOTE = 600  # on the page, a note past this many characters (but the newest conclusion)
 SHORT_NOTE = 400  # is shortened to this many, with a mark and where to read it whole
-SHOWN_CONCLUSIONS = 3  # groups whose newest note is given whole at the top
+SHOWN_CONCLUSIONS = 3
+SHOWN_GROUPS = 12  # groups whose newest note is given whole at the top
 MAX_CHARS = 5000  # the page: notes beyond it are left to --json
 SHOWN_SETTINGS = 5
 SHOWN_FAILURES = 5
@@ -444,16 +445,22 @@ def _group_lines(d: dict[str, Any]) -> list[str]:
     if not groups:
         return []
     out = ["", "## Groups"]
-    for g in groups[:8]:
+    for g in groups[:SHOWN_GROUPS]:
         o = g.get("objective")
         way = f"; objective {o['metric']}:{o['direction']}" if o else ""
         states = ", ".join(f"{n} {s}" for s, n in g["states"].items())
-        out.append(_cut(f"- {g['group']}: {g['runs']} runs ({states}){way}"))
+        n = g["runs"]
+        command = f"orbit lessons -g {shlex.quote(g['group'])}"
+        out.append(
+            _cut(f"- {g['group']} (`{command}`): {n} run{'s' if n != 1 else ''}, {states}{way}")
+        )
         if g.get("warning"):
             out.append(_cut(f"  warning: {g['warning']}"))
-        out.append(f"  orbit lessons -g {shlex.quote(g['group'])}")
-    if len(groups) > 8:
-        out.append(f"- … {len(groups) - 8} more groups (orbit lessons --json)")
+    if len(groups) > SHOWN_GROUPS:
+        out.append(f"- … {len(groups) - SHOWN_GROUPS} more groups (orbit lessons --json)")
+    alone = d["runs"] - sum(g["runs"] for g in groups)
+    if alone:
+        out.append(f"- {alone} run{'s' if alone != 1 else ''} in no group")
     return out
 
 
