@@ -17,6 +17,7 @@
   <nav>
     <a href="/">Runs</a>
     <a href="/failures">Failures</a>
+    <a href="{{lessons_href}}" id="nav-lessons">Lessons</a>
     <a href="/bench">Bench</a>
     <a href="/resources">Resources</a>
     <a href="/settings">Settings</a>
