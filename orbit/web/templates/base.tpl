@@ -48,7 +48,7 @@
 % elif page == "conversation":
     <dt>[ / ]</dt><dd>previous / next page of the conversation</dd>
     <dt>e</dt><dd>expand or collapse every tool call</dd>
-% elif page == "compare":
+% elif page in ("compare", "compare_group"):
     <dt>1 … 9</dt><dd>open the n-th run</dd>
 % end
     <dt>g r</dt><dd>go to the runs</dd>
