@@ -1,4 +1,5 @@
-"""A realistic learning-rate × seed sweep for the review tests (best, lessons).
+"""A realistic learning-rate × seed sweep for the review tests (best, lessons), and a group in
+the shape of the agent trial's (trial_group), written by hand for the web's review pages.
 
 train.py does gradient descent on w² from w = 1, logs `{"step", "loss"}` to $ORBIT_METRICS
 each step, and reports a validation loss with seed-dependent noise. lr=50 overshoots: w grows
@@ -9,9 +10,13 @@ validation noise is large: seed 2 lands at 0.0485, the single best run, but its 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from conftest import Orbit, git_repo
+
+from orbit.store.model import RunState
+from orbit.store.runs import RunStore
 
 TRAIN = """\
 import json, math, os, sys
@@ -58,3 +63,51 @@ def lr_sweep(orbit: Orbit, image: str, repo: Path, group: str = "lrs") -> Swept:
     states = {(r["params"]["lr"], r["params"]["seed"]): r["state"] for r in runs}
     assert [k for k, s in states.items() if s == "failed"] == [("50", s) for s in SEEDS], states
     return {(r["params"]["lr"], r["params"]["seed"]): str(r["id"]) for r in runs}
+
+
+# The agent trial's shape, written by hand (no containers): each run logs a counter first
+# ({"step", "train_docs"}: 600 docs at the end of every run), then {"acc", "loss"}. By acc
+# (higher is better) alpha=1 is best (0.92 ± 0.01), then 5, then 0.1; by loss (lower) alpha=5
+# (0.18), then 1, then 0.1. alpha=50 fails in every seed, alpha=0.1 in seed 3.
+TRIAL = {"0.1": (0.70, 0.50), "1": (0.90, 0.30), "5": (0.85, 0.20), "50": (0.0, 0.0)}
+
+
+def trial_failed(alpha: str, seed: str) -> bool:
+    return alpha == "50" or (alpha, seed) == ("0.1", "3")
+
+
+def trial_group(store: RunStore, group: str = "nb") -> Swept:
+    """The 4 alphas × 3 seeds of the trial's shape as finished runs of `group`: (alpha, seed)
+    → id."""
+    out: Swept = {}
+    for alpha, (acc, loss) in TRIAL.items():
+        for seed in SEEDS:
+            failed = trial_failed(alpha, seed)
+            spec = {
+                "name": f"a{alpha}-s{seed}",
+                "group": group,
+                "params": {"alpha": alpha, "seed": seed},
+                "image": "python:3.12-slim",
+                "command": ["python3", "nb.py", alpha, seed],
+                "resources": {"cpus": 0.5, "mem_gb": 0.25, "gpus": 0},
+            }
+            run = store.create(
+                spec,
+                state=RunState.FAILED if failed else RunState.SUCCEEDED,
+                reason="exit code 1" if failed else "",
+                actor="test",
+                status_fields={"exit_code": 1 if failed else 0},
+            )
+            rows = [{"step": step, "train_docs": 200 * step} for step in (1, 2, 3)]
+            if not failed:
+                rows.append({"acc": round(acc + 0.01 * int(seed), 4),
+                             "loss": round(loss - 0.01 * int(seed), 4)})  # fmt: skip
+            run.path("metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            if failed:
+                run.path("log.txt").write_text(
+                    "Traceback (most recent call last):\n"
+                    '  File "nb.py", line 6, in <module>\n'
+                    f"FloatingPointError: nll diverged (alpha={alpha})\n"
+                )
+            out[(alpha, seed)] = run.id
+    return out

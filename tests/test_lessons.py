@@ -67,6 +67,7 @@ def test_digest_of_a_sweep(orbit: Orbit, swept: Swept, repo: Path) -> None:
         "params",
         "groups",
         "objective",
+        "metrics_logged",
         "metric",
         "maximize",
         "best_run",

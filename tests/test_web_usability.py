@@ -274,6 +274,9 @@ def test_no_page_logs_an_error_or_asks_for_a_missing_file(
         "/resources",
         "/settings",
         "/failures?group=usability",
+        "/lessons",
+        "/lessons?group=usability",
+        "/compare?group=usability",
     ):
         page.goto(site.base + path)
         page.wait_for_load_state("networkidle")
@@ -321,6 +324,8 @@ def test_run_pages_fit_a_phone(site: Site, browser: Any) -> None:
             f"/runs/{site.running}",
             f"/runs/{site.wide}/files/",
             f"/compare?ids={site.finished},{site.failed},{site.wide}",
+            "/compare?group=usability",
+            "/lessons?group=usability",
         ):
             page.goto(site.base + path)
             width = page.evaluate("() => [document.documentElement.scrollWidth, innerWidth]")

@@ -55,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.cli.common import group_members
-    from orbit.review.best import SEED_KEYS, best_run, by_params, objective_of
+    from orbit.review.best import SEED_KEYS, best_run, by_params, objective_of, settings_json
     from orbit.review.objective import declared_of, parse_metric_option
     from orbit.store.model import Run
     from orbit.store.runs import RunStore
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
         seed_keys = (*SEED_KEYS, *args.seed_key)
         settings = by_params(runs, o.metric, o.maximize, seed_keys=seed_keys, values=values)
         if args.json:
-            print_json(env, _settings_json(args, o, settings, seed_keys))
+            print_json(env, settings_json(args.group, o, settings, seed_keys))
             return ExitCode.OK
         _print_settings(env, args, o, settings)
         return ExitCode.OK if settings and settings[0].best else ExitCode.NOT_FOUND
@@ -113,19 +113,6 @@ def run(args: argparse.Namespace, env: Env) -> int:
     if best.params:
         print("  params " + ", ".join(f"{k}={v}" for k, v in best.params.items()), file=env.stdout)
     return ExitCode.OK
-
-
-def _settings_json(
-    args: argparse.Namespace, o: Objective, settings: list[Any], seed_keys: Any
-) -> Any:
-    return {
-        "group": args.group,
-        "metric": o.metric,
-        "maximize": o.maximize,
-        "objective": o.to_json(),
-        "seed_keys": list(seed_keys),
-        "settings": [s.to_json() for s in settings],
-    }
 
 
 def _print_settings(env: Env, args: argparse.Namespace, o: Objective, settings: list[Any]) -> None:

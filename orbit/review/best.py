@@ -47,10 +47,13 @@ def objective_of(
     direction: str | None = None,
     declared: Declared | None = None,
     group: str | None = None,
+    read: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> tuple[Objective, dict[str, float | None]]:
-    """The runs' objective (review/objective.py) and each run's final value of its metric."""
+    """The runs' objective (review/objective.py) and each run's final value of its metric.
+    `read` (the succeeded runs' final metrics by id, as `finals` gives them) replaces reading
+    them again."""
     runs = list(runs)
-    read = finals(runs)
+    read = finals(runs) if read is None else read
     o = resolve(read.values(), metric=metric, direction=direction, declared=declared, group=group)
     values = {r.id: number(read.get(r.id, {}).get(o.metric)) for r in runs} if o.metric else {}
     return o, values
@@ -207,3 +210,17 @@ def by_params(
     if ranked and ranked[0].mean is not None:
         ranked[0].best = True
     return ranked
+
+
+def settings_json(
+    group: str, objective: Objective, settings: Sequence[Setting], seed_keys: Sequence[str]
+) -> dict[str, Any]:
+    """`orbit best -g GROUP --by-params --json`, also the web's /api/compare?group=GROUP."""
+    return {
+        "group": group,
+        "metric": objective.metric,
+        "maximize": objective.maximize,
+        "objective": objective.to_json(),
+        "seed_keys": list(seed_keys),
+        "settings": [s.to_json() for s in settings],
+    }

@@ -25,7 +25,7 @@ from typing import Any
 
 from orbit.errors import NotFoundError, OrbitError
 from orbit.review.best import SEED_KEYS, best_run, by_params, params_text
-from orbit.review.objective import Objective, declared_of, number, resolve
+from orbit.review.objective import Objective, declared_of, logged_keys, number, resolve
 from orbit.review.signatures import failures
 from orbit.store.describe import latest_metrics
 from orbit.store.excerpt import run_excerpt
@@ -225,7 +225,8 @@ def _digest(
         raise NotFoundError(f"no runs in {scope.title}")
     runs = as_runs(store, entries)
     groups = _groups(store, runs)
-    o = _objective(scope, entries, runs, groups, metric, direction)
+    finals = [entries[r.id]["metrics"] for r in runs if r.status.get("state") == "succeeded"]
+    o = _objective(scope, finals, groups, metric, direction)
     notes, total = _notes(store, scope, entries)
     out: dict[str, Any] = {
         "scope": {"group": scope.group, "project": scope.project},
@@ -235,6 +236,7 @@ def _digest(
         "params": _params_covered(runs),
         "groups": [{k: v for k, v in g.items() if k != "declared"} for g in groups],
         "objective": o.to_json(),
+        "metrics_logged": logged_keys(finals),  # key -> succeeded runs: what can rank
         "metric": o.metric if o.ok else None,
         "maximize": o.maximize if o.ok else None,
         "best_run": None,
@@ -280,8 +282,7 @@ def _groups(store: RunStore, runs: list[Run]) -> list[dict[str, Any]]:
 
 def _objective(
     scope: Scope,
-    entries: dict[str, dict[str, Any]],
-    runs: list[Run],
+    finals: list[dict[str, Any]],
     groups: list[dict[str, Any]],
     metric: str | None,
     direction: str | None,
@@ -292,7 +293,6 @@ def _objective(
     named = [g["declared"] for g in groups]
     if named and all(d is not None for d in named) and len({d.text for d in named}) == 1:
         declared = named[0]
-    finals = [entries[r.id]["metrics"] for r in runs if r.status.get("state") == "succeeded"]
     group = scope.group if scope.group is not None else (groups[0]["group"] if groups else None)
     return resolve(finals, metric=metric, direction=direction, declared=declared, group=group)
 

@@ -1,21 +1,40 @@
 """The compare page: up to ten runs, metrics overlaid, parameters and results side by side.
 Its tables are orbit/review/compare.py's, the rows of `orbit compare` turned on their side.
+A group's page ranks every setting of its params first, as `orbit best --by-params` does
+(orbit/review/best.py), then shows the best run of each of the first ten side by side.
 
 GET /compare?ids=1,2,3
 GET /api/compare?ids=1,2,3   `orbit compare --json` of those runs
+GET /compare?group=G         (&metric=NAME&order=max|min) the settings ranked, then the runs
+GET /api/compare?group=G     `orbit best -g G --by-params --json`
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import bottle
 
-from orbit.errors import UsageError
+from orbit.errors import NotFoundError, UsageError
+from orbit.human import fmt_metric
+from orbit.review.best import (
+    SEED_KEYS,
+    Setting,
+    by_params,
+    finals,
+    objective_of,
+    params_text,
+    settings_json,
+)
 from orbit.review.compare import Column, Comparison, parse_metric, parse_result
 from orbit.review.compare import compare as review_compare
+from orbit.review.objective import Objective, declared_of, logged_keys
 from orbit.review.series import read_metrics
 from orbit.store.model import METRICS, Run
+from orbit.store.runs import Broken, id_key
+from orbit.web import objective
 from orbit.web.charts import COLORS, Line, svg_chart
 from orbit.web.context import Route, WebContext, current, load_run
 from orbit.web.run_page import PAGE_CHARTS
@@ -27,6 +46,9 @@ Row = tuple[str, list[str], bool]  # name, the value of each run, whether they d
 
 def compare() -> str:
     ctx = current()
+    group = _group()
+    if group is not None:
+        return _group_page(ctx, group)
     ids = _ids()
     runs = [load_run(ctx, i) for i in ids]
     return ctx.render("compare", title="compare " + ", ".join(ids), **compare_data(ctx, runs))
@@ -34,8 +56,20 @@ def compare() -> str:
 
 def api_compare() -> dict[str, Any]:
     """`orbit compare --json` for ?ids=1,2,3 (at most COMPARE_MAX runs), with the CLI's
-    ?metric=NAME[:min|max] and ?result=PATH:KEY (each repeatable or comma-separated)."""
+    ?metric=NAME[:min|max] and ?result=PATH:KEY (each repeatable or comma-separated); for
+    ?group=G, `orbit best -g G --by-params --json` (?metric=NAME&order=max|min), a ranking
+    that cannot be given a 404 or 400 as the CLI's exit code says."""
     ctx = current()
+    group = _group()
+    if group is not None:
+        ranked = rank_group(ctx, group, objective.asked())
+        try:
+            ranked.objective.require()
+        except NotFoundError as exc:
+            bottle.abort(404, str(exc))
+        except UsageError as exc:
+            bottle.abort(400, str(exc))
+        return settings_json(group, ranked.objective, ranked.settings, SEED_KEYS)
     runs = [load_run(ctx, i) for i in _ids()]
     query = bottle.request.query
     try:
@@ -46,11 +80,19 @@ def api_compare() -> dict[str, Any]:
     return review_compare(runs, metrics, results).to_json()
 
 
+def _group() -> str | None:
+    q = bottle.request.query
+    group = (q.getunicode("group", "") or "").strip() or None
+    if group is not None and (q.getunicode("ids", "") or "").strip():
+        bottle.abort(400, "compare runs or a group: /compare?ids=1,2 or /compare?group=NAME")
+    return group
+
+
 def _ids() -> list[str]:
     raw = bottle.request.query.getunicode("ids", "") or ""
     ids = list(dict.fromkeys(i.strip() for i in raw.split(",") if i.strip()))
     if not ids:
-        bottle.abort(400, "choose runs to compare: /compare?ids=1,2")
+        bottle.abort(400, "choose runs to compare: /compare?ids=1,2 or /compare?group=NAME")
     if len(ids) > COMPARE_MAX:
         bottle.abort(400, f"compare at most {COMPARE_MAX} runs at once")
     return ids
@@ -120,6 +162,107 @@ def compare_data(ctx: WebContext, runs: list[Run]) -> dict[str, Any]:
         "more_keys": more_keys,
         "sections": _sections(cmp, runs),
     }
+
+
+# --- a group: its settings ranked -------------------------------------------------------------
+@dataclass
+class GroupRanking:
+    """A group's settings as `orbit best --by-params` ranks them (none when the objective
+    cannot rank), and what the page shows beside them."""
+
+    group: str
+    runs: list[Run]
+    unreadable: int
+    objective: Objective
+    settings: list[Setting]
+    logged: dict[str, int]  # the keys the succeeded runs logged: what the control offers
+    damaged: str | None  # why the group's declared objective cannot be read
+
+
+def rank_group(ctx: WebContext, group: str, wanted: objective.Asked) -> GroupRanking:
+    """The group's readable runs ranked by setting; a 404 when no run names the group."""
+    ids, unreadable = [], 0
+    for row in ctx.store.list_rows():
+        if isinstance(row, Broken):
+            unreadable += row.group == group
+        elif row.get("group") == group:
+            ids.append(str(row["id"]))
+    if not ids and not unreadable:
+        bottle.abort(404, f"no runs in group {group!r}")
+    loaded = ctx.store.load_many(ids)
+    runs = [r for r in loaded if isinstance(r, Run)]
+    declared, damaged = declared_of(ctx.home, group)
+    read = finals(runs)
+    o, values = objective_of(
+        runs,
+        metric=wanted.metric,
+        direction=wanted.direction,
+        declared=declared,
+        group=group,
+        read=read,
+    )
+    settings = by_params(runs, o.metric, o.maximize, values=values) if o.ok and o.metric else []
+    damaged = damaged.replace(str(ctx.home.root), "ORBIT_HOME") if damaged else None
+    return GroupRanking(
+        group,
+        runs,
+        unreadable + len(loaded) - len(runs),
+        o,
+        settings,
+        logged_keys(list(read.values())),
+        damaged,
+    )
+
+
+def _setting_rows(settings: list[Setting]) -> list[dict[str, Any]]:
+    rows = []
+    for i, s in enumerate(settings, 1):
+        spread = f" ± {fmt_metric(s.std)}" if s.std is not None else ""
+        rows.append(
+            {
+                "rank": str(i) if s.mean is not None else "-",
+                "setting": params_text(s.params),
+                "mean": f"{fmt_metric(s.mean)}{spread}" if s.mean is not None else "-",
+                "n": f"{s.n}/{len(s.run_ids)}",
+                "failed": s.failed,
+                "best_run": s.best_run,
+                "best": s.best,
+            }
+        )
+    return rows
+
+
+def _group_page(ctx: WebContext, group: str) -> str:
+    wanted = objective.asked()
+    ranked = rank_group(ctx, group, wanted)
+    o = ranked.objective
+    status = objective.refused(o, wanted)
+    if status is not None:  # the page still shows, with the control to ask again
+        bottle.response.status = status
+    oc = objective.control(
+        o, ranked.logged, wanted, "/compare", {"group": group}, (ranked.damaged,)
+    )
+    runs: list[Run] = []
+    if ranked.settings:  # the best run of each setting, best setting first
+        shown = [s.best_run for s in ranked.settings if s.best_run][:COMPARE_MAX]
+        by_id = {r.id: r for r in ranked.runs}
+        runs = [by_id[i] for i in shown]
+    elif status is None:  # nothing qualifies: what the runs logged, to choose a metric from
+        runs = sorted(ranked.runs, key=lambda r: id_key(r.id))[:COMPARE_MAX]
+    top = ranked.settings[0] if ranked.settings and ranked.settings[0].best else None
+    return ctx.render(
+        "compare_group",
+        title=f"settings · group {group}",
+        group=group,
+        ranked=ranked,
+        oc=oc,
+        rows=_setting_rows(ranked.settings),
+        top=_setting_rows([top])[0] if top else None,
+        lessons_href=objective.href("/lessons", wanted, group=group),
+        side_by_side=compare_data(ctx, runs) if runs else None,
+        seed_keys=SEED_KEYS,
+        q=quote,
+    )
 
 
 ROUTES: list[Route] = [("GET", "/compare", compare), ("GET", "/api/compare", api_compare)]

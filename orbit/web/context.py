@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit
 
 import bottle
 
@@ -145,7 +145,9 @@ class WebContext:
 
         Both templates get `csrf` (the session's form token, for a POST form's hidden field).
         A page for a visitor without a session (login, errors) carries its stylesheet inline
-        and no script: /static/ is only served after the login.
+        and no script: /static/ is only served after the login. The top bar's "Lessons" leads
+        to the lessons of the group the URL names (`?group=G`: a filtered list, a group's
+        failures, settings or lessons), else to the list of groups.
         """
         lookup = [str(TEMPLATES)]
         csrf = self.csrf()
@@ -161,8 +163,14 @@ class WebContext:
             authed=authed,
             css="" if authed else stylesheet(),
             favicon=FAVICON,
+            lessons_href=lessons_href(),
         )
         return str(page)
+
+
+def lessons_href() -> str:
+    group = (bottle.request.query.getunicode("group", "") or "").strip()
+    return f"/lessons?group={quote(group, safe='')}" if group else "/lessons"
 
 
 @functools.cache

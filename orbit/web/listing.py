@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import bottle
 
@@ -312,7 +312,7 @@ def runs_page() -> str:
     ctx = current()
     query = Query.parse(bottle.request.query)
     data = select(ctx.store.list_rows(), query, ctx.store)
-    return ctx.render("listing", title="Runs", query=query, states=STATES, **data)
+    return ctx.render("listing", title="Runs", query=query, states=STATES, q=quote, **data)
 
 
 def runs_api() -> dict[str, Any]:

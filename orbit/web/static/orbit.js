@@ -105,7 +105,7 @@
     window.location.href = links[n - 1].href;
     return true;
   }
-  var pageKeys = { listing: listKey, compare: compareKey };
+  var pageKeys = { listing: listKey, compare: compareKey, compare_group: compareKey };
   var pending = 0; // the time "g" was pressed: "g r" goes to the runs, "g b" to the bench
   document.addEventListener("keydown", function (e) {
     var t = e.target;

@@ -17,6 +17,7 @@
   <nav>
     <a href="/">Runs</a>
     <a href="/failures">Failures</a>
+    <a href="{{lessons_href}}" id="nav-lessons">Lessons</a>
     <a href="/bench">Bench</a>
     <a href="/resources">Resources</a>
     <a href="/settings">Settings</a>
@@ -47,7 +48,7 @@
 % elif page == "conversation":
     <dt>[ / ]</dt><dd>previous / next page of the conversation</dd>
     <dt>e</dt><dd>expand or collapse every tool call</dd>
-% elif page == "compare":
+% elif page in ("compare", "compare_group"):
     <dt>1 … 9</dt><dd>open the n-th run</dd>
 % end
     <dt>g r</dt><dd>go to the runs</dd>

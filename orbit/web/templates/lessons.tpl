@@ -2,8 +2,9 @@
 % states = ", ".join("%s %s" % (n, s) for s, n in d["states"].items())
 <p id="lessons-summary">{{d["runs"]}} runs: {{states}}.
 % if d["scope"].get("group"):
-<a href="/?q={{q(d['scope']['group'], safe='')}}">the runs</a>
+<a href="/?group={{q(d['scope']['group'], safe='')}}">the runs</a> · <a href="{{compare_href}}">every setting ranked</a>
 % end
+· <a href="/lessons">other groups</a>
 </p>
 % if d.get("unreadable"):
 <p class="muted">{{d["unreadable"]}} more cannot be read.</p>
@@ -20,8 +21,9 @@
 <p class="muted">No params recorded.</p>
 % end
 
+<h2>Best</h2>
+% include("objective", oc=oc)
 % if d["metric"]:
-<h2>Best by final {{d["metric"]}} <small>({{"highest" if d["maximize"] else "lowest"}} is better)</small></h2>
 <div class="scroll"><table id="lessons-settings">
 <thead><tr><th></th><th>setting</th><th>mean</th><th>± std</th><th>n</th><th>failed</th><th>its best run</th></tr></thead>
 <tbody>
@@ -37,13 +39,18 @@
 </tr>
 % end
 </tbody></table></div>
+% more = d.get("settings_total", 0) - len(d["settings"])
+% if more > 0:
+<p class="muted">{{more}} more settings.
+% if compare_href:
+<a href="{{compare_href}}">Every setting ranked</a>.
+% end
+</p>
+% end
 % b = d.get("best_run")
 % if b:
 <p id="lessons-best-run">Best single run: <a href="/runs/{{q(b['id'], safe='')}}">{{b["id"]}}</a> ({{params_text(b["params"])}}), {{d["metric"]}} {{fmt(b["value"])}}</p>
 % end
-% else:
-<h2>Best</h2>
-<p class="muted">No succeeded run logged a numeric metric.</p>
 % end
 
 <h2>Failures</h2>

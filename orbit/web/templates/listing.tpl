@@ -17,6 +17,10 @@
   <a href="/">clear</a>
 </form>
 
+% if query.filters.get("group"):
+% g = q(query.filters["group"], safe="")
+<p class="group-links" id="group-links">Group <b>{{query.filters["group"]}}</b>: <a href="/compare?group={{g}}">every setting ranked</a> · <a href="/lessons?group={{g}}">lessons</a> · <a href="/failures?group={{g}}">failures</a></p>
+% end
 <form id="runs-form" method="post" action="/cancel">
 <input type="hidden" name="token" value="{{csrf}}">
 <input type="hidden" name="back" value="{{query.url()}}">
@@ -46,7 +50,12 @@
 % for r in rows:
 %   if query.grouped and r.get("group") != last_group:
 %     last_group = r.get("group")
-<tr class="group-row"><th colspan="13">{{last_group or "(no group)"}}</th></tr>
+%     if last_group:
+%       g = q(last_group, safe="")
+<tr class="group-row"><th colspan="13"><a href="/?group={{g}}">{{last_group}}</a> <small><a href="/compare?group={{g}}">settings</a> · <a href="/lessons?group={{g}}">lessons</a></small></th></tr>
+%     else:
+<tr class="group-row"><th colspan="13">(no group)</th></tr>
+%     end
 %   end
 %   if r["error"]:
 <tr class="run broken" data-id="{{r['id']}}">
@@ -62,7 +71,11 @@
   <td><span class="state state-{{r['state']}}" data-field="state">{{r['state']}}</span></td>
   <td class="params">{{r['params']}}</td>
   <td class="metric" data-field="metric">{{r['metric']}}</td>
-  <td class="col-group">{{r['group']}}</td>
+%     if r['group']:
+  <td class="col-group"><a href="/?group={{q(r['group'], safe='')}}" title="this group's runs, its settings and lessons">{{r['group']}}</a></td>
+%     else:
+  <td class="col-group"></td>
+%     end
   <td class="col-folder">{{r['folder']}}</td>
   <td class="time col-submitted">{{r['submitted']}}</td>
   <td class="col-duration" data-field="duration">{{r['duration']}}</td>
