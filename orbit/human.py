@@ -10,6 +10,17 @@ def fmt_num(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".") if value % 1 else str(int(value))
 
 
+def fmt_minutes(minutes: float) -> str:
+    """A duration given in minutes, as a timeout's reason says it: 5 → "5 min", 0.02 → "1.2 s"."""
+    return f"{fmt_num(minutes)} min" if minutes >= 1 else f"{fmt_num(minutes * 60)} s"
+
+
+def fmt_gib(n: float) -> str:
+    """Bytes in GiB as memory limits are given: 268435456 → "0.25 GiB"; below 0.01 GiB as
+    `human_bytes` says (a limit is never that small, a peak can be)."""
+    return f"{fmt_num(n / 2**30)} GiB" if n >= 2**30 / 100 else human_bytes(n, "0 GiB")
+
+
 def fmt_metric(value: float | None) -> str:
     """A metric's value to 4 significant digits: 0.012345 → "0.01235", 3.0 → "3"; a whole
     number as it is (161051, not "1.611e+05": steps and counts); None → "-"."""

@@ -81,7 +81,12 @@ FAILURE = {  # each of failures --json's failures
     "example_id",
     "reason",
     "excerpt",
+    "cause",
+    "outcome",
 }
+OUTCOME = {"status", "lines", "settings", "settings_total"}  # a failure's `outcome`
+SETTING_OUTCOME = {"params", "status", "failed", "succeeded", "succeeded_total", "text"}
+SUCCESS = {"run_ids", "changed", "compared_with", "same_seed", "peak_mem_bytes"}  # succeeded
 CONFIG = {
     "home",
     "data_dir",
@@ -202,6 +207,16 @@ def test_json_of_a_failed_run_and_failures(orbit: Orbit, busybox: str) -> None:
     assert keys(found) == {"failures"}
     assert [keys(f) for f in found["failures"]] == [FAILURE]
     assert found["failures"][0]["run_ids"] == [failed["id"]]
+    assert keys(found["failures"][0]["outcome"]) == OUTCOME
+    # A setting whose other seed succeeded: its outcome names the run that did.
+    swept = orbit("sweep", *SMALL, "--image", busybox, "-g", "c", "-p", "seed=1,2", "-w", "--",
+                  "sh", "-c", "echo seed {seed}; test {seed} = 2")  # fmt: skip
+    assert swept.code == 1, swept.err
+    [seeded] = ok_json(orbit, "failures", "-g", "c")["failures"]
+    assert keys(seeded) == FAILURE and keys(seeded["outcome"]) == OUTCOME
+    assert [keys(s) for s in seeded["outcome"]["settings"]] == [SETTING_OUTCOME]
+    [success] = seeded["outcome"]["settings"][0]["succeeded"]
+    assert keys(success) == SUCCESS and success["changed"] == {}
 
 
 def test_json_of_metric_summaries_and_compare(orbit: Orbit, busybox: str) -> None:

@@ -17,6 +17,7 @@ import pytest
 from conftest import SMALL, Orbit
 
 from orbit.errors import ExitCode
+from orbit.human import fmt_gib
 from orbit.review.signatures import failures, normalise, run_signature, signature
 from orbit.store.excerpt import MAX_CHARS, MAX_LINES, excerpt, key_line, log_excerpt
 from orbit.store.home import Home
@@ -159,14 +160,20 @@ def test_failures_groups_by_cause(failed_home: Any) -> None:
     assert res.code == 0, res.err
     found = res.json()["failures"]
     by_sig = {f["signature"]: f for f in found}
+    # Orbit's own ends are named with their real limit, peak and duration.
+    oom_peak = fmt_gib(orbit.status(ids["oom"])["peaks"]["mem_bytes"])
     assert set(by_sig) == {
         OVERFLOW_SIG,
         "KeyError: 'warmup' (<string>, in <module>)",
         "KeyError: 'decay' (<string>, in <module>)",
-        "killed for memory (limit N GiB)",
-        "timed out after N s",
+        f"killed for memory at 0.1 GiB ×1 (peak {oom_peak})",
+        "timed out after 1.2 s ×1",
         "sh: nosuchcmd: not found",
     }, list(by_sig)
+    assert {f["cause"] for f in found} >= {"killed for memory", "timed out", OVERFLOW_SIG}
+    # Nothing of these settings succeeded (the plain runs' settings are their commands).
+    assert {f["outcome"]["status"] for f in found} == {"unresolved"}
+    assert all(f["outcome"]["lines"] == [] for f in found)
     overflow = found[0]  # the most frequent first
     assert overflow["signature"] == OVERFLOW_SIG and overflow["count"] == 3
     assert overflow["shared_params"] == {"lr": "50"}
@@ -177,6 +184,7 @@ def test_failures_groups_by_cause(failed_home: Any) -> None:
     assert by_sig["sh: nosuchcmd: not found"]["shared_params"] == {}
     text = orbit("failures", "-g", "fx").out
     assert text.startswith(f"{OVERFLOW_SIG}\n  3 runs ({', '.join(sweep_ids[-3:])}), all lr=50\n")
+    assert "→" not in text
     # Scope: nothing ended in the future; an unknown group is an error.
     assert orbit("failures", "--since", "2999-01-01", "--json").json() == {"failures": []}
     assert orbit("failures", "--since", "1h", "--json").json()["failures"][0]["count"] == 3
@@ -371,7 +379,8 @@ def test_failures_of_runs_settled_before_excerpts(orbit: Orbit) -> None:
     data = json.loads(orbit("failures", "--json").out)
     assert [f["run_ids"] for f in data["failures"]] == [[olds[0].id, olds[1].id]]
     assert data["failures"][0]["shared_params"] == {"lr": "9"}
-    assert run_signature("timed out after 3 min", None) == "timed out after N min (no output)"
+    assert run_signature("timed out after 3 min", None) == "timed out (no output)"
+    assert run_signature("image not found: foo:1", None) == "image not found: foo:N (no output)"
 
 
 def test_failures_page_in_chromium(failed_home: Any) -> None:

@@ -1,5 +1,5 @@
 """orbit failures [-g G] [--folder F] [--since T]: failed runs grouped by cause, most frequent
-first, with the params every run of a cause shares."""
+first, with the params every run of a cause shares and what came of its settings."""
 
 from __future__ import annotations
 
@@ -78,12 +78,14 @@ def _scope_text(args: argparse.Namespace) -> str:
 
 
 def _text(f: Failure, now: datetime) -> str:
-    """One cause: its signature, count and runs, shared params, when, and an example."""
+    """One cause: its signature, count and runs, shared params, what came of its settings,
+    when, and an example."""
     runs = ", ".join(f.run_ids) + (", …" if f.count > len(f.run_ids) else "")
     head = f"{f.count} run{'s' if f.count != 1 else ''} ({runs})"
     if f.shared_params:
         head += ", all " + ", ".join(f"{k}={v}" for k, v in f.shared_params.items())
     when = f"first {ago(f.first_seen, now)}, last {ago(f.last_seen, now)}"
-    lines = [f.signature, f"  {head}", f"  {when}", f"  example: run {f.example_id}: {f.reason}"]
+    lines = [f.signature, f"  {head}", *(f"  {line}" for line in f.outcome.lines)]
+    lines += [f"  {when}", f"  example: run {f.example_id}: {f.reason}"]
     lines.extend(f"    | {line}" for line in (f.excerpt or "").split("\n") if line)
     return "\n".join(lines) + "\n"

@@ -25,7 +25,9 @@ from typing import Any
 
 from orbit.errors import NotFoundError, OrbitError
 from orbit.review.best import SEED_KEYS, best_run, by_params, params_text
+from orbit.review.changes import request_spec
 from orbit.review.objective import Objective, declared_of, logged_keys, number, resolve
+from orbit.review.outcomes import peak_bytes
 from orbit.review.signatures import failures
 from orbit.store.describe import latest_metrics
 from orbit.store.excerpt import run_excerpt
@@ -35,7 +37,7 @@ from orbit.store.model import ACTIVE, NOTES, Run, parse_iso
 from orbit.store.notes import group_notes
 from orbit.store.runs import Broken, RunStore, id_key
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3  # 3: each entry has `request` and `peaks` (failure outcomes)
 REVIEW_DIR = "review"
 MAX_METRICS = 32  # final values kept per run
 MAX_RUN_NOTES = 3  # newest notes kept per run
@@ -109,6 +111,8 @@ def _entry(run: Run) -> dict[str, Any]:
         "metrics": dict(list(metrics.items())[:MAX_METRICS]),
         "notes": notes,
         "notes_total": len(every),
+        "request": request_spec(run),  # what a failure's outcome compares
+        "peaks": {"mem_bytes": peak_bytes(run)},
     }
 
 
@@ -174,11 +178,13 @@ def as_runs(store: RunStore, entries: dict[str, dict[str, Any]]) -> list[Run]:
     runs_dir = store.home.runs_dir  # once: the property reads the configuration
     for run_id in sorted(entries, key=id_key):
         e = entries[run_id]
+        request = e.get("request") or {}
         spec = {
+            **request,
             "name": e.get("name"),
             "group": e.get("group"),
             "params": e.get("params") or {},
-            "project": {"path": e.get("project")},
+            "project": {**(request.get("project") or {}), "path": e.get("project")},
         }
         status = {
             k: e.get(k)
@@ -189,6 +195,7 @@ def as_runs(store: RunStore, entries: dict[str, dict[str, Any]]) -> list[Run]:
                 "error_excerpt",
                 "submitted_at",
                 "finished_at",
+                "peaks",
             )
         }
         out.append(Run(run_id, runs_dir / run_id, spec, status))
@@ -417,6 +424,9 @@ def render(d: dict[str, Any]) -> str:
         examples = ", ".join(shown) + (", …" if (f.get("count") or 0) > len(shown) else "")
         lines.append(_cut(f"- {f.get('count')}× {str(f.get('signature')).splitlines()[0]}"))
         lines.append(_cut(f"  ({where}runs {examples})"))
+        for line in (f.get("outcome") or {}).get("lines") or []:  # what came of its settings
+            lines += textwrap.wrap(line, WIDTH, initial_indent="  ", subsequent_indent="    ",
+                                   max_lines=2, placeholder=" …")  # fmt: skip
     if not d["failures"]:
         lines.append("- none")
     lines += _go_on_section(d)

@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 
 from orbit.errors import DISK_FULL, ConflictError, CorruptError, OrbitError
-from orbit.human import fmt_num
+from orbit.human import fmt_minutes, fmt_num
 from orbit.store import index, outbox
 from orbit.store.excerpt import log_excerpt
 from orbit.store.files import atomic_write, read_yaml, write_yaml
@@ -52,9 +52,7 @@ def outcome(record: dict[str, Any]) -> tuple[RunState, str | None]:
     if record.get("error"):
         return RunState.FAILED, str(record["error"])
     if record.get("timed_out"):
-        minutes = float(record["timeout_min"])
-        after = f"{fmt_num(minutes)} min" if minutes >= 1 else f"{fmt_num(minutes * 60)} s"
-        return RunState.FAILED, f"timed out after {after}"
+        return RunState.FAILED, f"timed out after {fmt_minutes(float(record['timeout_min']))}"
     if record.get("oom_killed") and record.get("exit_code") != 0:
         limit = record.get("mem_limit_gb")
         return RunState.FAILED, (

@@ -21,6 +21,9 @@
 % end
 · first <span class="time">{{(f.first_seen or '')[:19].replace('T', ' ')}}</span>,
 last <span class="time">{{(f.last_seen or '')[:19].replace('T', ' ')}}</span></p>
+% for line in f.outcome.lines:
+<p class="outcome outcome-{{f.outcome.status}}">{{line}}</p>
+% end
 <div class="muted">Run <a href="/runs/{{f.example_id}}">{{f.example_id}}</a>: {{f.reason or ''}}</div>
 % if f.excerpt:
 <pre class="log">{{f.excerpt}}</pre>
