@@ -601,7 +601,9 @@ def _best_lines(d: dict[str, Any]) -> list[str]:
             )
         )
     more = d.get("settings_total", 0) - len(d["settings"])
-    group = shlex.quote(d["scope"]["group"]) if d["scope"].get("group") is not None else "GROUP"
+    names = [g["group"] for g in d.get("groups") or []]
+    only = d["scope"].get("group") or (names[0] if len(names) == 1 else None)
+    group = shlex.quote(only) if only is not None else "GROUP"
     if more > 0:
         out.append(
             f"- … {more} more settings (orbit best -g {group} --metric "
