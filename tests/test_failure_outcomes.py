@@ -272,6 +272,11 @@ def test_failures_page_shows_the_outcomes(trial: Any) -> None:
                 want["logp"][1],
                 want["memory"][1],
             ]
+            # The lessons page gives the same outcomes under its failures.
+            page.goto(f"{base}/lessons?group=nb")
+            lessons = page.locator("#lessons-failures p.outcome").all_inner_texts()
+            assert lessons == want["logp"][1] + want["memory"][1]
+            assert page.locator("#lessons-failures p.outcome-fixed").count() == 1
             assert not seen, seen
             browser.close()
     finally:
@@ -394,7 +399,7 @@ def test_memory_and_timeout_signatures_keep_their_values() -> None:
 
 
 def test_lessons_wrap_a_long_outcome() -> None:
-    from orbit.review.lessons import render
+    from orbit.review.lessons_page import render
 
     long = (
         "→ succeeded at 1 GiB (peak 0.48 GiB) with 1 CPU with image registry.example/x:2, runs "

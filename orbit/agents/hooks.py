@@ -135,7 +135,8 @@ def lessons_context(home: Home, cwd: str | None) -> str:
     """The short lessons digest of `cwd`'s repository, opened by the groups its runs are in
     and the home they are in; or "" (no repository, no runs)."""
     from orbit.execute.snapshot import repo_root
-    from orbit.review.lessons import Scope, digest, render
+    from orbit.review.lessons import Scope, digest
+    from orbit.review.lessons_page import render
     from orbit.store.runs import RunStore
 
     if not cwd or not home.runs_dir.is_dir():

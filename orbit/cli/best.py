@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from orbit.cli.common import add_json, group_option, print_json, table
+from orbit.cli.common import add_json, group_option, metric_options, print_json, table
 from orbit.env import Env
 from orbit.errors import ExitCode, NotFoundError, UsageError
 from orbit.human import fmt_metric
@@ -26,18 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "each setting (params without seed-like keys) and counts their failures.",
     )
     group_option(p, "the group to rank (required)")
-    p.add_argument(
-        "--metric",
-        metavar="NAME[:max|min]",
-        help="the metrics.jsonl key to rank by (default: the group's objective)",
-    )
-    way = p.add_mutually_exclusive_group()
-    way.add_argument(
-        "--max", dest="maximize", action="store_const", const=True, help="higher is better"
-    )
-    way.add_argument(
-        "--min", dest="maximize", action="store_const", const=False, help="lower is better"
-    )
+    metric_options(p, "the metrics.jsonl key to rank by (default: the group's objective)")
     p.add_argument(
         "--by-params", action="store_true", help="rank settings: mean ± std over their seeds"
     )

@@ -167,6 +167,23 @@ def runs_argument(parser: argparse.ArgumentParser, nargs: str = "+", help: str =
     action.completer = complete_runs  # type: ignore[attr-defined]
 
 
+def metric_options(parser: argparse.ArgumentParser, help: str) -> None:
+    """`--metric NAME[:max|min]` and `--max`/`--min` (dest `maximize`), which
+    review/objective.parse_metric_option turns into a metric and a direction."""
+    parser.add_argument("--metric", metavar="NAME[:max|min]", help=help)
+    way = parser.add_mutually_exclusive_group()
+    way.add_argument(
+        "--max", dest="maximize", action="store_const", const=True, help="higher is better"
+    )
+    way.add_argument(
+        "--min",
+        dest="maximize",
+        action="store_const",
+        const=False,
+        help="lower is better (default: the declared direction, else the name's)",
+    )
+
+
 def group_option(parser: argparse.ArgumentParser, help: str) -> None:
     action = parser.add_argument("-g", "--group", help=help)
     action.completer = complete_groups  # type: ignore[attr-defined]

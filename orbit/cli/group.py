@@ -99,7 +99,7 @@ def objective(args: argparse.Namespace, env: Env) -> int:
 def show(args: argparse.Namespace, env: Env) -> int:
     from collections import Counter
 
-    from orbit.review.lessons import go_on_lines
+    from orbit.review.lessons_page import go_on_lines
     from orbit.store.groups import go_on, launches
     from orbit.store.notes import group_notes
 

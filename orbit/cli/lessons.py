@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from orbit.cli.common import add_json, group_option, print_json
+from orbit.cli.common import add_json, group_option, metric_options, print_json
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
 
@@ -21,29 +21,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("project", nargs="?", metavar="PROJECT-DIR", help="a repository (its root)")
     group_option(p, "the digest of one group instead")
-    p.add_argument(
-        "--metric",
-        metavar="NAME[:max|min]",
-        help="rank by this metric (default: the group's objective: declared, else picked "
-        "from what the runs logged)",
-    )
-    way = p.add_mutually_exclusive_group()
-    way.add_argument(
-        "--max", dest="maximize", action="store_const", const=True, help="larger is better"
-    )
-    way.add_argument(
-        "--min",
-        dest="maximize",
-        action="store_const",
-        const=False,
-        help="smaller is better (default: the declared direction, else the name's)",
+    metric_options(
+        p,
+        "rank by this metric (default: the group's objective: declared, else picked from "
+        "what the runs logged)",
     )
     add_json(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.review.lessons import Scope, digest, render
+    from orbit.review.lessons import Scope, digest
+    from orbit.review.lessons_page import render
     from orbit.review.objective import Objective, parse_metric_option
     from orbit.store.runs import RunStore
 

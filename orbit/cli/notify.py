@@ -6,7 +6,7 @@ import argparse
 import socket
 import time
 
-from orbit.cli.common import add_json, non_negative_int, print_json, table
+from orbit.cli.common import add_json, metric_options, non_negative_int, print_json, table
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
 
@@ -47,18 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "-g", "--group", action="append", default=[], metavar="GROUP",
         help="only runs and summaries of this group (repeatable; default all)",
     )  # fmt: skip
-    a.add_argument(
-        "--metric",
-        metavar="NAME[:max|min]",
-        help="the group summary's best run by this metric (default: the group's objective)",
-    )
-    way = a.add_mutually_exclusive_group()
-    way.add_argument(
-        "--max", dest="maximize", action="store_const", const=True, help="higher is better"
-    )
-    way.add_argument(
-        "--min", dest="maximize", action="store_const", const=False, help="lower is better"
-    )
+    metric_options(a, "the group summary's best run by this metric (default: its objective)")
     a.add_argument("--replace", action="store_true", help="replace a profile of this name")
     add_json(a)
     a.set_defaults(func=add)

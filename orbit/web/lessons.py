@@ -17,7 +17,8 @@ import bottle
 from orbit.errors import NotFoundError
 from orbit.human import fmt_metric
 from orbit.review.best import params_text
-from orbit.review.lessons import Scope, digest, render
+from orbit.review.lessons import Scope, digest
+from orbit.review.lessons_page import render
 from orbit.review.objective import Objective, declared_of
 from orbit.store.runs import id_key
 from orbit.web import objective

@@ -63,7 +63,12 @@
 % for i in examples[:3]:
 <a href="/runs/{{q(str(i), safe='')}}">{{i}}</a>
 % end
-</div><div class="note-text"><code>{{f.get("signature")}}</code></div></div>
+</div><div class="note-text"><code>{{f.get("signature")}}</code></div>
+% outcome = f.get("outcome") or {}
+% for line in outcome.get("lines") or []:
+<p class="outcome outcome-{{outcome.get("status") or ""}}">{{line}}</p>
+% end
+</div>
 % end
 </div>
 % else:
