@@ -311,3 +311,43 @@ def test_bench_add_refuses_an_adapter_of_another_protocol(orbit, tmp_path: Path)
     assert res.err.strip().endswith("request hello: it speaks protocols [2], this Orbit speaks 1")
     assert len(res.err.strip().splitlines()) == 1
     assert orbit("bench", "ls", "--json").json()["benchmarks"] == []
+
+
+@pytest.fixture
+def arith(orbit, busybox: str):  # type: ignore[no-untyped-def]
+    """`orbit` with the example adapter registered as `ex`; the home's drivers killed after."""
+    from test_bench_engine import kill_holder, remove_solved_images
+
+    adapter = str(ARITH / "adapter.py")
+    res = orbit("bench", "add", "ex", str(ARITH), "--adapter", adapter, "-c", f"image={busybox}")
+    assert res.code == 0, res.err
+    yield orbit
+    for lock in (orbit.home / "bench" / "jobs").glob("*/driver.lock"):
+        kill_holder(lock)
+    remove_solved_images(orbit)
+
+
+def test_a_finished_jobs_driver_returns_at_once_and_rm_job_deletes_it(arith) -> None:  # type: ignore[no-untyped-def]
+    res = arith("bench", "run", "ex", "-t", "add", "-m", "empty", "-w", "--json")
+    assert res.code == 0, res.err
+    job_id = res.json()["job"]["id"]
+    assert res.json()["job"]["state"] == "finished"
+    # A driver started late (a second start racing the first) finds nothing to drive.
+    proc = arith.proc("bench", "_drive", job_id)
+    try:
+        assert proc.wait(timeout=15) == 0
+    finally:
+        proc.kill()
+    folder = arith.home / "bench" / "jobs" / job_id
+    assert f"job {job_id}: finished" in (folder / "driver.log").read_text()
+    # A driver of a finished job writes nothing: one still holding the lock (an older Orbit's,
+    # looping) does not keep the job from being deleted.
+    from orbit.store.locks import release, try_lock
+
+    handle = try_lock(folder / "driver.lock")
+    assert handle is not None
+    try:
+        res = arith("bench", "rm-job", job_id, "--yes", job_id)
+    finally:
+        release(handle)
+    assert res.code == 0 and f"deleted job {job_id}" in res.out, res.err

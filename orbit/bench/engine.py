@@ -83,9 +83,11 @@ class Driver:
             if self.job.state == "cancelled":
                 self.cancel()
                 return "cancelled"
+            if self.job.state != "running":  # finished by a driver before this one
+                return self.job.state
             trials = load_trials(self.home, self.job.id)
             self.rows = None
-            if self.job.state == "running" and self.step_all(trials):
+            if self.step_all(trials):
                 self.finish()
                 return "finished"
             self.tick_when_due()

@@ -263,15 +263,26 @@ def request_regrade(home: Home, job_id: str, secrets: Mapping[str, str]) -> list
     return chosen
 
 
+def check_removable(home: Home, job: Job) -> None:
+    """ConflictError unless the job can be deleted: not running, and not being cancelled (its
+    driver marks the trials once their runs have stopped). The driver of a finished job writes
+    nothing, so one still alive there does not matter."""
+    if job.state == "running":
+        raise ConflictError(f"job {job.id} is running; `orbit bench cancel {job.id}` first")
+    if job.state == "cancelled" and driver_alive(home, job.id):
+        raise ConflictError(
+            f"job {job.id} is being cancelled (its driver is still stopping its runs); "
+            "try again in a moment"
+        )
+
+
 def remove_job(home: Home, job_id: str) -> list[str]:
     """Delete a finished job: its runs (containers first), its solved images, its folder. The
     ids of the runs removed."""
     from orbit.execute import docker_ops
     from orbit.store.runs import RunStore
 
-    job = load_job(home, job_id)
-    if job.state == "running" or driver_alive(home, job_id):
-        raise ConflictError(f"job {job_id} is running; `orbit bench cancel {job_id}` first")
+    check_removable(home, load_job(home, job_id))
     store = RunStore(home)
     trials = load_trials(home, job_id)
     run_ids = [r for t in trials for r in [t.solve_run, *t.verify_runs] if r]

@@ -374,12 +374,11 @@ def _add_rm_job(sub: argparse._SubParsersAction) -> None:
 
 
 def run_rm_job(args: argparse.Namespace, env: Env) -> int:
-    from orbit.bench.jobs import remove_job, resolve_job
+    from orbit.bench.jobs import check_removable, remove_job, resolve_job
 
     revive(env)
     job = resolve_job(env.home, args.job)
-    if job.state == "running":
-        raise ConflictError(f"job {job.id} is running; `orbit bench cancel {job.id}` first")
+    check_removable(env.home, job)
     if args.yes is not None:
         if args.yes != job.id:
             raise UsageError(f"--yes must repeat the job id ({job.id}); nothing deleted")
