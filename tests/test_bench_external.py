@@ -351,3 +351,33 @@ def test_a_finished_jobs_driver_returns_at_once_and_rm_job_deletes_it(arith) -> 
     finally:
         release(handle)
     assert res.code == 0 and f"deleted job {job_id}" in res.out, res.err
+
+
+def test_bench_tasks_shows_the_resources_the_solve_runs_use(orbit, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    resources = tmp_path / "resources.json"
+    resources.write_text(json.dumps({"add": {"cpus": 0.5, "mem_gb": 0.5, "timeout_min": 1},
+                                     "*": {"mem_gb": 2}}))  # fmt: skip
+    adapter = str(ARITH / "adapter.py")
+    res = orbit("bench", "add", "ex", str(ARITH), "--adapter", adapter, "-c", "image=x:1",
+                "--resources", str(resources))  # fmt: skip
+    assert res.code == 0, res.err
+    res = orbit("bench", "tasks", "ex", "--json")
+    assert res.code == 0, res.err
+    tasks = {t["name"]: t for t in res.json()["tasks"]}
+    add, nested = tasks["add"], tasks["nested"]
+    assert (add["cpus"], add["mem_gb"], add["timeout_min"]) == (0.5, 0.5, 1.0)
+    assert add["resources_from"] == {"file": str(resources), "entry": "add",
+                                     "keys": ["cpus", "mem_gb", "timeout_min"]}  # fmt: skip
+    # The "*" entry: for a task without its own; the task's own timeout stays.
+    assert (nested["mem_gb"], nested["timeout_min"]) == (2.0, 2.0)
+    assert nested["resources_from"] == {"file": str(resources), "entry": "*", "keys": ["mem_gb"]}
+    res = orbit("bench", "tasks", "ex")
+    rows = {line.split()[0]: line for line in res.out.splitlines()[1:]}
+    assert res.out.splitlines()[0].split()[6:] == ["FROM", "WHY", "NOT"]
+    assert rows["add"].split()[2:4] == ["0.5", "0.5"]
+    assert f'{resources} ["add"]: cpus mem_gb timeout_min' in rows["add"]
+    assert f'{resources} ["*"]: mem_gb' in rows["nested"]
+    plain = orbit("bench", "add", "plain", str(ARITH), "--adapter", adapter, "-c", "image=x:1")
+    assert plain.code == 0, plain.err
+    shown = orbit("bench", "tasks", "plain", "--json").json()["tasks"]
+    assert all(t["resources_from"] is None for t in shown)

@@ -53,6 +53,28 @@ def read_resources(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def resource_entry(bench: Benchmark, task: str) -> tuple[str | None, dict[str, Any]]:
+    """The --resources entry a task's solve takes (its own, else "*"): the entry's key (None:
+    no entry) and the values it sets."""
+    for key in (task, "*"):
+        entry = bench.resources.get(key)
+        if entry:
+            return key, {k: v for k, v in entry.items() if k in RESOURCE_KEYS and v is not None}
+    return None, {}
+
+
+def with_resources(bench: Benchmark, task: Task) -> tuple[Task, dict[str, Any] | None]:
+    """The task with its --resources entry applied, and where the values came from
+    ({"file", "entry", "keys"}; None when the task's own stand)."""
+    from dataclasses import replace
+
+    key, values = resource_entry(bench, task.name)
+    if not values:
+        return task, None
+    source = {"file": bench.resources_file or None, "entry": key, "keys": list(values)}
+    return replace(task, **values), source
+
+
 def _adapter_name(adapter: str, cwd: Path) -> str:
     if adapter in BUILT_IN or adapter.startswith(PYTHON):
         return adapter
@@ -92,6 +114,7 @@ def add_benchmark(
         config=dict(config),
         pass_env=list(dict.fromkeys(pass_env)),
         resources=read_resources((cwd / resources).resolve()) if resources else {},
+        resources_file=str((cwd / resources).resolve()) if resources else "",
         added_at=now_iso(),
     )
     speaker = load_adapter(home, bench)

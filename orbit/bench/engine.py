@@ -27,6 +27,7 @@ from typing import Any
 from orbit.bench import collect as collecting
 from orbit.bench import jobs
 from orbit.bench.adapters import load_adapter
+from orbit.bench.benchmarks import resource_entry
 from orbit.bench.methods import BUNDLE_TARGET, agent_command, check_method
 from orbit.bench.model import (
     Method,
@@ -53,7 +54,6 @@ POLL_S = 0.5
 TICK_EVERY_S = 5.0
 CANCEL_WAIT_S = 30.0
 IN_FLIGHT = ("solving", "collecting", "verifying")
-RESOURCE_KEYS = ("cpus", "mem_gb", "gpus", "timeout_min")
 
 
 def trial_dir(home: Home, job_id: str, trial: str) -> Path:
@@ -230,8 +230,7 @@ class Driver:
         folder = trial_dir(self.home, self.job.id, trial.id)
         folder.mkdir(parents=True, exist_ok=True)
         phase = self.adapter.solve(task, method, folder)
-        own = self.bench.resources.get(task.name) or self.bench.resources.get("*")
-        phase = _with_resources(phase, own or {})
+        phase = replace(phase, **resource_entry(self.bench, task.name)[1])
         _write_phase(folder / "solve.json", phase)
         in_container = None
         if method.agent in ("codex", "claude-code"):
@@ -373,12 +372,6 @@ def give_up(home: Home, job_id: str, reason: str) -> None:
             save_trial(home, job_id, trial)
     jobs.set_state(home, job_id, "finished", unless=("cancelled",))
     jobs.drop_secrets(home, job_id)
-
-
-def _with_resources(phase: Phase, override: dict[str, Any]) -> Phase:
-    """The solve phase with the benchmark's --resources entry for its task applied."""
-    known = {k: override[k] for k in RESOURCE_KEYS if override.get(k) is not None}
-    return replace(phase, **known) if known else phase
 
 
 def _write_phase(path: Path, phase: Phase) -> None:

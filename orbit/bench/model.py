@@ -113,6 +113,7 @@ class Benchmark:
     config: dict[str, str] = field(default_factory=dict)  # -c KEY=VALUE
     pass_env: list[str] = field(default_factory=list)  # reach the verify runs only
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)  # --resources FILE
+    resources_file: str = ""  # that file's path, as it was read
     added_at: str = ""
 
 

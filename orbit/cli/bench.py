@@ -154,34 +154,34 @@ def _add_tasks(sub: argparse._SubParsersAction) -> None:
 
 def run_tasks(args: argparse.Namespace, env: Env) -> int:
     from orbit.bench.adapters import load_adapter
+    from orbit.bench.benchmarks import with_resources
     from orbit.bench.model import load_benchmark
     from orbit.human import fmt_num
 
     revive(env)
-    tasks = load_adapter(env.home, load_benchmark(env.home, args.name)).tasks()
+    bench = load_benchmark(env.home, args.name)
+    shown = [with_resources(bench, t) for t in load_adapter(env.home, bench).tasks()]
     if args.json:
         keys = ("name", "supported", "reason", "cpus", "mem_gb", "gpus", "timeout_min")
-        print_json(env, {"tasks": [{k: getattr(t, k) for k in keys} for t in tasks]})
+        tasks = [{**{k: getattr(t, k) for k in keys}, "resources_from": src} for t, src in shown]
+        print_json(env, {"tasks": tasks})
         return ExitCode.OK
 
     def num(value: float | None) -> str:
         return "-" if value is None else fmt_num(value)
 
+    def source(src: dict | None) -> str:
+        if src is None:
+            return "task"
+        return f'{src["file"] or "--resources"} ["{src["entry"]}"]: {" ".join(src["keys"])}'
+
     rows = [
-        [
-            t.name,
-            "yes" if t.supported else "no",
-            num(t.cpus),
-            num(t.mem_gb),
-            str(t.gpus),
-            num(t.timeout_min),
-            t.reason or "",
-        ]
-        for t in tasks
-    ]
-    table(
-        env.stdout, ["TASK", "SUPPORTED", "CPUS", "MEM_GB", "GPUS", "TIMEOUT_MIN", "WHY NOT"], rows
-    )
+        [t.name, "yes" if t.supported else "no", num(t.cpus), num(t.mem_gb), str(t.gpus),
+         num(t.timeout_min), source(src), t.reason or ""]
+        for t, src in shown
+    ]  # fmt: skip
+    headers = ["TASK", "SUPPORTED", "CPUS", "MEM_GB", "GPUS", "TIMEOUT_MIN", "FROM", "WHY NOT"]
+    table(env.stdout, headers, rows)
     return ExitCode.OK
 
 
