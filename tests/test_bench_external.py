@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -381,3 +384,68 @@ def test_bench_tasks_shows_the_resources_the_solve_runs_use(orbit, tmp_path: Pat
     assert plain.code == 0, plain.err
     shown = orbit("bench", "tasks", "plain", "--json").json()["tasks"]
     assert all(t["resources_from"] is None for t in shown)
+
+
+def _lines(stream) -> queue.Queue[str]:  # type: ignore[no-untyped-def]
+    """The lines of a process's stream, read by a thread as they come."""
+    lines: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def _line_with(lines: queue.Queue[str], text: str, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        if text in line:
+            return line
+    raise AssertionError(f"no line with {text!r} within {timeout} s")
+
+
+def test_regrade_w_says_why_it_waits_and_a_cancelled_regrade_keeps_the_grading(  # type: ignore[no-untyped-def]
+    arith, busybox: str
+) -> None:
+    res = arith("bench", "run", "ex", "-t", "add", "-m", "oracle", "-w", "--json")
+    assert res.code == 0, res.err
+    job_id = res.json()["job"]["id"]
+    before = res.json()["trials"][0]
+    assert (before["evaluation"], before["score"]) == ("valid", 1.0)
+    # Every CPU leased to another run: the regrade's verify run waits in the queue.
+    res = arith("run", "--no-project", "--image", busybox, "--cpus", "2", "--mem", "0.05",
+                "-n", "hog", "--", "sleep", "120")  # fmt: skip
+    assert res.code == 0, res.err
+    proc = arith.proc("bench", "regrade", job_id, "-w")
+    try:
+        line = _line_with(_lines(proc.stderr), "queued: waiting for 1 CPU")
+        assert line.startswith("orbit: run ") and "add__oracle__1.verify-2" in line, line
+        res = arith("bench", "cancel", job_id, "--json")
+        assert res.code == 0, res.err
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    trial = res.json()["trials"][0]
+    assert (trial["evaluation"], trial["score"], trial["reason"]) == ("valid", 1.0, None)
+    assert trial["runs"]["verify"][0] == before["runs"]["verify"][0]
+    assert len(trial["runs"]["verify"]) == 2
+    assert trial["runs"]["cancelled"] == trial["runs"]["verify"][1:]
+    assert arith.status(trial["runs"]["verify"][1])["state"] == "cancelled"
+    shown = arith("bench", "show", job_id)
+    assert f"{trial['runs']['verify'][1]}(cancelled)" in shown.out, shown.out
+    # A regrade after it is numbered on: its verify run is a new one, and it grades.
+    hog = next(r for r in (arith.home / "runs").iterdir() if r.name.isdigit()
+               and "hog" in (r / "run.yaml").read_text())  # fmt: skip
+    assert arith("cancel", hog.name).code == 0
+    res = arith("bench", "regrade", job_id, "-w", "--json")
+    assert res.code == 0, res.err
+    again = res.json()["trials"][0]
+    assert len(again["runs"]["verify"]) == 3
+    assert again["runs"]["cancelled"] == trial["runs"]["cancelled"]
+    assert (again["evaluation"], again["score"]) == ("valid", 1.0)

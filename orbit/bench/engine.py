@@ -45,7 +45,7 @@ from orbit.errors import OrbitError
 from orbit.execute.submit import InContainer, prepare, submit
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
-from orbit.store.model import now_iso
+from orbit.store.model import RunState, now_iso
 from orbit.store.runs import Broken, RunStore
 
 log = logging.getLogger(__name__)
@@ -192,14 +192,20 @@ class Driver:
         run = self.store.load(trial.verify_runs[-1])
         if run.state.active:
             return
+        if trial.earlier is not None and run.state is RunState.CANCELLED:
+            trial.keep_earlier()  # a cancelled regrade grades nothing
+            self.done(trial, str(trial.evaluation), trial.reason)
+            return
         problem = verify_problem(run)
         if problem:
-            self.done(trial, "invalid", problem, score=None, scores={})
+            self.done(trial, "invalid", problem, score=None, scores={}, earlier=None)
             return
         score = self.adapter.score(self.task(trial), run.dir)
         evaluation = "valid" if score.valid else "invalid"
         value = score.score if score.valid else None
-        self.done(trial, evaluation, score.reason, score=value, scores=dict(score.scores))
+        self.done(
+            trial, evaluation, score.reason, score=value, scores=dict(score.scores), earlier=None
+        )
 
     # --- submitting -------------------------------------------------------------------------
     def task(self, trial: Trial) -> Task:
@@ -327,6 +333,10 @@ class Driver:
         while time.monotonic() < deadline and any(self.store.load(r).state.active for r in active):
             time.sleep(POLL_S)
         for trial in open_trials:
+            if trial.earlier is not None:  # a regrade: the grading before it stands
+                trial.keep_earlier()
+                self.done(trial, str(trial.evaluation), trial.reason)
+                continue
             execution = trial.execution or "cancelled"
             self.done(trial, "invalid", "job cancelled", execution=execution, score=None)
         jobs.drop_secrets(self.home, self.job.id)

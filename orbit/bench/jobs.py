@@ -247,6 +247,7 @@ def request_regrade(home: Home, job_id: str, secrets: Mapping[str, str]) -> list
             if trial.phase == "done" and trial.verify_runs:
                 trial.phase = "verifying"
                 trial.verifies = len(trial.verify_runs) + 1
+                trial.earlier = {k: getattr(trial, k) for k in Trial.GRADING}
                 trial.evaluation, trial.reason, trial.score, trial.scores = (
                     "unknown",
                     None,

@@ -138,7 +138,9 @@ class Trial:
     seed: int
     phase: str = "pending"  # pending | solving | collecting | verifying | done
     solve_run: str | None = None
-    verify_runs: list[str] = field(default_factory=list)  # the last is the current grading
+    verify_runs: list[str] = field(default_factory=list)  # all; the last not cancelled grades
+    cancelled_verifies: list[str] = field(default_factory=list)  # of regrades cancelled
+    earlier: dict[str, Any] | None = None  # while a regrade runs: the grading it would replace
     verifies: int = 0  # verify runs asked for: one more than verify_runs while one is submitted
     solved_image: str | None = None
     execution: str | None = None
@@ -148,6 +150,20 @@ class Trial:
     scores: dict[str, float] = field(default_factory=dict)
     cleanup: str = "pending"  # pending | done | the error
     updated_at: str = ""
+
+    GRADING = ("evaluation", "reason", "score", "scores")
+
+    def keep_earlier(self) -> None:
+        """Put back the grading a regrade would have replaced (its verify run was cancelled):
+        that run is recorded in cancelled_verifies, the trial is done as it was before."""
+        assert self.earlier is not None
+        for key in self.GRADING:
+            setattr(self, key, self.earlier.get(key))
+        self.scores = dict(self.scores or {})
+        if len(self.verify_runs) >= self.verifies:  # the regrade's run was submitted
+            self.cancelled_verifies = [*self.cancelled_verifies, self.verify_runs[-1]]
+        self.verifies = len(self.verify_runs)
+        self.earlier = None
 
 
 def trial_id(task: str, method: str, seed: int) -> str:

@@ -83,9 +83,12 @@ def trial_from(data: Any) -> Trial:
             raise CorruptError(f"{key!r} is {json.dumps(value)[:40]}")
     if data.get("evaluation", "unknown") not in EVALUATIONS:
         raise CorruptError(f"'evaluation' is {json.dumps(data['evaluation'])[:40]}")
-    runs = data.get("verify_runs", [])
-    if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
-        raise CorruptError("'verify_runs' is not a list of run ids")
+    for key in ("verify_runs", "cancelled_verifies"):
+        runs = data.get(key, [])
+        if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
+            raise CorruptError(f"{key!r} is not a list of run ids")
+    if not isinstance(data.get("earlier"), dict | None):
+        raise CorruptError("'earlier' is not an object")
     scores = data.get("scores", {})
     if not isinstance(scores, dict):
         raise CorruptError("'scores' is not an object")
@@ -168,5 +171,9 @@ def trial_json(t: Trial) -> dict[str, Any]:
         out["score"] = None
         if t.evaluation == "valid":
             out["evaluation"], out["reason"] = "invalid", why_invalid(t)
-    out["runs"] = {"solve": t.solve_run, "verify": list(t.verify_runs)}
+    out["runs"] = {
+        "solve": t.solve_run,
+        "verify": list(t.verify_runs),
+        "cancelled": list(t.cancelled_verifies),
+    }
     return out

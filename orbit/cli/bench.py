@@ -19,6 +19,7 @@ from orbit.errors import ConflictError, ExitCode, UsageError
 
 if TYPE_CHECKING:
     from orbit.bench.model import Benchmark
+    from orbit.cli.watch import QueueNotes
 
 WAIT_POLL_S = 0.5
 CANCEL_WAIT_S = 90.0
@@ -282,9 +283,12 @@ def _wait_and_report(args: argparse.Namespace, env: Env, job_id: str) -> int:
     from orbit.bench.model import load_job, load_trials
     from orbit.bench.records import counted
     from orbit.cli.bench_show import job_json, print_job
+    from orbit.cli.watch import QueueNotes
 
     last_tick = time.monotonic()
+    queued = QueueNotes(env.stderr)
     while load_job(env.home, job_id).state == "running":
+        say_why_runs_wait(env, job_id, queued)
         if not driver_alive(env.home, job_id):
             time.sleep(WAIT_POLL_S)  # a driver just started takes its lock in a moment
             if not driver_alive(env.home, job_id) and load_job(env.home, job_id).state == "running":
@@ -299,6 +303,24 @@ def _wait_and_report(args: argparse.Namespace, env: Env, job_id: str) -> int:
         print_job(env, job_id)
     valid = all(counted(t) for t in load_trials(env.home, job_id))
     return ExitCode.OK if valid else ExitCode.RUN_FAILED
+
+
+def say_why_runs_wait(env: Env, job_id: str, queued: QueueNotes) -> None:
+    """Say (as `orbit run -w` does) why the job's runs in flight wait in the queue."""
+    from orbit.bench.model import load_trials
+    from orbit.errors import OrbitError
+    from orbit.store.runs import RunStore
+
+    store = RunStore(env.home)
+    for trial in load_trials(env.home, job_id):
+        run_id = trial.solve_run if trial.phase == "solving" else None
+        if trial.phase == "verifying" and len(trial.verify_runs) == trial.verifies:
+            run_id = trial.verify_runs[-1]
+        if run_id:
+            try:
+                queued.show(store.load(run_id))
+            except OrbitError:
+                continue  # a run being written or damaged: the driver deals with it
 
 
 def _add_jobs(sub: argparse._SubParsersAction) -> None:

@@ -59,7 +59,7 @@ def print_job(env: Env, job_id: str) -> None:
     rows = []
     for t in map(trial_json, rec.trials):
         score = fmt_num(t["score"]) if t["score"] is not None else "-"
-        runs = " ".join(r for r in [t["runs"]["solve"], *t["runs"]["verify"]] if r) or "-"
+        runs = " ".join(_runs(t["runs"])) or "-"
         state = t["evaluation"] if t["phase"] == "done" else t["phase"]
         rows.append(
             [t["task"], t["method"], str(t["seed"]), t["execution"] or "-", state, score, runs,
@@ -72,6 +72,13 @@ def print_job(env: Env, job_id: str) -> None:
     )
     for u in rec.unreadable:
         env.stderr.write(f"orbit: job {job.id}: trial file {u.file}: {u.problem}\n")
+
+
+def _runs(runs: dict[str, Any]) -> list[str]:
+    """The trial's run ids, a regrade's cancelled verify run marked `(cancelled)`."""
+    cancelled = set(runs["cancelled"])
+    verify = [f"{r}(cancelled)" if r in cancelled else r for r in runs["verify"]]
+    return [r for r in [runs["solve"], *verify] if r]
 
 
 def _records(home: Home, job_id: str) -> JobRecords:
