@@ -259,7 +259,7 @@ def test_regrade_verifies_again_without_solving(bench: Orbit) -> None:
     before = by_key(job)
     assert set(job["job"]) == {
         "id", "benchmark", "name", "tasks", "methods", "seeds", "max_running", "created_at",
-        "state", "trials", "done", "valid", "invalid", "unknown", "unreadable",
+        "state", "trials", "done", "valid", "invalid", "unknown", "unreadable", "rebuilt",
     }  # fmt: skip
     assert set(job["trials"][0]) == {
         "id", "task", "method", "seed", "phase", "execution", "evaluation", "reason", "score",

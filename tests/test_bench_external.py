@@ -449,3 +449,63 @@ def test_regrade_w_says_why_it_waits_and_a_cancelled_regrade_keeps_the_grading( 
     assert len(again["runs"]["verify"]) == 3
     assert again["runs"]["cancelled"] == trial["runs"]["cancelled"]
     assert (again["evaluation"], again["score"]) == ("valid", 1.0)
+
+
+def _wait_until(check, timeout: float = 90) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def test_a_damaged_trial_is_rebuilt_from_its_runs_and_named(arith, busybox: str) -> None:  # type: ignore[no-untyped-def]
+    res = arith("run", "--no-project", "--image", busybox, "--cpus", "2", "--mem", "0.05",
+                "-n", "hog", "--", "sleep", "120")  # fmt: skip
+    assert res.code == 0, res.err
+    hog = res.out.split()[1]
+    res = arith("bench", "run", "ex", "-t", "add", "-m", "oracle", "-m", "empty", "--json")
+    job_id = res.json()["job"]["id"]
+    folder = arith.home / "bench" / "jobs" / job_id
+    trials = folder / "trials"
+    oracle = trials / "add__oracle__1.json"
+    _wait_until(lambda: json.loads(oracle.read_text())["solve_run"])  # queued behind the hog
+    solve = json.loads(oracle.read_text())["solve_run"]
+    oracle.write_bytes(b"\x00\xff{")
+    (trials / "stray.json").write_bytes(b"\x00\xff{")  # no trial of the job: cannot be rebuilt
+    _wait_until(lambda: (trials / "add__oracle__1.json.damaged").exists())
+    assert (trials / "add__oracle__1.json.damaged").read_bytes() == b"\x00\xff{"
+    rebuilt = json.loads(oracle.read_text())
+    assert (rebuilt["phase"], rebuilt["solve_run"]) == ("solving", solve)
+    assert (rebuilt["task"], rebuilt["method"], rebuilt["seed"]) == ("add", "oracle", 1)
+    assert arith("cancel", hog).code == 0
+    _wait_until(lambda: all(json.loads(p.read_text())["phase"] == "done"
+                            for p in trials.glob("add__*.json")))  # fmt: skip
+    time.sleep(1.5)  # the driver's passes: it must not finish over the stray file
+    assert json.loads((folder / "job.json").read_text())["state"] == "running"
+    log = (folder / "driver.log").read_text()
+    assert f"job {job_id}: trial add__oracle__1: its file is damaged: not JSON" in log, log
+    assert f"rebuilt from its runs ({solve})" in log
+    assert "trial file stray.json: not JSON" in log and "the job cannot finish" in log
+    shown = arith("bench", "show", job_id)
+    assert "add__oracle__1 was rebuilt from its runs" in shown.err, shown.err
+    assert "trial file stray.json: not JSON" in shown.err
+    row = next(line for line in shown.out.splitlines() if line.startswith("stray.json"))
+    assert "unreadable" in row
+    listed = arith("bench", "jobs")
+    assert "trial file stray.json: not JSON" in listed.err
+    (trials / "stray.json").unlink()
+    _wait_until(lambda: json.loads((folder / "job.json").read_text())["state"] == "finished")
+    job = arith("bench", "show", job_id, "--json").json()
+    assert {(t["method"], t["score"]) for t in job["trials"]} == {("oracle", 1.0), ("empty", 0.0)}
+    assert job["job"]["rebuilt"] == ["add__oracle__1.json"]
+    solves = [t["runs"]["solve"] for t in job["trials"]]
+    assert solve in solves and len(list((arith.home / "runs").glob("[0-9]*"))) == 5  # no re-solve
+
+    # A damaged job.json is a row of `bench jobs`, and a line on stderr.
+    (folder / "job.json").write_text("{")
+    listed = arith("bench", "jobs")
+    assert listed.code == 0 and f"orbit: job {job_id}: job.json" in listed.err, listed.err
+    rows = [line.split() for line in listed.out.splitlines()]
+    assert any(row[0] == job_id and "unreadable" in row for row in rows), listed.out
+    data = arith("bench", "jobs", "--json").json()
+    assert data["jobs"] == [] and data["unreadable"][0]["id"] == job_id

@@ -40,6 +40,7 @@ from orbit.bench.model import (
     load_trials,
     save_trial,
 )
+from orbit.bench.repair import readable_trials, runs_of
 from orbit.bench.runs import execution_of, phase_request, solved_tag, verify_problem
 from orbit.errors import OrbitError
 from orbit.execute.submit import InContainer, prepare, submit
@@ -74,6 +75,7 @@ class Driver:
         self.last_tick = 0.0
         self.fresh: set[tuple[str, str]] = set()  # runs this driver wished for (find_run)
         self.rows: list[dict[str, Any] | Broken] | None = None  # the runs, read once per pass
+        self.said: set[str] = set()  # the problems driver.log has named
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self) -> str:
@@ -85,13 +87,29 @@ class Driver:
                 return "cancelled"
             if self.job.state != "running":  # finished by a driver before this one
                 return self.job.state
-            trials = load_trials(self.home, self.job.id)
             self.rows = None
-            if self.step_all(trials):
+            trials, problems = self.trials()
+            if self.step_all(trials) and not problems:
                 self.finish()
                 return "finished"
             self.tick_when_due()
             time.sleep(POLL_S)
+
+    def trials(self) -> tuple[list[Trial], list[str]]:
+        """The trials (a damaged one rebuilt from its runs) and why the job cannot finish yet
+        (each said once in driver.log)."""
+        trials, problems = readable_trials(self.home, self.job, self.list_rows)
+        for problem in problems:
+            if problem not in self.said:
+                self.said.add(problem)
+                log.warning("%s", problem)
+        return trials, problems
+
+    def list_rows(self) -> list[dict[str, Any] | Broken]:
+        """The runs, listed once per pass."""
+        if self.rows is None:
+            self.rows = self.store.list_rows()
+        return self.rows
 
     def step_all(self, trials: list[Trial]) -> bool:
         """Move every trial one step; True when all are done."""
@@ -220,16 +238,7 @@ class Driver:
         followed by its submit, or by this process's end)."""
         if (trial.id, phase) in self.fresh:
             return None
-        want = {"bench": self.job.id, "trial": trial.id, "phase": phase}
-        if self.rows is None:
-            self.rows = self.store.list_rows()
-        for row in self.rows:
-            if not isinstance(row, dict):
-                continue
-            tags = row.get("tags")
-            if isinstance(tags, dict) and all(tags.get(k) == v for k, v in want.items()):
-                return str(row["id"])
-        return None
+        return runs_of(self.list_rows(), self.job.id, trial.id).get(phase)
 
     def submit_solve(self, trial: Trial) -> str | None:
         task, method = self.task(trial), self.methods[trial.method]
@@ -323,7 +332,7 @@ class Driver:
         """Cancel the active runs of the unfinished trials, wait for them, mark the trials."""
         from orbit.execute.control import request_cancel
 
-        open_trials = [t for t in load_trials(self.home, self.job.id) if t.phase != "done"]
+        open_trials = [t for t in self.trials()[0] if t.phase != "done"]
         ids = [r for t in open_trials for r in [t.solve_run, *t.verify_runs[-1:]] if r]
         active = [r for r in ids if self.store.exists(r) and self.store.load(r).state.active]
         for run_id in active:

@@ -12,8 +12,10 @@ from typing import Any
 from orbit.bench import jobs
 from orbit.bench.jobs import JOB_ID
 from orbit.bench.model import EVALUATIONS, Job, Trial, job_dir, load_job
-from orbit.errors import CorruptError
+from orbit.errors import CorruptError, NotFoundError
 from orbit.store.home import Home
+
+DAMAGED = ".damaged"  # a rebuilt trial's damaged file is kept as <trial>.json.damaged
 
 
 @dataclass
@@ -29,6 +31,7 @@ class JobRecords:
     job: Job
     trials: list[Trial]
     unreadable: list[Unreadable] = field(default_factory=list)
+    rebuilt: list[str] = field(default_factory=list)  # trial files rebuilt from their runs
 
     def summary(self) -> dict[str, Any]:
         """The job as `bench jobs/show --json` and the web view give it: job.json's fields,
@@ -42,6 +45,7 @@ class JobRecords:
             "done": sum(t.phase == "done" for t in self.trials),
             **counts,
             "unreadable": [{"file": u.file, "problem": u.problem} for u in self.unreadable],
+            "rebuilt": list(self.rebuilt),
         }
 
 
@@ -126,6 +130,28 @@ def load_checked(home: Home, job_id: str) -> Job:
 def read_job(home: Home, job_id: str) -> JobRecords:
     """The job and its trials; a trial file that cannot be read is listed as unreadable."""
     job = load_checked(home, job_id)
+    trials, unreadable = read_trials(home, job_id)
+    folder = job_dir(home, job_id) / "trials"
+    kept = sorted(p.name.removesuffix(DAMAGED) for p in folder.glob(f"*.json{DAMAGED}"))
+    return JobRecords(job, trials, unreadable, rebuilt=kept)
+
+
+def read_jobs(home: Home) -> tuple[list[JobRecords], list[dict[str, str]]]:
+    """Every job, and those whose job.json cannot be read ({"id", "problem"}); a job still being
+    created (no job.json yet) is neither."""
+    found, unreadable = [], []
+    for job_id in jobs.job_ids(home):
+        try:
+            found.append(read_job(home, job_id))
+        except NotFoundError:
+            continue
+        except CorruptError as exc:
+            unreadable.append({"id": job_id, "problem": str(exc)})
+    return found, unreadable
+
+
+def read_trials(home: Home, job_id: str) -> tuple[list[Trial], list[Unreadable]]:
+    """The job's trial files: the trials, and the files that cannot be read, with why."""
     folder = job_dir(home, job_id) / "trials"
     trials, unreadable = [], []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
@@ -137,7 +163,7 @@ def read_job(home: Home, job_id: str) -> JobRecords:
             unreadable.append(Unreadable(path.name, f"not JSON ({str(exc)[:200]})"))
         except CorruptError as exc:
             unreadable.append(Unreadable(path.name, str(exc)))
-    return JobRecords(job, trials, unreadable)
+    return trials, unreadable
 
 
 def counted(t: Trial) -> bool:

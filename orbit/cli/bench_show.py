@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from orbit.bench.records import JobRecords, read_job, trial_json
+from orbit.bench.records import DAMAGED, JobRecords, read_job, trial_json
 from orbit.cli.common import ago, print_json, table
 from orbit.env import Env
-from orbit.errors import CorruptError
 from orbit.human import fmt_num
 from orbit.store.home import Home
 
@@ -19,11 +18,11 @@ def job_json(home: Home, job_id: str) -> dict[str, Any]:
 
 
 def print_jobs(env: Env, as_json: bool) -> None:
-    from orbit.bench.jobs import list_jobs
+    from orbit.bench.records import read_jobs
 
-    records = [_records(env.home, j.id) for j in list_jobs(env.home)]
+    records, unreadable = read_jobs(env.home)
     if as_json:
-        print_json(env, {"jobs": [r.summary() for r in records]})
+        print_json(env, {"jobs": [r.summary() for r in records], "unreadable": unreadable})
         return
     rows = []
     for rec in records:
@@ -41,14 +40,22 @@ def print_jobs(env: Env, as_json: bool) -> None:
                 methods,
             ]
         )
+    rows += [[u["id"], "-", "-", "unreadable", "-", "-", "-", "-"] for u in unreadable]
+    rows.sort(key=lambda row: int(row[0][1:]))
     table(
         env.stdout,
         ["JOB", "NAME", "BENCHMARK", "STATE", "DONE", "VALID", "CREATED", "METHODS"],
         rows,
     )
+    for rec in records:
+        _warn(env, rec)
+    for u in unreadable:
+        env.stderr.write(f"orbit: {u['problem']}\n")
 
 
 def print_job(env: Env, job_id: str) -> None:
+    from orbit.bench.repair import expected_trials
+
     rec = read_job(env.home, job_id)
     job, s = rec.job, rec.summary()
     name = f" ({job.name})" if job.name else ""
@@ -65,13 +72,29 @@ def print_job(env: Env, job_id: str) -> None:
             [t["task"], t["method"], str(t["seed"]), t["execution"] or "-", state, score, runs,
              t["reason"] or ""]
         )  # fmt: skip
+    expected = expected_trials(job)
+    for u in rec.unreadable:
+        task, method, seed = expected.get(u.file.removesuffix(".json"), (u.file, "-", "-"))
+        rows.append([task, method, str(seed), "-", "unreadable", "-", "-", u.problem])
     table(
         env.stdout,
         ["TASK", "METHOD", "SEED", "EXECUTION", "EVALUATION", "SCORE", "RUNS", "REASON"],
         rows,
     )
+    _warn(env, rec)
+
+
+def _warn(env: Env, rec: JobRecords) -> None:
+    """Name on stderr the job's trial files that cannot be read, and those rebuilt."""
+    job_id = rec.job.id
     for u in rec.unreadable:
-        env.stderr.write(f"orbit: job {job.id}: trial file {u.file}: {u.problem}\n")
+        env.stderr.write(f"orbit: job {job_id}: trial file {u.file}: {u.problem}\n")
+    for name in rec.rebuilt:
+        trial = name.removesuffix(".json")
+        env.stderr.write(
+            f"orbit: job {job_id}: trial {trial} was rebuilt from its runs (its damaged file "
+            f"is kept as trials/{name}{DAMAGED})\n"
+        )
 
 
 def _runs(runs: dict[str, Any]) -> list[str]:
@@ -79,13 +102,3 @@ def _runs(runs: dict[str, Any]) -> list[str]:
     cancelled = set(runs["cancelled"])
     verify = [f"{r}(cancelled)" if r in cancelled else r for r in runs["verify"]]
     return [r for r in [runs["solve"], *verify] if r]
-
-
-def _records(home: Home, job_id: str) -> JobRecords:
-    """The job's records; a job.json that cannot be read lists the job with no trials."""
-    from orbit.bench.model import load_job
-
-    try:
-        return read_job(home, job_id)
-    except CorruptError:
-        return JobRecords(load_job(home, job_id), [])

@@ -26,9 +26,9 @@ from orbit.bench.compare import (
     compare_jobs,
     paired_text,
 )
-from orbit.bench.jobs import JOB_ID, job_ids
+from orbit.bench.jobs import JOB_ID
 from orbit.bench.model import NAME
-from orbit.bench.records import read_job, resolve_job, trial_json
+from orbit.bench.records import read_job, read_jobs, resolve_job, trial_json
 from orbit.errors import CorruptError, NotFoundError, UsageError
 from orbit.human import fmt_metric
 from orbit.web.context import RUN_ID, Route, current
@@ -46,16 +46,8 @@ def _job_id(ref: str) -> str:
 
 
 def _jobs() -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    home = current().home
-    found, unreadable = [], []
-    for job_id in job_ids(home):
-        try:
-            found.append(read_job(home, job_id).summary())
-        except NotFoundError:
-            continue  # a job being created: no job.json yet
-        except CorruptError as exc:
-            unreadable.append({"id": job_id, "problem": str(exc)})
-    return found, unreadable
+    records, unreadable = read_jobs(current().home)
+    return [r.summary() for r in records], unreadable
 
 
 def jobs_page() -> str:
