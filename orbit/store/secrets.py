@@ -11,6 +11,7 @@ replaced by `[redacted]` in log.txt. Runs submitted before version 2 have a flat
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from orbit.record import Record
@@ -83,6 +84,16 @@ def read(home: Home, run_id: str) -> Secrets:
         kept = [str(v) for v in redact] if isinstance(redact, list) else []
         return Secrets({str(k): str(v) for k, v in env.items()}, kept)
     return Secrets({str(k): str(v) for k, v in data.items()})  # version 1: a flat object
+
+
+def listed(home: Home) -> list[str]:
+    """The ids of the runs that have secrets here (a bench job's `bench-*` files are not)."""
+    try:
+        names = os.listdir(home.secrets_dir)
+    except FileNotFoundError:
+        return []
+    ids = {n.rpartition(".")[0] for n in names if n.endswith((".json", ".d"))}
+    return sorted(i for i in ids if i.isdigit())
 
 
 def drop(home: Home, run_id: str) -> None:
