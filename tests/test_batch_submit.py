@@ -281,9 +281,16 @@ def test_secrets_of_runs_that_never_appeared_or_finished_are_dropped_by_the_tick
         secrets.write(home, run_id, keep)
     (home.runs_dir / ".staging-7").mkdir()  # what an old killed `orbit run` left
     (home.secrets_dir / "bench-j1.json").write_text("{}")
+    # Temporary files of writers killed mid-write: a run's secrets, a batch's record.
+    (home.secrets_dir / ".8.json.0a1b2c.tmp").write_text('{"env": {"TOKEN": "hunter22"}}')
+    folder = batches.batches_dir(home)
+    folder.mkdir(exist_ok=True)
+    (folder / "9-1.lock").write_text("")
+    (folder / ".9-1.json.0a1b2c.tmp").write_text("{}")
     tick(home, spawn=lambda h, i: None, actor="test")
     assert secrets.listed(home) == [queued.id]
-    assert (home.secrets_dir / "bench-j1.json").exists()
+    assert sorted(os.listdir(home.secrets_dir)) == [f"{queued.id}.json", "bench-j1.json"]
+    assert os.listdir(folder) == []
 
 
 # --- concurrent submits ------------------------------------------------------------------------

@@ -170,6 +170,9 @@ def abandoned(home: Home) -> Iterator[Batch]:
             batch = read(folder / f"{stem}.json")  # read under the lock: the writer's last word
             if batch is not None:
                 yield batch
+            for other in names:  # a record's temporary file, from a writer killed writing it
+                if other.startswith(f".{stem}.json.") and other.endswith(".tmp"):
+                    unlink_quiet(folder / other)
             unlink_quiet(folder / f"{stem}.json")
             unlink_quiet(lock)
         finally:

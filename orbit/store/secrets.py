@@ -92,13 +92,29 @@ def listed(home: Home) -> list[str]:
         names = os.listdir(home.secrets_dir)
     except FileNotFoundError:
         return []
-    ids = {n.rpartition(".")[0] for n in names if n.endswith((".json", ".d"))}
-    return sorted(i for i in ids if i.isdigit())
+    return sorted({i for i in map(_owner, names) if i.isdigit()})
+
+
+def _owner(name: str) -> str:
+    """The id a file here is for: `<id>.json`, `<id>.d`, or a temporary `.<id>.json.<x>.tmp`
+    (atomic_write's, left by a writer killed while writing it: it holds the values too)."""
+    if name.startswith(".") and name.endswith(".tmp"):
+        name = name[1:].rsplit(".", 2)[0]
+    stem, _, suffix = name.rpartition(".")
+    return stem if suffix in ("json", "d") else ""
 
 
 def drop(home: Home, run_id: str) -> None:
-    """Delete the run's secrets, files included (safe to repeat)."""
+    """Delete the run's secrets, files included, and a temporary file left by a writer killed
+    while writing them (safe to repeat)."""
     unlink_quiet(home.secrets_path(run_id))
+    try:
+        names = os.listdir(home.secrets_dir)
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        if name.startswith(f".{run_id}.json.") and name.endswith(".tmp"):
+            unlink_quiet(home.secrets_dir / name)
     import shutil  # here: a shepherd needs it only for a run with secret files
 
     shutil.rmtree(files_dir(home, run_id), ignore_errors=True)
