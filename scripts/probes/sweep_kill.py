@@ -3,6 +3,8 @@ moments (with and without --pass-env), then one tick; what is left.
 
     python scripts/probes/sweep_kill.py [--runs 200] [--delays 0.3,0.5,0.7,0.9,1.2]
 
+A negative delay kills at the reveal instead: as soon as the first `queue/` marker appears.
+
 Each try uses a fresh temporary ORBIT_HOME (count_outside_use: false) and the test image
 orbit-test/busybox:1; runs are `true` at --cpus 0.05 --mem 0.01 and are cancelled after the
 check, so no container is left running. Prints one line per try: runs revealed vs staged
@@ -52,7 +54,12 @@ def one(n: int, delay: float, secret: bool) -> str:
         values = ",".join(str(i) for i in range(n))
         argv = [*ORBIT, "sweep", *B, *extra, "-g", "sw", "-p", f"i={values}", "--", "true"]
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(delay)
+        if delay < 0:  # at the reveal: as soon as the first queue marker appears
+            queue = home / "queue"
+            while proc.poll() is None and not (queue.exists() and any(queue.iterdir())):
+                time.sleep(0.0005)
+        else:
+            time.sleep(delay)
         proc.kill()
         proc.wait()
         before = state(home)
@@ -71,8 +78,9 @@ def one(n: int, delay: float, secret: bool) -> str:
             orbit("cancel", *ids)
         waited = orbit("wait", "-g", "sw")
         said = (waited.stderr.strip().splitlines() or [""])[-1][:90]
+        moment = "reveal" if delay < 0 else f"{delay:.1f}s"
         return (
-            f"delay {delay:.1f}s secrets={'y' if secret else 'n'} killed rc={proc.returncode}: "
+            f"delay {moment} secrets={'y' if secret else 'n'} killed rc={proc.returncode}: "
             f"before tick visible {before['visible']} staged {before['staged']} "
             f"empty {before['empty']} secrets {before['secrets']}; after tick visible "
             f"{after['visible']} staged {after['staged']} empty {after['empty']} batch records "
