@@ -16,11 +16,13 @@ from typing import Any
 import pytest
 
 from orbit.sched.tick import tick
+from orbit.store import batches, groups, secrets
 from orbit.store.creation import NewRun, create_runs
 from orbit.store.files import YamlBatch, dump_yaml, read_jsonl, read_yaml
 from orbit.store.home import Home
-from orbit.store.model import Run
+from orbit.store.model import Run, RunState
 from orbit.store.runs import Broken, RunStore
+from orbit.store.secrets import Secrets
 
 FILES = {
     "run.yaml",
@@ -157,16 +159,25 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {repo!r})
 sys.path.insert(0, {tests!r})
-from test_batch_submit import batch
+from test_batch_submit import secret_batch
 from orbit.store.creation import create_runs
 from orbit.store.home import Home
-create_runs(Home(Path({root!r}), {{}}), batch({n}), reason="waiting", actor="test")
+home = Home(Path({root!r}), {{}})
+create_runs(home, secret_batch(home, {n}), reason="waiting", actor="test")
 """
 
 
-@pytest.mark.parametrize("when", ["staging", "revealing", "random"])
-def test_a_batch_killed_at_any_instant_leaves_only_whole_runs(home: Home, when: str) -> None:
-    n = 300
+def secret_batch(home: Home, n: int) -> list[NewRun]:
+    """A batch whose runs have secrets (--pass-env), written before each run appears."""
+
+    def keep(run_id: str, staging: Path) -> None:
+        secrets.write(home, run_id, secrets.Secrets(env={"TOKEN": "hunter22"}))
+
+    return [NewRun(spec(i), DIFF, keep) for i in range(n)]
+
+
+def kill_writer(home: Home, n: int, when: str) -> None:
+    """Start a process writing a batch of `n` runs and kill it (SIGKILL) at `when`."""
     repo, tests = str(Path(__file__).parents[1]), str(Path(__file__).parent)
     code = WRITER.format(repo=repo, tests=tests, root=str(home.root), n=n)
     home.ensure()
@@ -183,20 +194,103 @@ def test_a_batch_killed_at_any_instant_leaves_only_whole_runs(home: Home, when: 
         time.sleep(0.001)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+
+
+def leftovers(home: Home) -> list[str]:
+    """What a submit may leave that is no run: hidden or empty run directories, batch
+    records, secrets of runs that do not exist."""
+    left = [n for n in os.listdir(home.runs_dir) if n.startswith(".")]
+    left += [n for n in visible(home) if not os.listdir(home.runs_dir / n)]
+    folder = batches.batches_dir(home)
+    left += [f"batches/{n}" for n in (os.listdir(folder) if folder.exists() else [])]
+    left += [f"secrets/{i}" for i in secrets.listed(home) if i not in visible(home)]
+    return left
+
+
+@pytest.mark.parametrize("when", ["staging", "revealing", "random"])
+def test_a_batch_killed_at_any_instant_is_all_or_nothing_after_the_next_tick(
+    home: Home, when: str
+) -> None:
+    n = 300
+    kill_writer(home, n, when)
     whole = check_whole(home)
     if when == "staging":
         assert whole == []
     if when == "revealing":
         assert 0 < len(whole) < n
-    # The tick admits whole runs only and reports nothing about the unfinished submit.
     started: list[str] = []
     report = tick(home, spawn=lambda h, run_id: started.append(run_id), actor="test")
     assert report.problems == []
-    assert set(started) <= set(whole) and set(report.waiting) <= set(whole)
+    # The tick revealed the rest of a batch killed while revealing (its runs are whole and
+    # synced), or cleared one killed before: nothing is left half-way, nothing hidden.
+    ids = visible(home)
+    assert len(ids) in (0, n), len(ids)
+    assert leftovers(home) == []
+    for run_id in ids:
+        assert set(os.listdir(home.runs_dir / run_id)) - {".lock"} == FILES  # (the tick's lock)
+        assert RunStore(home).load(run_id).state.value in ("queued", "starting")
+        assert secrets.read(home, run_id).env == {"TOKEN": "hunter22"}
+    assert set(started) <= set(ids) and set(report.waiting) <= set(ids)
+    assert sorted(report.repaired, key=int) == sorted(set(ids) - set(whole), key=int)
+    gone = groups.interrupted(home, "g")
+    if ids or (when == "random" and not gone):  # (killed before its batch began)
+        assert gone == []
+    else:  # the group says what it lacks
+        assert [(x["count"], len(x["ids"])) for x in gone] == [(n, n)]
+        assert "a launch of 300 runs was killed" in groups.interrupted_text("g", gone)
     # The next submit gets an id no run of the killed batch has.
     (fresh,) = create_runs(home, batch(1), reason="w", actor="test")
-    assert int(fresh.id) > max((int(i) for i in whole), default=0)
-    assert fresh.id not in whole and set(os.listdir(fresh.dir)) == FILES
+    assert int(fresh.id) > max((int(i) for i in ids), default=0)
+    assert set(os.listdir(fresh.dir)) == FILES
+    assert groups.interrupted(home, "g") == gone  # no launch recorded: still in force
+    groups.record_launch(home, "g", {"kind": "sweep", "count": n})
+    assert groups.interrupted(home, "g") == []  # launched again: the note is superseded
+
+
+def test_a_batch_being_written_is_left_alone_by_the_tick(home: Home) -> None:
+    """A live writer's batch (its lock held) is neither revealed nor cleared; its runs'
+    secrets stay. Its record names the group and the ids, staged or not."""
+    seen: dict[str, Any] = {}
+
+    def look(run_id: str, staging: Path) -> None:
+        secrets.write(home, run_id, secrets.Secrets(env={"TOKEN": "hunter22"}))
+        if run_id == "3":
+            (record,) = batches.pending(home, "g")
+            seen["record"] = (record.ids, record.phase)
+            seen["report"] = tick(home, spawn=lambda h, i: None, actor="test")
+            seen["secrets"] = secrets.listed(home)
+
+    runs = [NewRun(spec(i), DIFF, look) for i in range(4)]
+    create_runs(home, runs, reason="waiting", actor="test")
+    assert seen["record"] == (["1", "2", "3", "4"], "staging")
+    assert seen["report"].repaired == [] and seen["secrets"] == ["1", "2", "3"]
+    assert check_whole(home) == ["1", "2", "3", "4"] and leftovers(home) == []
+
+
+def test_secrets_of_runs_that_never_appeared_or_finished_are_dropped_by_the_tick(
+    home: Home,
+) -> None:
+    """An older submit killed before its marker (no batch record), a run removed by hand, a
+    finished run: their secrets go; a queued run's stay, and a bench job's files are not a run's."""
+    store = RunStore(home)
+    keep = Secrets(env={"TOKEN": "hunter22"})
+    queued = store.create(spec(1), reason="w", actor="test")
+    done = store.create(spec(2), reason="w", actor="test")
+    store.transition(done.id, RunState.CANCELLED, actor="test")
+    for run_id in (queued.id, done.id, "7"):
+        secrets.write(home, run_id, keep)
+    (home.runs_dir / ".staging-7").mkdir()  # what an old killed `orbit run` left
+    (home.secrets_dir / "bench-j1.json").write_text("{}")
+    # Temporary files of writers killed mid-write: a run's secrets, a batch's record.
+    (home.secrets_dir / ".8.json.0a1b2c.tmp").write_text('{"env": {"TOKEN": "hunter22"}}')
+    folder = batches.batches_dir(home)
+    folder.mkdir(exist_ok=True)
+    (folder / "9-1.lock").write_text("")
+    (folder / ".9-1.json.0a1b2c.tmp").write_text("{}")
+    tick(home, spawn=lambda h, i: None, actor="test")
+    assert secrets.listed(home) == [queued.id]
+    assert sorted(os.listdir(home.secrets_dir)) == [f"{queued.id}.json", "bench-j1.json"]
+    assert os.listdir(folder) == []
 
 
 # --- concurrent submits ------------------------------------------------------------------------

@@ -183,7 +183,7 @@ def test_json_of_a_finished_run(orbit: Orbit, busybox: str) -> None:
     assert logs["log"] == "hi\n"
 
     waited = ok_json(orbit, "wait", "-g", "g")
-    assert keys(waited) == {"ok", "runs"}
+    assert keys(waited) == {"ok", "runs", "interrupted"}  # (with -g)
     assert [keys(r) for r in waited["runs"]] == [
         {"id", "name", "state", "reason", "exit_code", "error_excerpt"}
     ]

@@ -6,6 +6,7 @@ import io
 import itertools
 import os
 import shutil
+import time
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -371,3 +372,40 @@ def test_max_running_caps_the_group(orbit: Orbit, busybox: str) -> None:
     assert all(spec(orbit, i)["group_cap"] == 2 for i in ids)
     assert orbit("wait", "-g", "cap").code == 0
     assert _overlap(orbit, ids) <= 2
+
+
+def test_a_sweep_killed_before_its_runs_appear_leaves_no_debris_and_its_group_says_so(
+    orbit: Orbit, busybox: str
+) -> None:
+    """kill -9 of a real `orbit sweep` while it stages its runs: the next command clears what
+    it left (empty and hidden run directories, --pass-env secrets), and `wait -g`, `ps -g`
+    say the group lacks a launch of 200 runs instead of calling it complete."""
+    orbit.environ["SWEEP_TOKEN"] = "hunter22"
+    assert sweep(orbit, busybox, "-g", "sw", "-p", "i=1", "--", "true").code == 0
+    values = ",".join(str(i) for i in range(200))
+    proc = orbit.proc(
+        "sweep", *SMALL, "--image", busybox, "--pass-env", "SWEEP_TOKEN", "-g", "sw",
+        "-p", f"i={values}", "--", "echo", "{i}",
+    )  # fmt: skip
+    runs, secrets = orbit.home / "runs", orbit.home / "runtime" / "secrets"
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        if sum(n.startswith(".staging-") for n in os.listdir(runs)) >= 5 and any(secrets.iterdir()):
+            break
+        time.sleep(0.001)
+    proc.kill()
+    proc.wait()
+    assert proc.returncode == -9  # killed, not finished
+    waited = orbit("wait", "-g", "sw")
+    assert waited.code == ExitCode.RUN_FAILED
+    assert "run 1 succeeded" in waited.out
+    assert "group sw: a launch of 200 runs was killed before its runs were written" in waited.err
+    assert sorted(os.listdir(runs)) == ["1"] and list(secrets.iterdir()) == []
+    listed = orbit("ps", "-a", "-g", "sw", "--json").json()
+    assert [r["id"] for r in listed["runs"]] == ["1"]
+    assert [x["count"] for x in listed["interrupted"]] == [200]
+    assert "a launch of 200 runs was killed" in orbit("ps", "-g", "sw").err
+    # Launching the group again supersedes the note.
+    assert sweep(orbit, busybox, "-g", "sw", "-p", "i=2", "--", "true").code == 0
+    again = orbit("wait", "-g", "sw", "--json")
+    assert again.code == 0 and again.json()["interrupted"] == []

@@ -60,10 +60,12 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
     """Index-shaped rows (with the cache's `st` key); an unreadable run has `error` set."""
     from orbit.cli.watch import needs_repair
     from orbit.store import index
+    from orbit.store.creation import recover
     from orbit.store.model import Run
     from orbit.store.runs import Broken, RunStore
 
     store = RunStore(env.home)
+    recover(env.home)  # a killed submit's runs: revealed (or cleared) before they are listed
     items: list[Any]
     if all_runs or group:
         items = store.list_rows()
@@ -97,6 +99,7 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
+    from orbit.store.groups import interrupted, interrupted_text
     from orbit.store.locks import stuck_scheduler
 
     states = parse_states(args.state)
@@ -114,8 +117,12 @@ def run(args: argparse.Namespace, env: Env) -> int:
     stuck = stuck_scheduler(env.home.locks_dir)
     if stuck:  # queued runs do not move meanwhile: say why
         print(f"orbit: warning: {stuck}", file=env.stderr)
+    gone = interrupted(env.home, args.group) if args.group else []
+    if gone and not args.json:
+        print(f"orbit: warning: {interrupted_text(args.group, gone)}", file=env.stderr)
     if args.json:
-        print_json(env, {"runs": [json_row(r, metric) for r in found]})
+        noted = {"interrupted": gone} if args.group else {}
+        print_json(env, {"runs": [json_row(r, metric) for r in found], **noted})
         return ExitCode.OK
     if not (tpl["submitted"] if tpl is not None else cells):
         if states or args.name:

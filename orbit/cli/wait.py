@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 from orbit.cli.common import (
@@ -17,7 +18,10 @@ from orbit.cli.common import (
 from orbit.cli.watch import POLL_SECONDS, QueueNotes, SideTicks, StatusWatch
 from orbit.env import Env
 from orbit.errors import CorruptError, ExitCode, NotFoundError
+from orbit.store.batches import pending
+from orbit.store.creation import recover
 from orbit.store.excerpt import from_command, key_line, run_excerpt
+from orbit.store.groups import interrupted, interrupted_text
 from orbit.store.runs import Broken, RunStore
 
 if TYPE_CHECKING:
@@ -54,24 +58,57 @@ def run(args: argparse.Namespace, env: Env) -> int:
     store = RunStore(env.home)
     check_runs_or_group(args)
     unreadable: list[Broken] = []
+    more = None
     if args.group:
-        # A run that cannot be read is never left out: when not even its run.yaml can be read,
-        # its group is unknown and it counts for every group, so a group is never reported as
-        # all succeeded over a member that failed and then became unreadable.
-        ids, unreadable = group_members(store, args.group, unknown_group_too=True)
+        ids, unreadable, more = _group(env, store, args.group)
     else:
         ids = [store.resolve(ref).id for ref in args.runs]
     progress = Progress(env.stderr, args.group) if args.group and not args.json else None
     # With -g the counts say how many wait; a line per queued run would drown them.
     queued = None if args.group else QueueNotes(env.stderr)
-    runs = [*wait_for(env, store, ids, progress, queued), *unreadable]
+    runs = [*wait_for(env, store, ids, progress, queued, more), *unreadable]
     results = [result(r) for r in runs]
-    ok = all(r["state"] == "succeeded" for r in results)
+    gone = interrupted(env.home, args.group) if args.group else []
+    ok = not gone and all(r["state"] == "succeeded" for r in results)
     if args.json:
-        print_json(env, {"ok": ok, "runs": results})
+        extra = {"interrupted": gone} if args.group else {}
+        print_json(env, {"ok": ok, "runs": results, **extra})
     else:
         print_results(env, results)
-    return int(exit_code(results))
+        if gone:
+            print(f"orbit: {interrupted_text(args.group, gone)}", file=env.stderr)
+    code = exit_code(results)
+    return int(ExitCode.RUN_FAILED if gone and code is ExitCode.OK else code)
+
+
+def _group(
+    env: Env, store: RunStore, group: str
+) -> tuple[list[str], list[Broken], Callable[[], list[str] | None] | None]:
+    """The group's members (readable ids, unreadable runs), once the batches of submits
+    killed meanwhile are finished or undone; and, while one of its batches is still being
+    written, `more`: None until it is done, then the members again."""
+    recover(env.home)
+    writing = bool(pending(env.home, group))
+
+    def members() -> tuple[list[str], list[Broken]]:
+        # A run that cannot be read is never left out: when not even its run.yaml can be read,
+        # its group is unknown and it counts for every group, so a group is never reported as
+        # all succeeded over a member that failed and then became unreadable.
+        try:
+            return group_members(store, group, unknown_group_too=True)
+        except NotFoundError:
+            if writing or interrupted(env.home, group):
+                return [], []  # said below, or its runs are on their way
+            raise
+
+    def more() -> list[str] | None:
+        if pending(env.home, group):
+            recover(env.home)  # its writer may have been killed since
+            return None
+        return members()[0]
+
+    ids, unreadable = members()
+    return ids, unreadable, more if writing else None
 
 
 def exit_code(results: list[dict[str, Any]]) -> ExitCode:
@@ -87,9 +124,11 @@ def wait_for(
     ids: list[str],
     progress: Progress | None,
     queued: QueueNotes | None = None,
+    more: Callable[[], list[str] | None] | None = None,
 ) -> list[Run | Broken]:
     """Block until every run is finished (a tick every few seconds repairs dead shepherds);
-    with `queued`, say which runs wait in the queue and why.
+    with `queued`, say which runs wait in the queue and why; with `more`, also until it
+    returns the ids to add (None: not yet).
 
     A run that cannot be read (or becomes unreadable) is not waited for: it is returned as
     Broken, and its result counts as unknown.
@@ -106,7 +145,14 @@ def wait_for(
                 for r in runs:
                     if not isinstance(r, Broken):
                         queued.show(r)
-            if all(isinstance(r, Broken) or r.state.finished for r in runs):
+            if more is not None:
+                extra = more()
+                if extra is not None:
+                    known = {w.id if isinstance(w, Broken) else w.run.id for w in watches}
+                    watches += [_watch(store, i) for i in extra if i not in known]
+                    more = None
+                    continue
+            elif all(isinstance(r, Broken) or r.state.finished for r in runs):
                 return runs
             ticker.maybe()
             time.sleep(POLL_SECONDS * 4)

@@ -3,9 +3,10 @@
 An event (store/outbox.py) says "run N is settled as STATE". It is acted on only once the run's
 status.yaml agrees; then each profile that wants the run (by --on and -g) gets the run's
 message queued, and, when the run belongs to a group none of whose runs is queued, starting or
-running any more, each profile that wants groups gets the group's summary. The event file is
-removed last, so a sender killed in between does it again: queueing is idempotent by the
-message's key.
+running any more (and none of whose batches is being written or was interrupted before its
+runs appeared: store/batches.py), each profile that wants groups gets the group's summary.
+The event file is removed last, so a sender killed in between does it again: queueing is
+idempotent by the message's key.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from orbit.notify import queue
 from orbit.notify.message import Message, group_message, run_message
 from orbit.notify.profiles import Profile
 from orbit.review.objective import declared_of
+from orbit.store import batches
 from orbit.store.files import unlink_quiet
+from orbit.store.groups import interrupted
 from orbit.store.home import Home
 from orbit.store.model import ACTIVE, Run, RunState
 from orbit.store.outbox import FINISHED, outbox_dir, read_event, run_state
@@ -54,6 +57,9 @@ class Groups:
         ids = self._read().get(group, [])
         if not ids or group in self._busy:
             return None
+        home = self.store.home
+        if batches.pending(home, group) or interrupted(home, group):
+            return None  # runs are still being written, or some never were: not finished
         runs = [r for r in self.store.load_many(ids) if isinstance(r, Run)]
         if any(r.state.active for r in runs):  # settled since the listing? then not yet
             return None

@@ -25,8 +25,8 @@ from orbit.sched.nodeplace import Place
 from orbit.sched.plan import Admit, Wait, plan
 from orbit.sched.remote import demand_of
 from orbit.sched.resources import machine_totals
-from orbit.store import index, nodes, outbox, runcache
-from orbit.store.creation import next_id
+from orbit.store import batches, index, nodes, outbox, runcache, secrets
+from orbit.store.creation import next_id, recover
 from orbit.store.excerpt import log_excerpt
 from orbit.store.exitrecord import finalize_from_exit, read_exit, rebuild_status
 from orbit.store.files import atomic_write, touch_exclusive, unlink_quiet
@@ -170,11 +170,26 @@ def _tick_once(
 ) -> None:
     store = RunStore(home)
     _check_boot(home, store, spawn, actor, report)
+    _recover_submits(home, store, report)
     cache = runcache.RunCache(store)
     try:
         _reconcile_and_admit(home, store, cache, spawn, actor, now, report, full, submitted)
     finally:
         cache.save()
+
+
+def _recover_submits(home: Home, store: RunStore, report: TickReport) -> None:
+    """Finish or undo the batches of killed submits (store/creation.py `recover`), and drop
+    the secrets no run will use (`drop_stale_secrets`). Cheap: two folder listings."""
+    listed = secrets.listed(home)  # before the batches are read (see drop_stale_secrets)
+    recovered = recover(home)
+    for what, ids in (("revealed", recovered.revealed), ("cleared", recovered.cleared)):
+        if ids:
+            log.warning("%s %d runs (%s–%s) of a killed submit", what, len(ids), ids[0], ids[-1])
+    report.repaired.extend(recovered.revealed)
+    if listed:
+        writing = {i for b in batches.pending(home) for i in b.ids}
+        store.drop_stale_secrets(listed, writing)
 
 
 def _reconcile_and_admit(

@@ -4,35 +4,40 @@ A batch is written in phases, so that 1,000 runs cost one lock, one journal comm
 index append instead of 1,000 of each; a single run is a batch of one. Each run gets exactly
 the files a run written alone gets:
 
-1. Claim: under `locks/ids.lock`, `mkdir runs/<n>` for every run (on `FileExistsError`,
-   n+1), then `runtime/next_id` once. Concurrent `orbit run` and `orbit sweep` processes
-   take the same lock, and `mkdir` is the final arbiter: no id is handed out twice.
+1. Claim: under `locks/ids.lock`, record the batch (`runtime/batches/`, store/batches.py:
+   its lock held, its ids, phase "staging"), then `mkdir runs/<n>` for every run (on
+   `FileExistsError`, n+1), then `runtime/next_id` once. Concurrent `orbit run` and
+   `orbit sweep` processes take the same lock, and `mkdir` is the final arbiter: no id is
+   handed out twice.
 2. Stage: write every `runs/.staging-<id>/` whole. Nothing reads a hidden directory.
 3. Sync: fsync every staging directory, after all of them are written, so the first fsync
-   commits the journal for all and the others find little left to do.
+   commits the journal for all and the others find little left to do; then the record's
+   phase becomes "reveal".
 4. Reveal, one run after another: `queue/<id>` (queued runs), then the rename of the staging
    directory over the empty `runs/<id>`. The marker comes first, so that a run that appears
    is always seen by the tick; a marker whose run has not appeared is skipped by the tick.
 5. fsync `queue/` and `runs/`: once this returns, the renames survive a power cut too.
 6. One append of all the runs' rows to index.jsonl (a cache: a crash before it costs a
-   re-read at the next listing).
+   re-read at the next listing); then the batch's record is removed.
 
-Killed at any instant, a batch leaves only whole runs visible (those revealed) and, of the
-others, what a killed single submit leaves: hidden staging directories, empty claimed
-directories (neither is a run) and at most one marker without its run, which the tick skips
-and clears after `ABANDONED_SECONDS`. An exception stops a batch the same way, and what
-was not revealed is removed. See docs/architecture.md, "From submit to finish".
+A batch is all or nothing. Killed in phases 1-3, it leaves what `recover` (run by every tick)
+clears: staging and empty claimed directories, secrets, and in the group's record the note
+that a launch of N runs was interrupted (store/groups.py). Killed in phase 4 or later, its
+runs are whole and synced, and `recover` reveals the rest. An exception stops a batch
+without that: what was not revealed is removed, and the runs revealed so far stay. See
+docs/architecture.md, "From submit to finish" and "Crash safety".
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from orbit.record import Record
-from orbit.store import index, outbox, secrets
+from orbit.store import batches, index, outbox, secrets
 from orbit.store.files import (
     YamlBatch,
     append_lines,
@@ -48,6 +53,8 @@ from orbit.store.model import FORMAT, Run, RunState, now_iso
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+log = logging.getLogger(__name__)
 
 log_files = ("log.txt", "metrics.jsonl", "notes.jsonl")  # created empty in every run
 
@@ -78,8 +85,11 @@ def next_id(home: Home) -> int:
         return 0
 
 
-def claim_ids(home: Home, count: int) -> list[tuple[str, Path]]:
-    """Allocate `count` ids: a counter under a lock, with `mkdir` as the final arbiter."""
+def claim_ids(
+    home: Home, count: int, writing: batches.Writing | None = None
+) -> list[tuple[str, Path]]:
+    """Allocate `count` ids: a counter under a lock, with `mkdir` as the final arbiter. With
+    `writing`, the batch is recorded with the ids before their directories are made."""
     counter = home.runtime_dir / "next_id"
     claimed: list[tuple[str, Path]] = []
     with locked(home.locks_dir / "ids.lock"):
@@ -87,6 +97,8 @@ def claim_ids(home: Home, count: int) -> list[tuple[str, Path]]:
             n = int(counter.read_text().strip())
         except (OSError, ValueError):
             n = 1 + max((int(p) for p in _dir_names(home) if p.isdigit()), default=0)
+        if writing is not None:
+            writing.begin([str(i) for i in range(n, n + count)])
         try:
             while len(claimed) < count:
                 path = home.runs_dir / str(n)
@@ -96,6 +108,8 @@ def claim_ids(home: Home, count: int) -> list[tuple[str, Path]]:
                 except FileExistsError:
                     pass
                 n += 1
+            if writing is not None:
+                writing.claimed([run_id for run_id, _ in claimed])
             atomic_write(counter, f"{n}\n".encode())
         except BaseException:
             for _, path in claimed:  # a full disk must not leave empty runs/<n> behind
@@ -122,7 +136,28 @@ def create_runs(
     if not runs:
         return []
     home.ensure()
-    claimed = claim_ids(home, len(runs))
+    writing = batches.Writing(home, runs[0].spec.get("group"), state.value)
+    try:
+        claimed = claim_ids(home, len(runs), writing)
+        return _write_batch(
+            home, runs, claimed, writing, state, reason, actor, status_fields, revealed
+        )
+    finally:
+        writing.end()
+
+
+def _write_batch(
+    home: Home,
+    runs: Sequence[NewRun],
+    claimed: list[tuple[str, Path]],
+    writing: batches.Writing,
+    state: RunState,
+    reason: str,
+    actor: str,
+    status_fields: dict[str, Any] | None,
+    revealed: Callable[[Run], None] | None,
+) -> list[Run]:
+    """Phases 2-6 for the claimed ids; on an error, remove what was not revealed."""
     now = now_iso()
     status = {
         "format": FORMAT,
@@ -152,24 +187,15 @@ def create_runs(
             staged.append((Run(run_id, final, spec, dict(status), stamp), staging))
         for _, staging in staged:
             _fsync(staging)
+        writing.synced()
         for run, staging in staged:
-            if state is RunState.QUEUED:
-                touch_exclusive(home.queue_dir / run.id)
-            # A run born finished (a failed build) is settled by the rename: its event first.
-            if state.finished and outbox.record_settled(home, run.id, state.value, now):
-                notify = True
-            os.rename(staging, run.dir)  # replaces the empty directory that claimed the id
+            notify = _reveal(home, run.id, staging, state, now) or notify
             done.append(run)
             if revealed:
                 revealed(run)
     except BaseException:
-        import shutil  # here: a shepherd imports this module and never needs it
-
-        for run_id, final in claimed[len(done) :]:
-            shutil.rmtree(home.runs_dir / f".staging-{run_id}", ignore_errors=True)
-            unlink_quiet(home.queue_dir / run_id)
-            secrets.drop(home, run_id)
-            _rmdir_quiet(final)
+        for run_id, _ in claimed[len(done) :]:
+            _clear(home, run_id)
         try:
             _settle(home, done)
         except OSError:
@@ -178,6 +204,74 @@ def create_runs(
     _settle(home, done)
     if notify:
         outbox.wake_sender(home)  # after the run appears: a spawn costs it nothing more
+    return done
+
+
+def _reveal(home: Home, run_id: str, staging: Path, state: RunState | str, at: str) -> bool:
+    """Make one staged run appear: its marker (queued), then the rename over its claimed
+    directory. True when it was born finished (its outbox event was written)."""
+    value = RunState(state)
+    if value is RunState.QUEUED:
+        touch_exclusive(home.queue_dir / run_id)
+    # A run born finished (a failed build) is settled by the rename: its event first.
+    settled = value.finished and outbox.record_settled(home, run_id, value.value, at)
+    os.rename(staging, home.runs_dir / run_id)  # replaces the empty directory that claimed it
+    return bool(settled)
+
+
+def _clear(home: Home, run_id: str) -> None:
+    """Remove what an unfinished submit of `run_id` left: never a run that appeared."""
+    import shutil  # here: a shepherd imports this module and never needs it
+
+    final = home.runs_dir / run_id
+    if _has_status(final):
+        return
+    shutil.rmtree(home.runs_dir / f".staging-{run_id}", ignore_errors=True)
+    unlink_quiet(home.queue_dir / run_id)
+    secrets.drop(home, run_id)
+    _rmdir_quiet(final)
+
+
+class Recovered(Record):
+    """What `recover` did: the runs it revealed, the ids it cleared."""
+
+    __slots__ = ("cleared", "revealed")
+
+    def __init__(self) -> None:
+        self.revealed: list[str] = []
+        self.cleared: list[str] = []
+
+
+def recover(home: Home) -> Recovered:
+    """Finish or undo every batch whose writer was killed (store/batches.py): one killed while
+    revealing gets the rest of its runs revealed (they are whole and synced), one killed
+    before is cleared, and a cleared batch of a group is noted in the group's record. Cheap
+    when there is none: one listing of `runtime/batches/`."""
+    done = Recovered()
+    for batch in batches.abandoned(home):
+        if batch.phase == batches.REVEAL:
+            notify = False
+            for run_id in batch.ids:
+                staging = home.runs_dir / f".staging-{run_id}"
+                if staging.is_dir() and not _has_status(home.runs_dir / run_id):
+                    try:
+                        notify = _reveal(home, run_id, staging, batch.state, now_iso()) or notify
+                    except OSError as exc:  # left for a person: never a tick that fails on it
+                        log.warning("run %s of a killed batch not revealed: %s", run_id, exc)
+                        continue
+                    done.revealed.append(run_id)
+            _fsync(home.queue_dir)
+            _fsync(home.runs_dir)
+            if notify:
+                outbox.wake_sender(home)
+            continue
+        for run_id in batch.ids:
+            _clear(home, run_id)
+        done.cleared.extend(batch.ids)
+        if batch.group:
+            from orbit.store.groups import record_interrupted  # hashlib: not for a shepherd
+
+            record_interrupted(home, batch.group, batch.ids, batch.created_at)
     return done
 
 
@@ -236,6 +330,17 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _has_status(final: Path) -> bool:
+    """The run appeared (or is another's): its status.yaml is there."""
+    try:
+        os.lstat(final / "status.yaml")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # cannot tell: leave it alone
+    return True
 
 
 def _rmdir_quiet(path: Path) -> None:

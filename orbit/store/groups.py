@@ -10,6 +10,9 @@ ORBIT_HOME/groups/<safe name>/ (the folder of notes.jsonl, store/notes.py) holds
                     command (the template), project, max_running, request (image,
                     dockerfile, resources, timeout_min, network: what the options came to),
                     group}; what `orbit sweep --like GROUP` repeats
+    interrupted.jsonl  one line per batch of the group whose writer was killed before its
+                    runs appeared, written by the tick that cleared it (store/creation.py
+                    `recover`): {time, count, ids, created_at (when the batch began)}
 
 The folder name is the group name with anything but letters, digits, `.`, `_` and `-`
 replaced, plus a short hash of the exact name, so two names that differ only in such
@@ -35,6 +38,7 @@ from orbit.store.model import now_iso
 GROUPS_DIR = "groups"
 GROUP_FILE = "group.yaml"
 LAUNCHES = "launches.jsonl"
+INTERRUPTED = "interrupted.jsonl"
 FORMAT = 1
 DIRECTIONS = ("max", "min")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -156,6 +160,42 @@ def launches(home: Home, group: str | None) -> list[dict[str, Any]]:
         return []
     out = read_jsonl(group_dir(home, group) / LAUNCHES)
     return [x for x in out if isinstance(x, dict) and x.get("group", group) == group]
+
+
+def record_interrupted(home: Home, group: str, ids: list[str], created_at: str) -> None:
+    """Note that a batch of the group was killed before its runs appeared (and was cleared)."""
+    folder = group_dir(home, group)
+    folder.mkdir(parents=True, exist_ok=True)
+    entry = {"time": now_iso(), "count": len(ids), "ids": ids, "created_at": created_at}
+    append_jsonl(folder / INTERRUPTED, entry)
+
+
+def interrupted(home: Home, group: str | None) -> list[dict[str, Any]]:
+    """The group's interrupted batches that no later launch of the group (`orbit sweep`,
+    `orbit run -g`: launches.jsonl) has followed; each {time, count, ids, created_at}."""
+    if not group:
+        return []
+    found = [
+        x
+        for x in read_jsonl(group_dir(home, group) / INTERRUPTED)
+        if isinstance(x, dict) and isinstance(x.get("count"), int)
+    ]
+    if not found:
+        return []
+    times = [str(x.get("time") or "") for x in launches(home, group)]
+    last = max(times, default="")
+    return [x for x in found if str(x.get("created_at") or "") >= last]
+
+
+def interrupted_text(group: str, gone: list[dict[str, Any]]) -> str:
+    """`group sw: a launch of 200 runs was killed before they were written; …` (one line)."""
+    n = sum(int(x["count"]) for x in gone)
+    runs = f"{n} run{'' if n == 1 else 's'}"
+    what = f"a launch of {runs} was" if len(gone) == 1 else f"{len(gone)} launches ({runs}) were"
+    return (
+        f"group {group}: {what} killed before its runs were written, so the group lacks them; "
+        f"launch again (`orbit sweep --like {shlex.quote(group)}` repeats its last sweep)"
+    )
 
 
 def command_line(launch: Mapping[str, Any], group: str) -> str:

@@ -138,6 +138,28 @@ class RunStore:
             unlink_quiet(self.home.queue_dir / run_id)
         return True
 
+    def drop_stale_secrets(self, listed: Iterable[str], writing: set[str]) -> list[str]:
+        """Delete the secrets of runs in `listed` (store/secrets.py) that will never run again,
+        and return their ids: runs that finished or are gone, and ids whose submit was killed
+        before they appeared. Kept: those of a batch still being written (`writing`), of a run
+        with an active/ marker (its container may still need them) or not finished, or one
+        that cannot be read.
+        `listed` must be read before `writing`: a run's secrets are written after its batch's
+        record, so an id not in `writing` then has appeared, or never will."""
+        dropped = []
+        for run_id in listed:
+            if run_id in writing or _present(self.home.active_dir / run_id):
+                continue
+            if _present(self.run_dir(run_id) / "status.yaml"):
+                try:
+                    if not self.load(run_id).state.finished:
+                        continue
+                except (CorruptError, NotFoundError):
+                    continue  # perhaps repaired later: a person decides
+            secrets.drop(self.home, run_id)
+            dropped.append(run_id)
+        return dropped
+
     # --- reading ------------------------------------------------------------------------
     def _dir_names(self) -> list[str]:
         try:

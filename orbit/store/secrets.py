@@ -11,6 +11,7 @@ replaced by `[redacted]` in log.txt. Runs submitted before version 2 have a flat
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from orbit.record import Record
@@ -85,9 +86,35 @@ def read(home: Home, run_id: str) -> Secrets:
     return Secrets({str(k): str(v) for k, v in data.items()})  # version 1: a flat object
 
 
+def listed(home: Home) -> list[str]:
+    """The ids of the runs that have secrets here (a bench job's `bench-*` files are not)."""
+    try:
+        names = os.listdir(home.secrets_dir)
+    except FileNotFoundError:
+        return []
+    return sorted({i for i in map(_owner, names) if i.isdigit()})
+
+
+def _owner(name: str) -> str:
+    """The id a file here is for: `<id>.json`, `<id>.d`, or a temporary `.<id>.json.<x>.tmp`
+    (atomic_write's, left by a writer killed while writing it: it holds the values too)."""
+    if name.startswith(".") and name.endswith(".tmp"):
+        name = name[1:].rsplit(".", 2)[0]
+    stem, _, suffix = name.rpartition(".")
+    return stem if suffix in ("json", "d") else ""
+
+
 def drop(home: Home, run_id: str) -> None:
-    """Delete the run's secrets, files included (safe to repeat)."""
+    """Delete the run's secrets, files included, and a temporary file left by a writer killed
+    while writing them (safe to repeat)."""
     unlink_quiet(home.secrets_path(run_id))
+    try:
+        names = os.listdir(home.secrets_dir)
+    except FileNotFoundError:
+        names = []
+    for name in names:
+        if name.startswith(f".{run_id}.json.") and name.endswith(".tmp"):
+            unlink_quiet(home.secrets_dir / name)
     import shutil  # here: a shepherd needs it only for a run with secret files
 
     shutil.rmtree(files_dir(home, run_id), ignore_errors=True)
