@@ -355,3 +355,23 @@ def test_a_lone_surrogate_or_a_huge_title_still_renders(kind: str) -> None:
     odd = failure("bad \ud800 byte", title="x" * 50_000 + "\udcff", lines=["ok \ud83d"] * 200)
     req = render(kind, "http://x", SECRET, odd, time.time())
     json.loads(req.body.decode("utf-8", "strict"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "reply", "limited"),
+    [
+        ("webhook", 429, b"slow down", True),
+        ("slack", 429, b"rate_limited", True),
+        ("feishu", 200, b'{"code":11232,"msg":"frequency limited"}', True),
+        ("dingtalk", 200, b'{"errcode":130101,"errmsg":"send too fast"}', True),
+        ("wecom", 200, b'{"errcode":45009,"errmsg":"api freq out of limit"}', True),
+        ("webhook", 500, b"boom", False),
+        ("feishu", 502, b"bad gateway", False),
+        ("dingtalk", 200, b'{"errcode":310000,"errmsg":"sign not match"}', False),
+    ],
+)
+def test_only_a_rate_limit_answer_holds_back_the_endpoint(
+    kind: str, status: int, reply: bytes, limited: bool
+) -> None:
+    verdict = judge(kind, status, reply)
+    assert verdict.limited == limited and not verdict.ok

@@ -37,6 +37,7 @@ class Verdict:
     ok: bool
     retry: bool  # a failure worth retrying (429, 5xx, the platform's rate-limit code)
     detail: str  # the endpoint's answer, short, for `orbit notify log`
+    limited: bool = False  # "too fast" (429, the platform's rate-limit code): the endpoint waits
 
 
 @dataclass(frozen=True)
@@ -314,9 +315,12 @@ def judge(kind: str, status: int, body: bytes) -> Verdict:
     from Feishu, DingTalk or WeCom is a success only when its JSON holds code/errcode 0; a
     non-zero code is a failure, retried only for the platform's rate-limit code; a reply
     without a readable code is a failure not retried (it may have been delivered). Slack and
-    generic webhooks: any 2xx is a success."""
+    generic webhooks: any 2xx is a success. A 429 or a rate-limit code is `limited`: it holds
+    back every message to that endpoint, where a 5xx holds back only its own."""
     detail = _detail(status, body)
-    if status == 429 or 500 <= status <= 599:
+    if status == 429:
+        return Verdict(False, True, detail, limited=True)
+    if 500 <= status <= 599:
         return Verdict(False, True, detail)
     if not 200 <= status <= 299:
         return Verdict(False, False, detail)
@@ -327,4 +331,5 @@ def judge(kind: str, status: int, body: bytes) -> Verdict:
         return Verdict(True, False, detail)
     if code is None:
         return Verdict(False, False, cut(f"{detail} (no error code in the reply)", DETAIL_CHARS))
-    return Verdict(False, code in RATE_LIMITED[kind], detail)
+    limited = code in RATE_LIMITED[kind]
+    return Verdict(False, limited, detail, limited=limited)
