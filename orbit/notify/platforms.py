@@ -196,13 +196,24 @@ def _wecom(url: str, secret: str | None, message: Message, now: float) -> Reques
     return Request(url, body, {"Content-Type": JSON_TYPE})
 
 
-# --- Slack: blocks, with `text` as the notification's fallback.
+# --- Slack: blocks, with `text` as the notification's fallback. Text from a run (fields,
+# lines) goes in plain_text objects, which Slack never formats: mrkdwn has no escape for
+# `*`, `_`, `~` or a backtick, only for &, < and >. The log needs mrkdwn for its code block;
+# there a zero-width space follows each backtick, so no ``` inside can close the block early
+# (and none can touch the closing fence); the text reads the same.
+ZWSP = "\u200b"
+
+
 def _esc(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _code_text(code: str | None) -> str:
-    return f"```{_esc(code)}```" if code else ""
+    return f"```{_esc(code).replace('`', '`' + ZWSP)}```" if code else ""
+
+
+def _plain(text: str) -> dict[str, Any]:
+    return {"type": "plain_text", "text": text, "emoji": False}
 
 
 def _slack_blocks(m: Message) -> list[dict[str, Any]]:
@@ -210,15 +221,11 @@ def _slack_blocks(m: Message) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": header, "emoji": True}}
     ]
-    items = [
-        {"type": "mrkdwn", "text": cut(f"*{_esc(k)}*\n{_esc(v)}", SLACK_FIELD_CHARS)}
-        for k, v in m.fields
-    ]
+    items = [_plain(cut(f"{k}: {v}", SLACK_FIELD_CHARS)) for k, v in m.fields]
     for i in range(0, len(items), SLACK_FIELDS):
         blocks.append({"type": "section", "fields": items[i : i + SLACK_FIELDS]})
     if m.lines:
-        text = _esc("\n".join(m.lines))
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text}})
+        blocks.append({"type": "section", "text": _plain("\n".join(m.lines))})
     if m.code:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _code_text(m.code)}})
     if m.link:
@@ -236,7 +243,7 @@ def _slack(url: str, secret: str | None, message: Message, now: float) -> Reques
     code = message.code
     if code:
         code = tail(code, lambda c: len(_code_text(c)) <= SLACK_SECTION_CHARS)
-    lines = head(message.lines, lambda ls: len(_esc("\n".join(ls))) <= SLACK_SECTION_CHARS)
+    lines = head(message.lines, lambda ls: len("\n".join(ls)) <= SLACK_SECTION_CHARS)
     m = replace(message, code=code, lines=lines)
     text = m.title + (f" {m.link}" if m.link else "")
     body = _json({"text": _esc(text), "blocks": _slack_blocks(m)})
