@@ -387,6 +387,7 @@ def test_damaged_queue_files_are_kept_aside_and_named_never_deleted(world: World
     assert len(aside) == 2 and {r["profile"] for r in aside} == {"wh"}
     assert any(r["title"] == garbled.name and "not JSON" in r["detail"] for r in aside)
     assert any(batch_file.name in r["title"] and "empty" in r["detail"] for r in aside)
+    assert sorted(r["key"] for r in aside) == sorted(f"run-{runs[i]}-failed" for i in (0, 2))
     assert all("kept as notify/damaged/wh/" in r["detail"] for r in aside)
     assert "given up (damaged)" in world.orbit("notify", "log").out
     check = _notify_check(world)

@@ -219,7 +219,7 @@ def _read(
         seen.unreadable.append((path, exc.strerror or str(exc)))
         return None
     try:
-        data = json.loads(raw) if raw.strip() else None
+        data = json.loads(raw.decode("utf-8")) if raw.strip() else None
     except ValueError as exc:  # a UnicodeDecodeError too
         why = f"not JSON ({exc})"
     else:
@@ -255,8 +255,8 @@ def set_aside(home: Home, profile: str, path: Path, why: str) -> bool:
 
 
 def _key_hint(name: str) -> str:
-    """The readable part of a delivery's key, from its file name ("" for a batch)."""
-    found = re.fullmatch(r"\d+-(.*)-[0-9a-f]{10}\.json", name)
+    """The readable part of a message's key, from its queue file's name ("" for `.batch.json`)."""
+    found = re.fullmatch(r"(?:\d+|\.batch)-(.*)-[0-9a-f]{10}\.json", name)
     return found.group(1) if found else ""
 
 
