@@ -14,6 +14,10 @@ from typing import Any
 
 from orbit.store.home import Home
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from orbit.notify.status import Backlog
+
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_FREE_GB = 10.0
 PACKAGES = (
@@ -410,6 +414,7 @@ def check_notify(home: Home) -> list[Check]:
     """The notification profiles and what waits to be sent (only once there are profiles)."""
     from orbit.errors import OrbitError
     from orbit.notify import profiles
+    from orbit.notify.queue import damaged_dir
     from orbit.notify.status import backlog
 
     path = profiles.path_of(home)
@@ -424,8 +429,21 @@ def check_notify(home: Home) -> list[Check]:
         return [Check("notify", FAIL, f"{path} is mode {mode:o}", f"chmod 600 {path}")]
     names = ", ".join(f"{n} ({p.kind})" for n, p in sorted(found.items()))
     waiting = backlog(home)
+    check = _backlog_check(names, waiting)
+    if not waiting.damaged:
+        return [check]
+    folder = damaged_dir(home)
+    detail = f"{check.detail}; {waiting.damaged} damaged file(s) kept aside in {folder}, never sent"
+    fix = (
+        f"`orbit notify log` names each one and why; look with `ls -R {folder}`, then remove "
+        f"the folder (`rm -r {folder}`)"
+    )
+    return [Check("notify", WARN, detail, fix)]
+
+
+def _backlog_check(names: str, waiting: Backlog) -> Check:
     if not waiting.queued and not waiting.ready_events:
-        return [Check("notify", OK, f"{names}; nothing waiting")]
+        return Check("notify", OK, f"{names}; nothing waiting")
     detail = (
         f"{names}; {waiting.queued} message(s) queued, {waiting.ready_events} run(s) not yet "
         f"turned into messages, oldest {waiting.oldest_s or 0:.0f} s; sender "
@@ -433,7 +451,7 @@ def check_notify(home: Home) -> list[Check]:
     )
     stuck = not waiting.sender_alive or (waiting.oldest_s or 0) > 3600
     fix = "`orbit scheduler tick` starts a sender; `orbit notify log` shows the answers"
-    return [Check("notify", WARN if stuck else OK, detail, fix if stuck else "")]
+    return Check("notify", WARN if stuck else OK, detail, fix if stuck else "")
 
 
 def check_datasets(home: Home) -> list[Check]:

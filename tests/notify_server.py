@@ -3,7 +3,9 @@ sender process.
 
 The endpoint records every POST (headers, JSON body, arrival time) and answers from a script:
 a list of actions used in order, the last one repeated. An action is `(status, body)` or
-`HOLD`: keep the request open until the test calls `release()` (or the server stops).
+`HOLD`: keep the request open until the test calls `release()` (or the server stops). A
+message can have a script of its own (`by_key`, by idempotency key): its requests follow that
+one, and the shared script counts only the others.
 """
 
 from __future__ import annotations
@@ -40,8 +42,11 @@ class Received:
 
 
 class Endpoint:
-    def __init__(self, script: list[Any] | None = None) -> None:
+    def __init__(
+        self, script: list[Any] | None = None, by_key: dict[str, list[Any]] | None = None
+    ) -> None:
         self.script = list(script or [OK])
+        self.by_key = dict(by_key or {})
         self.received: list[Received] = []
         self.answered: list[Received] = []  # those that got an answer
         self.lock = threading.Lock()
@@ -55,8 +60,7 @@ class Endpoint:
                 got.at = time.monotonic()
                 with endpoint.lock:
                     endpoint.received.append(got)
-                    n = len(endpoint.received)
-                    action = endpoint.script[min(n, len(endpoint.script)) - 1]
+                    action = endpoint.action_for(got.key)
                 if action == HOLD:
                     endpoint.released.wait(60)
                     action = OK
@@ -78,6 +82,16 @@ class Endpoint:
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    def action_for(self, key: str) -> Any:
+        """The answer to the latest request (called under the lock, once it is recorded)."""
+        if key in self.by_key:
+            script = self.by_key[key]
+            n = sum(1 for r in self.received if r.key == key)
+        else:
+            script = self.script
+            n = sum(1 for r in self.received if r.key not in self.by_key)
+        return script[min(n, len(script)) - 1]
 
     @property
     def url(self) -> str:

@@ -5,6 +5,7 @@ process the settle starts."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -171,7 +172,10 @@ def test_kill_9_of_the_sender_mid_delivery_loses_nothing(world: World) -> None:
         assert time.monotonic() < deadline
         time.sleep(0.02)
     e.release()  # the held request is answered to nobody
-    assert world.leftovers() == ["queue/team/.batch.json"]
+    in_flight = f"queue/team/.batch-{queue.slug(f'run-{run}-failed')}.json"
+    assert world.leftovers() == [in_flight]
+    notify = world.orbit.home / "notify"  # named as an older version names its one batch:
+    (notify / in_flight).rename(notify / "queue" / "team" / ".batch.json")  # read the same
     # A tick sees the work and no sender: it starts one, which sends the same batch again.
     tick = world.orbit("scheduler", "tick")
     assert tick.code == 0, tick.err
@@ -342,3 +346,145 @@ def test_doctor_reports_the_profiles_and_the_backlog(world: World) -> None:
     stop_sender(world.orbit.home)  # none may start: the doctor only reads
     (world.orbit.home / "notify.yaml").chmod(0o644)
     assert notify_check()["status"] == "FAIL"
+
+
+def _notify_check(world: World) -> dict[str, str]:
+    res = world.orbit("doctor", "--json")  # its exit code says what failed: JSON always
+    (check,) = [c for c in res.json()["checks"] if c["name"] == "notify"]
+    return check
+
+
+def test_damaged_queue_files_are_kept_aside_and_named_never_deleted(world: World) -> None:
+    e = world.endpoint(OK)
+    world.profile("wh", e, "--on", "failed")
+    runs = [world.new_run(group=None) for _ in range(5)]
+    handle = try_lock(outbox.sender_lock(world.home))  # the receiver is down: nothing sent yet
+    assert handle is not None
+    try:
+        for run in runs:
+            world.settle(run)
+        assert fanout.fan_out(world.home, profiles.load(world.home), None) == 5
+        queued = queue.pending(world.home, "wh")
+        (first_path, first), garbled = queued[0], queued[2][0]
+        queue.take(world.home, "wh", queue.Batch(first, [first.key]), [first_path])  # in flight
+        (batch_file,) = queue.profile_dir(world.home, "wh").glob(".batch*.json")
+        garbled.write_bytes(b"\x00\xff{ not json")
+        batch_file.write_bytes(b"")
+    finally:
+        release(handle)
+    assert outbox.wake_sender(world.home)  # the receiver is up again
+    e.wait_for(lambda got: len(got) == 3)
+    wait_sender(world.orbit.home)
+    assert sorted(r.key for r in e.received) == sorted(
+        f"run-{run}-failed" for run in (runs[1], runs[3], runs[4])
+    )
+    damaged = world.orbit.home / "notify" / "damaged"
+    kept = sorted((damaged / "wh").iterdir())
+    assert len(kept) == 2 and garbled.name in [p.name for p in kept]
+    assert (damaged / "wh" / garbled.name).read_bytes() == b"\x00\xff{ not json"
+    rows = world.orbit("notify", "log", "--json").json()
+    aside = [r for r in rows if r["outcome"] == "given up (damaged)"]
+    assert len(aside) == 2 and {r["profile"] for r in aside} == {"wh"}
+    assert any(r["title"] == garbled.name and "not JSON" in r["detail"] for r in aside)
+    assert any(batch_file.name in r["title"] and "empty" in r["detail"] for r in aside)
+    assert sorted(r["key"] for r in aside) == sorted(f"run-{runs[i]}-failed" for i in (0, 2))
+    assert all("kept as notify/damaged/wh/" in r["detail"] for r in aside)
+    assert "given up (damaged)" in world.orbit("notify", "log").out
+    check = _notify_check(world)
+    assert check["status"] == "WARN", check
+    assert f"2 damaged file(s) kept aside in {damaged}" in check["detail"]
+    assert "orbit notify log" in check["fix"] and str(damaged) in check["fix"]
+    assert world.leftovers() == []
+
+
+def test_an_unreadable_queue_file_stays_in_place_and_holds_back_nothing(world: World) -> None:
+    e = world.endpoint(OK)
+    world.profile("wh", e, "--on", "failed")
+    # A directory in a delivery's place: reading it fails (EISDIR), as an I/O error would.
+    blocker = queue.profile_dir(world.home, "wh") / f"{1:020d}-run-0-failed-0123456789.json"
+    blocker.mkdir(parents=True)
+    run = world.new_run(group=None)
+    world.settle(run)
+    e.wait_for(lambda got: len(got) == 1, timeout=15)
+    assert [r.key for r in e.received] == [f"run-{run}-failed"]
+    assert blocker.is_dir()  # never deleted, never set aside: tried again while the sender lives
+    assert not (world.orbit.home / "notify" / "damaged").exists()
+    assert "1 message(s) queued" in _notify_check(world)["detail"]
+    blocker.rmdir()
+    wait_sender(world.orbit.home)  # the sender stopped once nothing was left to read
+
+
+def test_a_read_error_other_than_enoent_never_drops_a_message(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A unit test of the errno path: EIO is raised once, by a patched reader."""
+    world.profile("wh", "http://127.0.0.1:9/x", "--on", "failed")
+    handle = try_lock(outbox.sender_lock(world.home))
+    assert handle is not None
+    try:
+        world.settle(world.new_run(group=None))
+        fanout.fan_out(world.home, profiles.load(world.home), None)
+        (path,) = queue.delivery_files(world.home, "wh")
+        failed: list[Path] = []
+
+        def eio(self: Path, *args: object, **kwargs: object) -> bytes:
+            if self == path and not failed:
+                failed.append(self)
+                raise OSError(errno.EIO, "Input/output error")
+            return real_read_bytes(self)
+
+        real_read_bytes = Path.read_bytes
+        with monkeypatch.context() as patch:
+            patch.setattr(Path, "read_bytes", eio)
+            patch.setattr(Path, "read_text", lambda self, *a, **k: eio(self).decode())
+            assert queue.pending(world.home, "wh") == []  # not readable this time …
+        assert failed and path.exists()  # … but kept
+        ((again, message),) = queue.pending(world.home, "wh")  # and read on the next look
+        assert again == path and message.event == "failed"
+        assert not (world.orbit.home / "notify" / "damaged").exists()
+    finally:
+        release(handle)
+
+
+def test_a_message_in_backoff_does_not_hold_back_the_next_one(world: World) -> None:
+    r1, r2 = world.new_run(group=None), world.new_run(group=None)
+    k1, k2 = f"run-{r1}-failed", f"run-{r2}-failed"
+    e = world.endpoint(OK)
+    e.by_key = {k1: [(500, b"this one breaks the receiver")]}  # run 1 always gets a 500
+    world.profile("wh", e, "--on", "failed")
+    world.settle(r1)
+    e.wait_for(lambda got: any(r.key == k1 for r in got))
+    settled = time.monotonic()
+    world.settle(r2)
+    e.wait_for(lambda got: any(r.key == k2 for r in got), timeout=10)
+    took = next(r for r in e.received if r.key == k2).at - settled
+    assert took < 1.5, took  # before: behind run 1's 2, 5, 15 … s of backoff, for minutes
+    deadline = time.monotonic() + 5  # the answer is logged just after the endpoint sent it
+    while not any(r["key"] == k2 for r in world.orbit("notify", "log", "--json").json()):
+        assert time.monotonic() < deadline, "run 2's answer was never logged"
+        time.sleep(0.05)
+    rows = world.orbit("notify", "log", "--json").json()
+    assert [r["outcome"] for r in rows if r["key"] == k2] == ["sent"]
+    assert {r["outcome"] for r in rows if r["key"] == k1} == {"retrying"}  # still retrying
+    assert k1 not in queue.sent_keys(world.home, "wh")
+    e.wait_for(lambda got: sum(r.key == k1 for r in got) >= 2)  # its own backoff goes on
+    assert sum(r.key == k2 for r in e.received) == 1
+
+
+def test_a_rate_limit_answer_holds_the_whole_profile_back(world: World) -> None:
+    r1, r2 = world.new_run(group=None), world.new_run(group=None)
+    k1, k2 = f"run-{r1}-failed", f"run-{r2}-failed"
+    e = world.endpoint(OK)
+    e.by_key = {k1: [(429, b"slow down"), OK]}
+    world.profile("wh", e, "--on", "failed")
+    world.settle(r1)
+    e.wait_for(lambda got: any(r.key == k1 for r in got))
+    limited_at = e.received[0].at
+    world.settle(r2)
+    e.wait_for(lambda got: len(got) == 3, timeout=20)
+    wait_sender(world.orbit.home)
+    # Run 2 had no failure of its own, but the endpoint said "too fast": it waited out the 2 s.
+    first_of_2 = next(r for r in e.received if r.key == k2)
+    assert first_of_2.at - limited_at >= 1.9, e.summary()
+    assert sorted(r.key for r in e.received) == sorted([k1, k1, k2])
+    assert sorted(world.outcomes()) == ["retrying", "sent", "sent"]

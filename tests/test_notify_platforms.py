@@ -238,7 +238,8 @@ def test_slack_blocks_keep_every_limit_with_a_text_fallback(endpoint: Endpoint) 
     code = [b for b in body["blocks"] if b.get("text", {}).get("text", "").startswith("```")]
     assert len(code) == 1 and HUGE_LOG.split("\n")[-1] in code[0]["text"]["text"]
     lines = next(b for b in body["blocks"] if "line 0" in b.get("text", {}).get("text", ""))
-    assert "&lt;b&gt;&amp;" in lines["text"]["text"] and "more" in lines["text"]["text"]
+    assert lines["text"]["type"] == "plain_text"  # as written: plain_text is never parsed
+    assert "line 0 <b>&" in lines["text"]["text"] and "more" in lines["text"]["text"]
     assert body["blocks"][-1]["elements"][0]["url"] == "http://orbit.test:7777/runs/12"
     assert status == 200 and judge("slack", status, reply).ok
 
@@ -355,3 +356,45 @@ def test_a_lone_surrogate_or_a_huge_title_still_renders(kind: str) -> None:
     odd = failure("bad \ud800 byte", title="x" * 50_000 + "\udcff", lines=["ok \ud83d"] * 200)
     req = render(kind, "http://x", SECRET, odd, time.time())
     json.loads(req.body.decode("utf-8", "strict"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "reply", "limited"),
+    [
+        ("webhook", 429, b"slow down", True),
+        ("slack", 429, b"rate_limited", True),
+        ("feishu", 200, b'{"code":11232,"msg":"frequency limited"}', True),
+        ("dingtalk", 200, b'{"errcode":130101,"errmsg":"send too fast"}', True),
+        ("wecom", 200, b'{"errcode":45009,"errmsg":"api freq out of limit"}', True),
+        ("webhook", 500, b"boom", False),
+        ("feishu", 502, b"bad gateway", False),
+        ("dingtalk", 200, b'{"errcode":310000,"errmsg":"sign not match"}', False),
+    ],
+)
+def test_only_a_rate_limit_answer_holds_back_the_endpoint(
+    kind: str, status: int, reply: bytes, limited: bool
+) -> None:
+    verdict = judge(kind, status, reply)
+    assert verdict.limited == limited and not verdict.ok
+
+
+def test_slack_backticks_stay_inside_the_code_block_and_run_text_is_never_formatted() -> None:
+    log = "step 1\n```python\nboom```\nend`"
+    msg = failure(
+        log, fields=[("name", "*lr*_0.1_ ~x~ `y` <!channel>")], lines=["*all* _of_ ~it~ ```"]
+    )
+    body = json.loads(render("slack", "http://x", None, msg, 0).body)
+    (code,) = [
+        b["text"]["text"] for b in body["blocks"] if b.get("text", {}).get("type") == "mrkdwn"
+    ]
+    # One block that opens and closes once: no ``` (nor a backtick beside the fence) inside.
+    assert code.startswith("```") and code.endswith("```") and code.count("```") == 2
+    inner = code[3:-3]
+    assert "``" not in inner and not inner.endswith("`") and inner.replace("\u200b", "") == log
+    fields = [f for b in body["blocks"] for f in b.get("fields", [])]
+    assert fields and all(f["type"] == "plain_text" for f in fields)  # Slack formats none
+    assert {"type": "plain_text", "text": "name: *lr*_0.1_ ~x~ `y` <!channel>", "emoji": False} in (
+        fields
+    )
+    (lines,) = [b["text"] for b in body["blocks"] if "all" in b.get("text", {}).get("text", "")]
+    assert lines == {"type": "plain_text", "text": "*all* _of_ ~it~ ```", "emoji": False}

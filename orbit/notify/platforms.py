@@ -37,6 +37,7 @@ class Verdict:
     ok: bool
     retry: bool  # a failure worth retrying (429, 5xx, the platform's rate-limit code)
     detail: str  # the endpoint's answer, short, for `orbit notify log`
+    limited: bool = False  # "too fast" (429, the platform's rate-limit code): the endpoint waits
 
 
 @dataclass(frozen=True)
@@ -195,13 +196,24 @@ def _wecom(url: str, secret: str | None, message: Message, now: float) -> Reques
     return Request(url, body, {"Content-Type": JSON_TYPE})
 
 
-# --- Slack: blocks, with `text` as the notification's fallback.
+# --- Slack: blocks, with `text` as the notification's fallback. Text from a run (fields,
+# lines) goes in plain_text objects, which Slack never formats: mrkdwn has no escape for
+# `*`, `_`, `~` or a backtick, only for &, < and >. The log needs mrkdwn for its code block;
+# there a zero-width space follows each backtick, so no ``` inside can close the block early
+# (and none can touch the closing fence); the text reads the same.
+ZWSP = "\u200b"
+
+
 def _esc(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _code_text(code: str | None) -> str:
-    return f"```{_esc(code)}```" if code else ""
+    return f"```{_esc(code).replace('`', '`' + ZWSP)}```" if code else ""
+
+
+def _plain(text: str) -> dict[str, Any]:
+    return {"type": "plain_text", "text": text, "emoji": False}
 
 
 def _slack_blocks(m: Message) -> list[dict[str, Any]]:
@@ -209,15 +221,11 @@ def _slack_blocks(m: Message) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": header, "emoji": True}}
     ]
-    items = [
-        {"type": "mrkdwn", "text": cut(f"*{_esc(k)}*\n{_esc(v)}", SLACK_FIELD_CHARS)}
-        for k, v in m.fields
-    ]
+    items = [_plain(cut(f"{k}: {v}", SLACK_FIELD_CHARS)) for k, v in m.fields]
     for i in range(0, len(items), SLACK_FIELDS):
         blocks.append({"type": "section", "fields": items[i : i + SLACK_FIELDS]})
     if m.lines:
-        text = _esc("\n".join(m.lines))
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text}})
+        blocks.append({"type": "section", "text": _plain("\n".join(m.lines))})
     if m.code:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _code_text(m.code)}})
     if m.link:
@@ -235,7 +243,7 @@ def _slack(url: str, secret: str | None, message: Message, now: float) -> Reques
     code = message.code
     if code:
         code = tail(code, lambda c: len(_code_text(c)) <= SLACK_SECTION_CHARS)
-    lines = head(message.lines, lambda ls: len(_esc("\n".join(ls))) <= SLACK_SECTION_CHARS)
+    lines = head(message.lines, lambda ls: len("\n".join(ls)) <= SLACK_SECTION_CHARS)
     m = replace(message, code=code, lines=lines)
     text = m.title + (f" {m.link}" if m.link else "")
     body = _json({"text": _esc(text), "blocks": _slack_blocks(m)})
@@ -314,9 +322,12 @@ def judge(kind: str, status: int, body: bytes) -> Verdict:
     from Feishu, DingTalk or WeCom is a success only when its JSON holds code/errcode 0; a
     non-zero code is a failure, retried only for the platform's rate-limit code; a reply
     without a readable code is a failure not retried (it may have been delivered). Slack and
-    generic webhooks: any 2xx is a success."""
+    generic webhooks: any 2xx is a success. A 429 or a rate-limit code is `limited`: it holds
+    back every message to that endpoint, where a 5xx holds back only its own."""
     detail = _detail(status, body)
-    if status == 429 or 500 <= status <= 599:
+    if status == 429:
+        return Verdict(False, True, detail, limited=True)
+    if 500 <= status <= 599:
         return Verdict(False, True, detail)
     if not 200 <= status <= 299:
         return Verdict(False, False, detail)
@@ -327,4 +338,5 @@ def judge(kind: str, status: int, body: bytes) -> Verdict:
         return Verdict(True, False, detail)
     if code is None:
         return Verdict(False, False, cut(f"{detail} (no error code in the reply)", DETAIL_CHARS))
-    return Verdict(False, code in RATE_LIMITED[kind], detail)
+    limited = code in RATE_LIMITED[kind]
+    return Verdict(False, limited, detail, limited=limited)

@@ -5,9 +5,11 @@ waits, it holds notify/sender.lock for its whole life (the lock is its liveness,
 ticker's is), turns ready outbox events into deliveries (fanout.py), and sends each profile's
 queue in a thread of its own, so a slow or dead endpoint delays only its own messages. Each
 endpoint is posted to no faster than its platform allows (RATES, as a minimum spacing between
-requests); run messages that queue up meanwhile are merged into one (batch_of). It exits once
-no event is ready and no delivery is queued: an event still pending (its run not settled yet)
-does not keep it alive, its settle starts a sender again.
+requests); run messages that queue up meanwhile are merged into one (batch_of). A message
+that failed waits for its retry without holding back the others of its profile; only a
+rate-limit answer holds back the whole endpoint. It exits once no event is ready and no
+delivery is queued: an event still pending (its run not settled yet) does not keep it alive,
+its settle starts a sender again.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import IO, Any
 
 from orbit.notify import journal, queue
 from orbit.notify.fanout import fan_out
-from orbit.notify.message import Message, merge
+from orbit.notify.message import merge
 from orbit.notify.platforms import RATES
 from orbit.notify.post import post, request_for
 from orbit.notify.profiles import Profile, load, scrub
@@ -31,8 +33,6 @@ from orbit.store.locks import adopt_lock, release, try_lock
 from orbit.store.outbox import sender_lock, work_waiting
 
 log = logging.getLogger(__name__)
-
-Delivery = tuple[Path, Message]  # a queued delivery file and its message
 
 POLL_S = 0.5  # how often the outbox is looked at while the sender lives
 MAX_ATTEMPTS = 10  # then the message is given up (about 25 minutes of backoff)
@@ -55,15 +55,15 @@ def backoff(attempts: int) -> float:
     return float(BACKOFF_S[min(attempts, len(BACKOFF_S)) - 1])
 
 
-def batch_of(deliveries: list[Delivery], *, merging: bool) -> list[Delivery]:
+def batch_of(deliveries: list[queue.Queued], *, merging: bool) -> list[queue.Queued]:
     """What one request carries, from the queue (oldest first). An endpoint without a rate
     limit (the generic webhook) gets one message per request, so a program receiving it sees
     one event per run. A rate-limited one gets every run message waiting merged into one
     digest; a group summary always goes alone and whole (its best run and failures would not
     survive a digest), in its turn."""
-    if not merging or deliveries[0][1].event == "group":
+    if not merging or deliveries[0].message.event == "group":
         return deliveries[:1]
-    return [d for d in deliveries if d[1].event != "group"]
+    return [d for d in deliveries if d.message.event != "group"]
 
 
 class Worker(threading.Thread):
@@ -73,6 +73,7 @@ class Worker(threading.Thread):
         super().__init__(name=f"notify-{name}", daemon=True)
         self.sender = sender
         self.profile_name = name
+        self.warned: set[Path] = set()  # unreadable files already named in sender.log
 
     def run(self) -> None:
         try:
@@ -90,27 +91,48 @@ class Worker(threading.Thread):
             dropped = queue.drop_profile(home, name)
             log.info("profile %s was removed: %d queued message(s) dropped", name, dropped)
             return False
-        batch = queue.load_batch(home, name)
+        seen = queue.look(home, name)
+        self._warn(seen.unreadable)
+        if not (seen.fresh or seen.batches or seen.unreadable):
+            return False
         now = time.time()
-        ready_at = queue.last_post(home, name) + spacing(profile.kind)
-        if batch is None:
-            deliveries = queue.pending(home, name)
-            if not deliveries:
-                return False
-            if now < ready_at:  # the endpoint's pace: what comes meanwhile joins this batch
-                self.sender.stop.wait(ready_at - now)
-                return True
-            chosen = batch_of(deliveries, merging=spacing(profile.kind) > 0)
-            messages = [m for _, m in chosen]
-            message = messages[0] if len(messages) == 1 else merge(messages)
-            batch = queue.Batch(message, [m.key for m in messages])
-            queue.take(home, name, batch, [p for p, _ in chosen])
-        due = max(batch.next_at, ready_at)
-        if now < due:
-            self.sender.stop.wait(due - now)
+        ready_at = queue.ready_at(home, name, spacing(profile.kind))
+        if now < ready_at:  # the endpoint's pace (what comes meanwhile joins the next batch)
+            self.sender.stop.wait(ready_at - now)
+            return True
+        batch = self._next(seen, now, merging=spacing(profile.kind) > 0)
+        if batch is None:  # only retries whose time has not come, or files to read again
+            waits = [POLL_S, *(b.next_at - now for b in seen.batches)]
+            self.sender.stop.wait(max(0.01, min(waits)))
             return True
         self._attempt(profile, batch)
         return True
+
+    def _next(self, seen: queue.Look, now: float, *, merging: bool) -> queue.Batch | None:
+        """What to send now: whichever is due first, a retry or the oldest fresh delivery
+        (then made a batch, merged as batch_of says). A retry is never merged again: it keeps
+        its key, and a later message never waits behind it."""
+        due = [b for b in seen.batches if b.next_at <= now]
+        retry = min(due, key=lambda b: b.next_at, default=None)
+        # A batch file that cannot be read now may hold fresh deliveries: none is taken.
+        blocked = any(queue.is_batch(path) for path, _ in seen.unreadable)
+        fresh = seen.fresh if not blocked else []
+        if retry is not None and (not fresh or retry.next_at <= fresh[0].queued_at):
+            return retry
+        if not fresh:
+            return None
+        chosen = batch_of(fresh, merging=merging)
+        messages = [q.message for q in chosen]
+        message = messages[0] if len(messages) == 1 else merge(messages)
+        batch = queue.Batch(message, [m.key for m in messages])
+        queue.take(self.sender.home, self.profile_name, batch, [q.path for q in chosen])
+        return batch
+
+    def _warn(self, unreadable: list[tuple[Path, str]]) -> None:
+        for path, why in unreadable:
+            if path not in self.warned:
+                self.warned.add(path)
+                log.warning("cannot read %s (%s): left in place, read again later", path, why)
 
     def _attempt(self, profile: Profile, batch: queue.Batch) -> None:
         home, name = self.sender.home, profile.name
@@ -119,10 +141,11 @@ class Worker(threading.Thread):
         try:
             req = request_for(profile.kind, profile.url, profile.secret, batch.message, now)
         except Exception as exc:  # a message the platform cannot carry: never retried
-            ok, retry, detail = False, False, f"not rendered: {exc}"
+            ok, retry, detail, limited = False, False, f"not rendered: {exc}", False
         else:
             verdict = post(profile.kind, req)
             ok, retry, detail = verdict.ok, verdict.retry, verdict.detail
+            limited = verdict.limited
         detail = scrub(detail, profile)
         batch.attempts += 1
         m = batch.message
@@ -132,6 +155,8 @@ class Worker(threading.Thread):
         elif retry and batch.attempts < MAX_ATTEMPTS:
             batch.next_at = time.time() + backoff(batch.attempts)
             queue.save_batch(home, name, batch)
+            if limited:  # the endpoint is too busy for any message until then
+                queue.hold(home, name, batch.next_at)
             outcome = "retrying"
         else:
             queue.finish(home, name, batch)

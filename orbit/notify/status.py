@@ -19,6 +19,7 @@ class Backlog:
     queued: int  # messages queued or in flight, all profiles
     oldest_s: float | None  # age of the oldest of them
     sender_alive: bool
+    damaged: int  # queue files set aside in notify/damaged/ (never sent)
 
 
 def backlog(home: Home) -> Backlog:
@@ -31,17 +32,28 @@ def backlog(home: Home) -> Backlog:
             ages.append(_age(path.stat().st_mtime, now))
     queued = 0
     for name in queue.profiles_with_work(home):
-        try:  # read only: the sender alone tidies the queue
-            batch = json.loads(queue.batch_path(home, name).read_text())
-            queued += len(batch["parts"])
-            ages.append(_age(float(batch["first_at"]), now))
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+        for path in queue.batch_files(home, name):
+            try:  # read only: the sender alone tidies the queue
+                batch = json.loads(path.read_bytes())
+                queued += len(batch["parts"])
+                ages.append(_age(float(batch["first_at"]), now))
+            except (OSError, ValueError, KeyError, TypeError):
+                queued += 1  # unreadable for now, or damaged: the sender deals with it
         for path in queue.delivery_files(home, name):
             queued += 1
-            ages.append(_age(path.stat().st_mtime, now))
+            try:
+                ages.append(_age(path.stat().st_mtime, now))
+            except OSError:
+                pass
     alive = is_locked(sender_lock(home))
-    return Backlog(ready_events, queued, max(ages) if ages else None, alive)
+    return Backlog(ready_events, queued, max(ages) if ages else None, alive, _damaged(home))
+
+
+def _damaged(home: Home) -> int:
+    try:
+        return sum(1 for p in queue.damaged_dir(home).rglob("*") if p.is_file())
+    except OSError:
+        return 0
 
 
 def _age(at: float, now: float) -> float:
