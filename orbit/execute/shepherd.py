@@ -18,9 +18,10 @@ from datetime import UTC, datetime
 from orbit.detach import release_memory
 from orbit.errors import DISK_FULL, DockerError, OrbitError, from_os_error
 from orbit.execute import docker_ops
-from orbit.execute.engine import Container, Engine, EngineError, NotFound
+from orbit.execute.engine import Container, Engine, EngineError, NotFound, Unreachable
 from orbit.execute.logfollow import LogCopier
 from orbit.execute.logvalve import Valve
+from orbit.execute.troubles import RESERVE, Troubles
 from orbit.execute.watching import (
     DISK_RETRY_SECONDS,
     METRICS_BUDGET_BYTES,
@@ -108,6 +109,7 @@ class Shepherd:
         self.metrics = Follower(home.runs_dir / run_id / METRICS)
         self.metrics_failed = False
         self.ahead: Prespawned | None = None  # the next run's shepherd, started at this one's end
+        self.troubles: Troubles | None = None  # while it watches a running container
 
     def tick(self, spawner: Spawner | None = None) -> None:
         from orbit.sched.tick import tick
@@ -318,6 +320,7 @@ class Shepherd:
         oom_events = OomEvents(sampler.dirs.get("memory"))
         gpus = self._gpu_peaks(run, container.id)
         copier = LogCopier(client, container.id, run.dir, self._secrets(run).values, valve)
+        self.troubles = Troubles(self.store, run, self.actor)
         waited: dict[str, Any] = {}
         waiter = threading.Thread(target=self._wait, args=(client, container.id, waited))
         waiter.daemon = True
@@ -406,6 +409,8 @@ class Shepherd:
         incomplete = w.copier.incomplete()
         if incomplete:
             record["log_incomplete"] = incomplete
+        if self.troubles is not None:
+            record.update(self.troubles.exit_fields(record))
         if record["exit_code"] in EXIT_HINTS and exec_failed(run.path(LOG)):
             record["exec_failed"] = True
         usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -424,14 +429,23 @@ class Shepherd:
             return None
 
     def _poll(self, copier: LogCopier, final: bool = False) -> int:
-        """One poll of Docker's log: frames read, or -1 when the disk is full."""
+        """One poll of Docker's log: frames read, or -1 when the disk is full. Docker not
+        answering and a full disk are said (once) through the run's troubles."""
+        troubles = self.troubles
         try:
-            return copier.poll(final=final)
+            got = copier.poll(final=final)
         except Exception as exc:  # Docker's: the container may be gone; what was written stays
-            if isinstance(exc, OSError) and exc.errno in DISK_FULL:
-                return -1
-            log.info("log copy failed: %s", exc)
-        return 0
+            if not isinstance(exc, OSError) or exc.errno not in DISK_FULL:
+                if isinstance(exc, Unreachable) and troubles is not None:
+                    troubles.docker(answering=False)
+                else:
+                    log.info("log copy failed: %s", exc)
+                return 0
+            got = -1
+        if troubles is not None:
+            troubles.docker(answering=True)
+            troubles.disk(full=got < 0)
+        return got
 
     def _wait(self, client: Engine, container_id: str, out: dict[str, Any]) -> None:
         while True:
@@ -572,6 +586,7 @@ class Shepherd:
         """The last step for a finished run: if its container still exists (e.g. after a
         reboot), save the rest of its log and remove it; then drop the secrets and the active/
         marker. When Docker cannot be reached the marker stays, so a later tick tries again."""
+        unlink_quiet(run.path(RESERVE))
         try:
             client = docker_ops.connect()
         except DockerError:
