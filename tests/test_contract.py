@@ -109,6 +109,7 @@ CONFIG = {
     "scheduler_interval_s",
     "node_unknown_after_s",
     "pids_limit",
+    "docker_log_mb",
     "executor",
     "slurm_partition",
     "slurm_account",

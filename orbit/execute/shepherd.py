@@ -20,7 +20,7 @@ from orbit.errors import DISK_FULL, DockerError, OrbitError, from_os_error
 from orbit.execute import docker_ops
 from orbit.execute.engine import Container, Engine, EngineError, NotFound, Unreachable
 from orbit.execute.logfollow import LogCopier
-from orbit.execute.logvalve import Valve
+from orbit.execute.logvalve import Valve, limit_for
 from orbit.execute.troubles import RESERVE, Troubles
 from orbit.execute.watching import (
     DISK_RETRY_SECONDS,
@@ -277,7 +277,7 @@ class Shepherd:
         container.reload()
         if container.status == "created":
             # Attached before the start, the valve sees all the output the copier will copy.
-            valve = self._attach(client, container.id, synced=True)
+            valve = self._attach(client, container, synced=True)
             try:
                 container.start()
             except EngineError as exc:
@@ -287,7 +287,7 @@ class Shepherd:
                 return None
             container.reload()
         else:
-            valve = self._attach(client, container.id, synced=False)
+            valve = self._attach(client, container, synced=False)
         if run.state is RunState.STARTING:
             started_at = (container.attrs.get("State") or {}).get("StartedAt") or ""
             run = self._until_written(
@@ -319,7 +319,7 @@ class Shepherd:
         sampler = Sampler(locate(container.id, pid))
         oom_events = OomEvents(sampler.dirs.get("memory"))
         gpus = self._gpu_peaks(run, container.id)
-        copier = LogCopier(client, container.id, run.dir, self._secrets(run).values, valve)
+        copier = self._copier(client, run, container, valve)
         self.troubles = Troubles(self.store, run, self.actor)
         waited: dict[str, Any] = {}
         waiter = threading.Thread(target=self._wait, args=(client, container.id, waited))
@@ -417,11 +417,19 @@ class Shepherd:
         record["shepherd_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
         return record
 
-    def _attach(self, client: Engine, container_id: str, synced: bool) -> Valve | None:
+    def _copier(
+        self, client: Engine, run: Run, container: Container, valve: Valve | None
+    ) -> LogCopier:
+        secrets = self._secrets(run).values
+        size = docker_ops.log_file_bytes(container.attrs)
+        return LogCopier(client, container.id, run.dir, secrets, valve, size)
+
+    def _attach(self, client: Engine, container: Container, synced: bool) -> Valve | None:
         """The valve on the container's attach stream (see logvalve.Valve); None when Docker
         refuses (the container has ended): the copy then runs unpaced."""
+        limit = limit_for(docker_ops.log_file_bytes(container.attrs))
         try:
-            return Valve.attach(client, container_id, synced)
+            return Valve.attach(client, container.id, synced, limit)
         except (OSError, DockerError) as exc:
             log.info(
                 "run %s: no attach stream (%s): the log is copied without a valve", self.run_id, exc
@@ -593,7 +601,7 @@ class Shepherd:
             return
         container = docker_ops.find_container(client, self.home, run.id)
         if container is not None:
-            copier = LogCopier(client, container.id, run.dir, self._secrets(run).values)
+            copier = self._copier(client, run, container, None)
             if not self._drain(copier, wait=False):
                 return  # the disk is full: a later tick's shepherd copies the rest
             if not self._remove(container):
