@@ -9,10 +9,12 @@ program wrote meanwhile).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from orbit.human import clock_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 
 def outages(status: Mapping[str, Any]) -> list[dict[str, Any]]:
