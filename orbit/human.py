@@ -82,3 +82,13 @@ def human_count(n: float) -> str:
         if abs(n) >= size:
             return f"{n / size:.1f}".rstrip("0").rstrip(".") + unit
     return f"{n:g}"
+
+
+def clock_time(stamp: str | None) -> str:
+    """An ISO time as the local clock shows it, `12:03:05`; "?" when missing or malformed."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(stamp)).astimezone().strftime("%H:%M:%S")
+    except ValueError:
+        return "?"

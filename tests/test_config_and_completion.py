@@ -115,7 +115,7 @@ def test_container_is_named_labelled_capped_and_reaped(orbit: Orbit, busybox: st
     host = info["HostConfig"]
     assert host["LogConfig"] == {
         "Type": "json-file",
-        "Config": {"max-file": "3", "max-size": "20m"},
+        "Config": {"max-file": "3", "max-size": "50m"},  # docker_log_mb: 150
     }
     assert host["Init"] is True
     assert host["NanoCpus"] == 500_000_000 and host["Memory"] == 256 * 1024**2

@@ -61,6 +61,7 @@ ROW = {  # each of ps --json's runs
     "reason",
     "exit_code",
     "error_line",
+    "log_note",
     "submitted_at",
     "started_at",
     "finished_at",
@@ -108,6 +109,7 @@ CONFIG = {
     "scheduler_interval_s",
     "node_unknown_after_s",
     "pids_limit",
+    "docker_log_mb",
     "executor",
     "slurm_partition",
     "slurm_account",
@@ -185,7 +187,7 @@ def test_json_of_a_finished_run(orbit: Orbit, busybox: str) -> None:
     waited = ok_json(orbit, "wait", "-g", "g")
     assert keys(waited) == {"ok", "runs", "interrupted"}  # (with -g)
     assert [keys(r) for r in waited["runs"]] == [
-        {"id", "name", "state", "reason", "exit_code", "error_excerpt"}
+        {"id", "name", "state", "reason", "exit_code", "error_excerpt", "log_note"}
     ]
 
     noted = ok_json(orbit, "note", "1", "lr too high")

@@ -111,6 +111,14 @@ def test_pids_limit_must_be_a_positive_whole_number(orbit: Orbit, value: str) ->
     assert orbit("config", "set", "pids_limit", "100").code == 0
 
 
+@pytest.mark.parametrize("value", ["2", "10.5", "-3", "true"])
+def test_docker_log_mb_must_be_a_whole_number_of_at_least_3(orbit: Orbit, value: str) -> None:
+    res = orbit("config", "set", "docker_log_mb", value)
+    assert res.code == 2
+    assert "docker_log_mb must be a whole number ≥ 3" in res.err
+    assert orbit("config", "set", "docker_log_mb", "30").code == 0
+
+
 # --- the shepherd's environment and name --------------------------------
 
 

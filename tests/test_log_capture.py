@@ -246,7 +246,7 @@ def test_a_container_that_ends_while_held_by_the_valve_settles(
         container.start()
         container.reload()
         valve.watch(container.attrs["State"]["Pid"])
-        copier = logfollow.LogCopier(Engine(), container.id, tmp_path, [], valve)
+        copier = logfollow.LogCopier(Engine(), container.id, tmp_path, [], valve, 20 << 20)
         # Nothing is copied yet: the valve stops once about 24 MB of JSON are due.
         deadline = time.monotonic() + 60
         last, same = -1, 0
@@ -289,14 +289,15 @@ def settle_after_flood(orbit: Orbit, run_id: str, container: str) -> dict:
 
 def test_lines_docker_discarded_are_recorded_as_a_gap(orbit: Orbit, busybox: str) -> None:
     # A killed shepherd (its attach stream closes: the container runs free) while the
-    # container writes far more than Docker keeps (60 MB), and a successor only afterwards:
-    # the lost part must be said, never silent.
+    # container writes far more than Docker keeps (15 MB here), and a successor only
+    # afterwards: the lost part must be said, never silent, wherever the result is shown.
+    orbit.configure(docker_log_mb=15)
     script = (
         "echo first; sleep 2; "
-        + AWK_FLOOD.format(start=1, end=700_000)
+        + AWK_FLOOD.format(start=1, end=FLOOD)
         + "; echo FLOOD-DONE; sleep 2; echo after"
     )
-    run_id = flood_run(orbit, busybox, script)
+    run_id = flood_run(orbit, busybox, script, "-n", "fk")
     status = orbit.wait_for(run_id, lambda s: s["state"] == "running")
     deadline = time.monotonic() + 10
     while "first" not in log_lines(orbit, run_id):
@@ -307,15 +308,20 @@ def test_lines_docker_discarded_are_recorded_as_a_gap(orbit: Orbit, busybox: str
     lines = log_lines(orbit, run_id)
     assert lines[0] == "first" and lines[-2:] == ["FLOOD-DONE", "after"]
     numbers = [int(line[:9]) for line in lines[1:-2]]
-    assert numbers == sorted(set(numbers)) and numbers[-1] == 700_000  # in order, once each
-    assert len(numbers) < 700_000
+    assert numbers == sorted(set(numbers)) and numbers[-1] == FLOOD  # in order, once each
+    assert len(numbers) < FLOOD
     incomplete = exit_record(orbit, run_id)["log_incomplete"]
     assert incomplete["gaps"] == 1 and incomplete["lines_written"] == len(lines)
     gap = incomplete["ranges"][0]
     assert gap["after"] < gap["before"] and gap["at_byte"] == len("first\n")
     assert status["log_incomplete"] == incomplete
-    shown = orbit("show", run_id).out
-    assert "log incomplete: 1 gap" in shown
+    note = "log incomplete: 1 gap (Docker discarded output before it was copied)"
+    assert note in orbit("show", run_id).out
+    assert orbit("wait", run_id).out == f"run {run_id} (fk) succeeded; {note}\n"
+    row = next(line for line in orbit("ps", "-a").out.splitlines() if " fk " in line)
+    assert row.endswith(note), row
+    shown = orbit("logs", "-n", "1", run_id)
+    assert shown.out == "after\n" and shown.err == f"orbit: warning: run {run_id} (fk): {note}\n"
 
 
 def test_lines_discarded_before_anything_was_copied_are_recorded_as_a_gap(
@@ -323,7 +329,8 @@ def test_lines_discarded_before_anything_was_copied_are_recorded_as_a_gap(
 ) -> None:
     # As above, but the shepherd dies before the first line (no anchor): its successor finds
     # the retained log's first line as its start, and the discarded beginning was silent.
-    script = "sleep 2; " + AWK_FLOOD.format(start=1, end=700_000) + "; echo FLOOD-DONE"
+    orbit.configure(docker_log_mb=15)
+    script = "sleep 2; " + AWK_FLOOD.format(start=1, end=FLOOD) + "; echo FLOOD-DONE"
     run_id = flood_run(orbit, busybox, script)
     status = orbit.wait_for(run_id, lambda s: s["state"] == "running")
     kill_shepherd(orbit, run_id)
@@ -331,7 +338,7 @@ def test_lines_discarded_before_anything_was_copied_are_recorded_as_a_gap(
     status = settle_after_flood(orbit, run_id, status["container"])
     lines = log_lines(orbit, run_id)
     numbers = numbers_of(lines)
-    assert numbers == list(range(numbers[0], 700_001)) and numbers[0] > 1  # the start is gone
+    assert numbers == list(range(numbers[0], FLOOD + 1)) and numbers[0] > 1  # the start is gone
     incomplete = exit_record(orbit, run_id)["log_incomplete"]
     assert incomplete is not None and incomplete["gaps"] == 1
     gap = incomplete["ranges"][0]

@@ -123,6 +123,24 @@ def test_succeeded_run_has_no_log_and_a_plain_title(store: RunStore) -> None:
     assert dict(m.fields)["state"] == "succeeded (exit code 0)"
 
 
+def test_a_run_whose_log_lacks_lines_says_so(store: RunStore) -> None:
+    # Settled from an exit record as the shepherd writes it (a gap, Docker away a while).
+    from orbit.store.exitrecord import finalize_from_exit, write_exit
+
+    run = store.create({"name": "fk", "command": ["x"]}, reason="waiting", actor="test")
+    store.transition(run.id, RunState.STARTING, actor="test", lease={"cpus": 1, "mem_gb": 1})
+    store.transition(run.id, RunState.RUNNING, actor="test", started_at="2026-01-01T00:00:00Z")
+    gap = {"gaps": 1, "lines_written": 5, "ranges": [{"after": None, "before": None}]}
+    away = [{"from": "2026-01-01T00:00:05+00:00", "to": "2026-01-01T00:00:25+00:00"}]
+    write_exit(run.dir, {"exit_code": 0, "log_incomplete": gap, "docker_unreachable": away})
+    assert finalize_from_exit(store, run.id, actor="test")
+    m = run_message(store.load(run.id), None)
+    assert m.title == f"run {run.id} (fk) succeeded; log incomplete"
+    note = dict(m.fields)["log"]
+    assert note.startswith("log incomplete: 1 gap (Docker discarded output before it was copied)")
+    assert "; Docker was not answering " in note and "may be missing" in note
+
+
 def test_lost_and_cancelled_runs(store: RunStore) -> None:
     lost = finished(store, RunState.LOST, log="x\n", reason="the container vanished")
     assert run_message(lost, None).event == "failed" and run_message(lost, None).code == "x"

@@ -12,6 +12,10 @@ from orbit.cli.watch import copy_new, follow_until_done
 from orbit.env import Env
 from orbit.errors import CorruptError, ExitCode, UsageError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from orbit.store.model import Run
+
 LINE_BLOCK = 64 * 1024
 
 
@@ -56,10 +60,23 @@ def run(args: argparse.Namespace, env: Env) -> int:
     offset = start(path, args.tail, args.lines)
     if args.follow:
         if not args.json:
-            follow_until_done(env, store, run, offset=offset, out=binary_stdout(env))
+            run = follow_until_done(env, store, run, offset=offset, out=binary_stdout(env))
+            warn_missing(env, run)
             return ExitCode.OK
         run = follow_until_done(env, store, run)
-    return show(env, args.json, run.id, run.state.value, path, offset)
+    code = show(env, args.json, run.id, run.state.value, path, offset)
+    warn_missing(env, run)
+    return code
+
+
+def warn_missing(env: Env, run: Run) -> None:
+    """A warning on stderr, after the log, when lines of it may be missing (store/lognote.py)."""
+    from orbit.store.lognote import log_note
+
+    note = log_note(run.status)
+    if note:
+        env.stdout.flush()
+        print(f"orbit: warning: run {run.label}: {note}", file=env.stderr)
 
 
 def start(path: Path, tail: int | None, lines: int | None = None) -> int:

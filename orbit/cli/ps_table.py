@@ -41,6 +41,9 @@ def cells_of(rows: Iterable[dict[str, Any]]) -> list[list[Any]]:
             note = ""
         elif row.get("error_line") and from_command(row.get("reason")):
             note = f"{note} — {shorten(row['error_line'], 80, placeholder=' …')}"
+        if row.get("log_note") and state not in ("running", "starting"):
+            # A running run's reason says what holds it; the note comes with the result.
+            note = f"{note}; {row['log_note']}" if note else row["log_note"]
         when = parse_iso(row.get("submitted_at"))
         submitted: int | str = "-"
         if when is not None:

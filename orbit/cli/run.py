@@ -233,8 +233,11 @@ def run(args: argparse.Namespace, env: Env) -> int:
     if args.json:
         print_json(env, describe(store, run, metrics=metrics_json(run)))
     elif args.wait:
-        reason = f": {run.reason}" if run.reason else ""
-        print(f"orbit: run {run.label} {run.state.value}{reason}", file=env.stderr)
+        from orbit.cli.wait import result_line
+        from orbit.store.lognote import log_note
+
+        line = result_line(run.label, run.state.value, run.reason, log_note(run.status))
+        print(f"orbit: {line}", file=env.stderr)
     else:
         reason = f" ({run.reason})" if run.reason else ""
         print(f"run {run.label} {run.state.value}{reason}", file=env.stdout)
@@ -328,6 +331,8 @@ def exit_code_of(run: Run) -> int:
         return int(ExitCode.TIMED_OUT)
     if run.status.get("oom_killed") and code != 0:
         return int(ExitCode.OOM_KILLED)
+    if record.get("docker_restarted"):
+        return int(ExitCode.NO_RESULT)  # Docker stopped it: the command did not end by itself
     if code is not None and 0 < code < 256:
         return code
     return int(ExitCode.NO_RESULT)  # failed without a code of the command's (a build, …)

@@ -25,6 +25,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.cli.watch import needs_repair
     from orbit.review.metrics import metrics_json
     from orbit.store.describe import describe
+    from orbit.store.lognote import log_note
     from orbit.store.runs import RunStore
 
     store = RunStore(env.home)
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     lines = [
         f"run {run.label}",
         *_request(d),
-        *_outcome(d, run.status.get("log_incomplete")),
+        *_outcome(d, log_note(run.status)),
         *_times(d),
         *_code(d),
         *_session_lines(session),
@@ -179,8 +180,8 @@ def _excerpt(d: dict[str, Any]) -> list[str]:
     return [_field("log ends" if i == 0 else "", line) for i, line in enumerate(lines) if line]
 
 
-def _outcome(d: dict[str, Any], gaps: Any) -> list[str]:
-    """Leased GPUs, peaks, exit code and a log with gaps."""
+def _outcome(d: dict[str, Any], note: str | None) -> list[str]:
+    """Leased GPUs, peaks, exit code and a log that may lack lines (store/lognote.py)."""
     out = []
     lease_gpus = (d.get("lease") or {}).get("gpus") or []
     if lease_gpus:
@@ -193,15 +194,8 @@ def _outcome(d: dict[str, Any], gaps: Any) -> list[str]:
     if d.get("exit_code") is not None:
         killed = " (killed for memory)" if d["oom_killed"] else ""
         out.append(_field("exit code", f"{d['exit_code']}{killed}"))
-    if isinstance(gaps, dict):
-        count = gaps.get("gaps")
-        out.append(
-            _field(
-                "log",
-                f"log incomplete: {count} gap{'s' if count != 1 else ''} "
-                "(Docker discarded output before it was copied; see log.pos)",
-            )
-        )
+    if note:
+        out.append(_field("log", f"{note}; see log.pos"))
     return out
 
 

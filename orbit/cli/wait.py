@@ -22,6 +22,7 @@ from orbit.store.batches import pending
 from orbit.store.creation import recover
 from orbit.store.excerpt import from_command, key_line, run_excerpt
 from orbit.store.groups import interrupted, interrupted_text
+from orbit.store.lognote import log_note
 from orbit.store.runs import Broken, RunStore
 
 if TYPE_CHECKING:
@@ -185,6 +186,7 @@ def result(run: Run | Broken) -> dict[str, Any]:
             "reason": run.problem,
             "exit_code": None,
             "error_excerpt": None,
+            "log_note": None,
         }
     return {
         "id": run.id,
@@ -193,14 +195,20 @@ def result(run: Run | Broken) -> dict[str, Any]:
         "reason": run.reason,
         "exit_code": run.exit_code,
         "error_excerpt": run_excerpt(run),
+        "log_note": log_note(run.status),
     }
+
+
+def result_line(label: str, state: str, reason: str | None, note: str | None) -> str:
+    """`run 4 (b) failed: exit code 3; log incomplete: …`: a run's result in one line."""
+    said = f": {reason}" if reason else ""
+    return f"run {label} {state}{said}" + (f"; {note}" if note else "")
 
 
 def print_results(env: Env, results: list[dict[str, Any]]) -> None:
     for r in results:
-        reason = f": {r['reason']}" if r.get("reason") else ""
         label = f"{r['id']} ({r['name']})" if r.get("name") else r["id"]
-        print(f"run {label} {r['state']}{reason}", file=env.stdout)
+        print(result_line(label, r["state"], r.get("reason"), r.get("log_note")), file=env.stdout)
         line = key_line(r.get("error_excerpt"))
         if line and from_command(r.get("reason")):
             print(f"  {line}", file=env.stdout)

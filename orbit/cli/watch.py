@@ -59,7 +59,9 @@ class QueueNotes:
     """Says on stderr that a run waits in the queue and why, one line
     `orbit: run 4 (b) queued: waiting for 2 CPUs: 4 of 4 leased`, and again only when the reason
     changes (the tick rewrites it only then); the same for a run whose node cannot be reached
-    now (`orbit: run 4 unknown: node b cannot be reached …`). Nothing for other states."""
+    now (`orbit: run 4 unknown: node b cannot be reached …`), and for a running run held by
+    something outside it (`orbit: run 4 running: Docker is not answering since 12:03:05`,
+    `… waiting: disk full under …`: its shepherd's reason). Nothing for other states."""
 
     SHOWN = (RunState.QUEUED, RunState.UNKNOWN)
 
@@ -68,6 +70,12 @@ class QueueNotes:
         self.said: dict[str, str] = {}  # run id -> the state and reason last said
 
     def show(self, run: Run) -> None:
+        if run.state is RunState.RUNNING:
+            line = f"running: {run.reason}" if run.reason else ""
+            if self.said.get(run.id, "") != line and (line or run.id in self.said):
+                self.said[run.id] = line
+                print(f"orbit: run {run.label} {line or 'running'}", file=self.out, flush=True)
+            return
         if run.state not in self.SHOWN:
             return
         line = f"{run.state.value}: {run.reason or 'waiting'}"

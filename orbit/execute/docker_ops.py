@@ -183,7 +183,7 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
             "NetworkMode": network,
             "Init": True,
             "DeviceRequests": device_requests or None,
-            "LogConfig": {"Type": "json-file", "Config": {"max-size": "20m", "max-file": "3"}},
+            "LogConfig": {"Type": "json-file", "Config": log_config(home)},
         },
     }
     workdir = spec.get("workdir", "/workspace")  # null: the image's WORKDIR
@@ -192,6 +192,30 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
     if spec.get("user"):
         config["User"] = str(spec["user"])
     return config
+
+
+LOG_FILES = 3
+DEFAULT_LOG_FILE = 20 << 20  # a container made before docker_log_mb (or without max-size)
+
+
+def log_config(home: Home) -> dict[str, str]:
+    """Docker's json-file options for a run's container: `docker_log_mb` in LOG_FILES files.
+    What Docker keeps is what a new shepherd can still copy after its predecessor died."""
+    size = max(1, int(home.config["docker_log_mb"]) // LOG_FILES)
+    return {"max-size": f"{size}m", "max-file": str(LOG_FILES)}
+
+
+def log_file_bytes(attrs: dict[str, Any]) -> int:
+    """The size of one of Docker's log files for this container (its `max-size`), in bytes."""
+    options = ((attrs.get("HostConfig") or {}).get("LogConfig") or {}).get("Config") or {}
+    text = str(options.get("max-size") or "").strip().lower()
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    try:
+        if text[-1:] in units:
+            return int(float(text[:-1]) * units[text[-1]])
+        return int(text) if text else DEFAULT_LOG_FILE
+    except ValueError:
+        return DEFAULT_LOG_FILE
 
 
 def _bind(target: str, source: Any, *, read_only: bool) -> dict[str, Any]:

@@ -282,11 +282,14 @@ class Engine:
             timeval = struct.pack("ll", int(timeout), 0)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
-            sock.connect(self.address)
-            sock.sendall(f"GET {target} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
             parts = []
-            while part := sock.recv(1 << 22, socket.MSG_WAITALL):  # fewer, larger reads
-                parts.append(part)
+            try:
+                sock.connect(self.address)
+                sock.sendall(f"GET {target} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
+                while part := sock.recv(1 << 22, socket.MSG_WAITALL):  # fewer, larger reads
+                    parts.append(part)
+            except OSError as exc:
+                raise Unreachable(f"Docker is not reachable ({exc.strerror or exc})") from None
         head, _, body = b"".join(parts).partition(b"\r\n\r\n")
         status = head.split(b"\r\n", 1)[0].split()
         if len(status) < 2 or status[1] != b"200":

@@ -52,9 +52,8 @@ FIRST_TAIL = 1024
 HOLD_BYTES = 1 << 20  # a line longer than this is written in pieces of this size
 REDACTED = b"[redacted]"
 # Docker drops its oldest file only on a rotation with 3 files kept: its retained log then holds
-# two full rotated files (at least 2 × 20 MiB of JSON). A retained log estimated smaller (the
-# estimate errs high) has lost nothing.
-DROPPED_MIN = 2 * (20 << 20)
+# two full rotated files (at least 2 × max-size of JSON). A retained log estimated smaller (the
+# estimate errs high) has lost nothing: `LogCopier.dropped_min`.
 
 _STREAM_NAME = {1: "out", 2: "err"}
 _STREAM_NUM = {"out": 1, "err": 2}
@@ -295,10 +294,12 @@ class LogCopier:
         container_id: str,
         run_dir: Path,
         secrets: list[str],
-        valve: Valve | None = None,
+        valve: Valve | None,
+        file_bytes: int,
     ) -> None:
         self.engine = engine
         self.valve = valve
+        self.dropped_min = 2 * file_bytes  # Docker's max-size: see the top of this module
         self.container_id = container_id
         self.log_path = run_dir / "log.txt"
         self.pos_path = run_dir / "log.pos"
@@ -443,7 +444,7 @@ class LogCopier:
                 }
             )
             return new
-        if pos.anchor is None and len(window) and json_size(window.texts) >= DROPPED_MIN:
+        if pos.anchor is None and len(window) and json_size(window.texts) >= self.dropped_min:
             # No anchor (the predecessor died before copying anything) and so much retained
             # that Docker may have rotated away the start, unread: said, never silent.
             gaps.append({"after": None, "before": iso_of(stamps[0]), "at_byte": pos.size})

@@ -29,7 +29,8 @@ FRAME_HEADER = struct.Struct(">BxxxI")
 # The valve (see Valve): Docker's json-file log takes about the payload and JSON_LINE bytes
 # per line; the valve keeps what passed the attach stream but is not copied yet, plus what
 # Docker buffers for the attach stream (ATTACH_BUFFER payload bytes: its 1 MB pipe and the
-# socket), under VALVE_BYTES: well under the 40 MB that max-size 20m × max-file 3 keep.
+# socket), under VALVE_BYTES, and under 1.2 × one of Docker's log files (`limit_for`): well
+# under the two full files Docker keeps at least (docker_log_mb, execute/docker_ops.py).
 JSON_LINE = 80
 # Bytes Docker's JSON writes as 6 (`\u003c`, `\ufffd` for each byte of invalid UTF-8; valid
 # UTF-8 is kept, so counting all bytes ≥ 0x80 errs on the safe side) and as 2 (`\"`, `\\`);
@@ -39,6 +40,11 @@ _JSON2 = b'"\\'
 ATTACH_BUFFER = 1_500_000
 VALVE_BYTES = 24 << 20
 VALVE_READ = 1 << 18
+
+
+def limit_for(log_file_bytes: int) -> int:
+    """The valve's limit for a container whose Docker log files are this large."""
+    return min(VALVE_BYTES, int(1.2 * log_file_bytes))
 
 
 def json_size(texts: list[bytes]) -> int:
@@ -67,9 +73,10 @@ class Valve:
     nothing passed the valve puts the two sides level again.
     """
 
-    def __init__(self, sock: socket.socket, synced: bool) -> None:
+    def __init__(self, sock: socket.socket, synced: bool, limit: int = VALVE_BYTES) -> None:
         self.sock = sock
         self.synced = synced
+        self.limit = limit  # VALVE_BYTES, or less for a container with smaller log files
         # Payload bytes and lines that passed the attach stream, and that the copier took
         # from the log (levelled with the first at each resynchronisation).
         self.payload = self.lines = 0
@@ -87,7 +94,9 @@ class Valve:
         self._thread.start()
 
     @classmethod
-    def attach(cls, engine: Engine, container_id: str, synced: bool) -> Valve:
+    def attach(
+        cls, engine: Engine, container_id: str, synced: bool, limit: int = VALVE_BYTES
+    ) -> Valve:
         """Attach to the container's stdout and stderr."""
         response = engine.request(
             "POST",
@@ -100,7 +109,7 @@ class Valve:
             response.close()
             raise DockerError(f"Docker's attach failed: HTTP {response.status}")
         response.sock.settimeout(None)
-        return cls(response.sock, synced)
+        return cls(response.sock, synced, limit)
 
     def watch(self, pid: int | None) -> None:
         """The container's main process (its host pid), once started. When it ends the valve
@@ -174,7 +183,7 @@ class Valve:
         # What Docker holds for the attach stream reaches the log too: counted at the size
         # of JSON its lines have had so far.
         per_byte = self.passed / self.payload if self.payload else 1.0
-        room = VALVE_BYTES - ATTACH_BUFFER * per_byte - self.backlog()
+        room = self.limit - ATTACH_BUFFER * per_byte - self.backlog()
         if room < 0 and self.backlog() > 0:
             return 0
         return min(VALVE_READ, max(int(room / per_byte), 4096))

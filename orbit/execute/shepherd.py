@@ -18,9 +18,10 @@ from datetime import UTC, datetime
 from orbit.detach import release_memory
 from orbit.errors import DISK_FULL, DockerError, OrbitError, from_os_error
 from orbit.execute import docker_ops
-from orbit.execute.engine import Container, Engine, EngineError, NotFound
+from orbit.execute.engine import Container, Engine, EngineError, NotFound, Unreachable
 from orbit.execute.logfollow import LogCopier
-from orbit.execute.logvalve import Valve
+from orbit.execute.logvalve import Valve, limit_for
+from orbit.execute.troubles import RESERVE, Troubles
 from orbit.execute.watching import (
     DISK_RETRY_SECONDS,
     METRICS_BUDGET_BYTES,
@@ -108,6 +109,7 @@ class Shepherd:
         self.metrics = Follower(home.runs_dir / run_id / METRICS)
         self.metrics_failed = False
         self.ahead: Prespawned | None = None  # the next run's shepherd, started at this one's end
+        self.troubles: Troubles | None = None  # while it watches a running container
 
     def tick(self, spawner: Spawner | None = None) -> None:
         from orbit.sched.tick import tick
@@ -275,7 +277,7 @@ class Shepherd:
         container.reload()
         if container.status == "created":
             # Attached before the start, the valve sees all the output the copier will copy.
-            valve = self._attach(client, container.id, synced=True)
+            valve = self._attach(client, container, synced=True)
             try:
                 container.start()
             except EngineError as exc:
@@ -285,7 +287,7 @@ class Shepherd:
                 return None
             container.reload()
         else:
-            valve = self._attach(client, container.id, synced=False)
+            valve = self._attach(client, container, synced=False)
         if run.state is RunState.STARTING:
             started_at = (container.attrs.get("State") or {}).get("StartedAt") or ""
             run = self._until_written(
@@ -317,7 +319,8 @@ class Shepherd:
         sampler = Sampler(locate(container.id, pid))
         oom_events = OomEvents(sampler.dirs.get("memory"))
         gpus = self._gpu_peaks(run, container.id)
-        copier = LogCopier(client, container.id, run.dir, self._secrets(run).values, valve)
+        copier = self._copier(client, run, container, valve)
+        self.troubles = Troubles(self.store, run, self.actor)
         waited: dict[str, Any] = {}
         waiter = threading.Thread(target=self._wait, args=(client, container.id, waited))
         waiter.daemon = True
@@ -406,17 +409,27 @@ class Shepherd:
         incomplete = w.copier.incomplete()
         if incomplete:
             record["log_incomplete"] = incomplete
+        if self.troubles is not None:
+            record.update(self.troubles.exit_fields(record))
         if record["exit_code"] in EXIT_HINTS and exec_failed(run.path(LOG)):
             record["exec_failed"] = True
         usage = resource.getrusage(resource.RUSAGE_SELF)
         record["shepherd_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
         return record
 
-    def _attach(self, client: Engine, container_id: str, synced: bool) -> Valve | None:
+    def _copier(
+        self, client: Engine, run: Run, container: Container, valve: Valve | None
+    ) -> LogCopier:
+        secrets = self._secrets(run).values
+        size = docker_ops.log_file_bytes(container.attrs)
+        return LogCopier(client, container.id, run.dir, secrets, valve, size)
+
+    def _attach(self, client: Engine, container: Container, synced: bool) -> Valve | None:
         """The valve on the container's attach stream (see logvalve.Valve); None when Docker
         refuses (the container has ended): the copy then runs unpaced."""
+        limit = limit_for(docker_ops.log_file_bytes(container.attrs))
         try:
-            return Valve.attach(client, container_id, synced)
+            return Valve.attach(client, container.id, synced, limit)
         except (OSError, DockerError) as exc:
             log.info(
                 "run %s: no attach stream (%s): the log is copied without a valve", self.run_id, exc
@@ -424,14 +437,23 @@ class Shepherd:
             return None
 
     def _poll(self, copier: LogCopier, final: bool = False) -> int:
-        """One poll of Docker's log: frames read, or -1 when the disk is full."""
+        """One poll of Docker's log: frames read, or -1 when the disk is full. Docker not
+        answering and a full disk are said (once) through the run's troubles."""
+        troubles = self.troubles
         try:
-            return copier.poll(final=final)
+            got = copier.poll(final=final)
         except Exception as exc:  # Docker's: the container may be gone; what was written stays
-            if isinstance(exc, OSError) and exc.errno in DISK_FULL:
-                return -1
-            log.info("log copy failed: %s", exc)
-        return 0
+            if not isinstance(exc, OSError) or exc.errno not in DISK_FULL:
+                if isinstance(exc, Unreachable) and troubles is not None:
+                    troubles.docker(answering=False)
+                else:
+                    log.info("log copy failed: %s", exc)
+                return 0
+            got = -1
+        if troubles is not None:
+            troubles.docker(answering=True)
+            troubles.disk(full=got < 0)
+        return got
 
     def _wait(self, client: Engine, container_id: str, out: dict[str, Any]) -> None:
         while True:
@@ -572,13 +594,14 @@ class Shepherd:
         """The last step for a finished run: if its container still exists (e.g. after a
         reboot), save the rest of its log and remove it; then drop the secrets and the active/
         marker. When Docker cannot be reached the marker stays, so a later tick tries again."""
+        unlink_quiet(run.path(RESERVE))
         try:
             client = docker_ops.connect()
         except DockerError:
             return
         container = docker_ops.find_container(client, self.home, run.id)
         if container is not None:
-            copier = LogCopier(client, container.id, run.dir, self._secrets(run).values)
+            copier = self._copier(client, run, container, None)
             if not self._drain(copier, wait=False):
                 return  # the disk is full: a later tick's shepherd copies the rest
             if not self._remove(container):

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 SAMPLE_SECONDS = 0.5
 # Docker's log is polled every POLL_MIN s after output, backing off to SAMPLE_SECONDS when idle;
 # a poll that brought BUSY_FRAMES frames or more is followed by another after POLL_BUSY s, so
-# that Docker cannot rotate away (60 MB) what was not read yet.
+# that Docker cannot rotate away (docker_log_mb) what was not read yet.
 POLL_MIN = 0.1
 POLL_BUSY = 0.05
 BUSY_FRAMES = 2000

@@ -26,6 +26,7 @@ from orbit.review.series import Series, read_tail
 from orbit.store.describe import duration_s
 from orbit.store.excerpt import clean_lines
 from orbit.store.groups import Declared
+from orbit.store.lognote import log_note
 from orbit.store.model import LOG, METRICS, Run, RunState
 
 
@@ -167,6 +168,10 @@ def run_message(
     if reason and state != RunState.SUCCEEDED.value:
         title += f": {reason}"
     fields = [("state", f"{state} ({reason})" if reason else state)]
+    note = log_note(run.status)
+    if note:
+        title += f"; {note.split(':', 1)[0]}"
+        fields.append(("log", note))
     fields.append(("duration", human_seconds(duration_s(run.status))))
     if run.group:
         fields.append(("group", run.group))

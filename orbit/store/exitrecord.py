@@ -63,6 +63,8 @@ def outcome(record: dict[str, Any]) -> tuple[RunState, str | None]:
     code = record.get("exit_code")
     if code == 0:
         return RunState.SUCCEEDED, None
+    if record.get("docker_restarted"):  # set by the shepherd: see execute/troubles.py
+        return RunState.FAILED, f"stopped by a Docker daemon restart (exit code {code})"
     # Only when the log showed that the command could not be run: a program may exit 126 itself.
     hint = EXIT_HINTS.get(code) if isinstance(code, int) and record.get("exec_failed") else None
     return RunState.FAILED, f"exit code {code}" + (f" ({hint})" if hint else "")
@@ -70,7 +72,8 @@ def outcome(record: dict[str, Any]) -> tuple[RunState, str | None]:
 
 def settled_fields(record: dict[str, Any]) -> dict[str, Any]:
     """What an exit record sets in status.yaml: state, reason, exit code, OOM, finish time,
-    peaks, and `log_incomplete` only when Docker discarded output never copied (logfollow)."""
+    peaks, `log_incomplete` only when Docker discarded output never copied (logfollow), and
+    `docker_unreachable` only when the shepherd saw Docker stop answering during the run."""
     state, reason = outcome(record)
     fields: dict[str, Any] = {
         "state": state.value,
@@ -80,8 +83,9 @@ def settled_fields(record: dict[str, Any]) -> dict[str, Any]:
         "finished_at": record.get("finished_at") or now_iso(),
         "peaks": record.get("peaks") or {},
     }
-    if record.get("log_incomplete"):
-        fields["log_incomplete"] = record["log_incomplete"]
+    for key in ("log_incomplete", "docker_unreachable"):  # shown by store/lognote.py
+        if record.get(key):
+            fields[key] = record[key]
     return fields
 
 

@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "pull_timeout_s": 120,  # give up pulling a missing image after this long
     "scheduler_interval_s": 30,  # seconds between ticks of the systemd timer and `scheduler run`
     "pids_limit": 4096,  # most processes (and threads) one container may have at once
+    "docker_log_mb": 150,  # MiB of a container's output Docker keeps (3 files) for its shepherd
     # Scheduling (docs/scheduling.md)
     "count_outside_use": True,  # subtract CPU/memory used outside Orbit from what it leases
     "outside_cpu_min": 0.5,  # cores of outside CPU use that are ignored (noise)
@@ -74,6 +75,7 @@ POSITIVE = (
     "scheduler_interval_s",
     "pids_limit",
     "node_unknown_after_s",
+    "docker_log_mb",
 )
 OPTIONAL_TEXT = (
     "data_dir",
@@ -103,6 +105,10 @@ def check_setting(key: str, value: Any) -> str | None:
         return (
             None if whole and value > 0 else f"pids_limit must be a whole number > 0, got {value!r}"
         )
+    if key == "docker_log_mb":
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        ok = whole and value >= 3
+        return None if ok else f"docker_log_mb must be a whole number ≥ 3, got {value!r}"
     if key == "executor":
         return None if value in EXECUTORS else f"executor must be local or slurm, got {value!r}"
     if key == "slurm_extra_args":

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from orbit.store.excerpt import key_line
 from orbit.store.files import append_jsonl, atomic_write
+from orbit.store.lognote import log_note
 from orbit.store.model import Run, folder_of
 
 TYPE_CHECKING = False
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Keys added to the row after its first version: a row without one is from an older Orbit.
-ROW_KEYS = ("params", "error_line")
+ROW_KEYS = ("params", "error_line", "log_note")
 
 
 def row_for(run: Run, stamp: list[int] | None) -> dict[str, Any]:
@@ -47,6 +48,7 @@ def row_for(run: Run, stamp: list[int] | None) -> dict[str, Any]:
         "reason": status.get("reason"),
         "exit_code": status.get("exit_code"),
         "error_line": key_line(status.get("error_excerpt")),
+        "log_note": log_note(status),
         "submitted_at": status.get("submitted_at"),
         "started_at": status.get("started_at"),
         "finished_at": status.get("finished_at"),
