@@ -15,7 +15,7 @@ from orbit.errors import DISK_FULL, ConflictError, CorruptError, OrbitError
 from orbit.human import fmt_minutes, fmt_num
 from orbit.store import index, outbox
 from orbit.store.excerpt import log_excerpt
-from orbit.store.files import atomic_write, read_yaml, write_yaml
+from orbit.store.files import atomic_write, read_regular, read_yaml, write_yaml
 from orbit.store.locks import locked
 from orbit.store.model import FORMAT, LEASED, LOG, Run, RunState, now_iso
 from orbit.store.runs import RunStore
@@ -39,8 +39,8 @@ def write_exit(run_dir: Path, record: dict[str, Any]) -> None:
 
 def read_exit(run_dir: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads((run_dir / EXIT_FILE).read_text())
-    except (OSError, ValueError):
+        data = json.loads(read_regular(run_dir / EXIT_FILE))
+    except (OSError, ValueError, CorruptError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -145,7 +145,7 @@ def rebuild_status(store: RunStore, run_id: str, *, actor: str) -> Run | None:
                 return None
             status = _replay(spec, store.events(run_id), read_exit(run_dir))
             try:
-                atomic_write(run_dir / "status.yaml.broken", (run_dir / "status.yaml").read_bytes())
+                atomic_write(run_dir / "status.yaml.broken", read_regular(run_dir / "status.yaml"))
             except FileNotFoundError:
                 pass
             # A rebuilt status may settle the run (from exit.json): its event first, as in
@@ -172,10 +172,10 @@ def _damaged(store: RunStore, run_id: str) -> bool:
 
     path = store.run_dir(run_id) / "status.yaml"
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except FileNotFoundError:
         return True
-    except OSError:
+    except (OSError, CorruptError):  # not a file (a FIFO): never replaced blind
         return False
     try:
         data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
