@@ -6,8 +6,10 @@ Commands that could hang on old code run as real processes with a deadline.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -215,3 +217,67 @@ def test_a_total_above_the_machine_in_the_file_fails_no_run(orbit: Orbit, busybo
     assert f"can never start: it needs {cores + 1} CPUs but this machine has {cores} CPUs" in line
     check = doctor(orbit)["total_cpus"]
     assert check["status"] == "WARN" and f"more than this machine's {cores} CPUs" in check["detail"]
+
+
+# --- a running run with a damaged status.yaml --------------------------------------------------
+def test_a_running_run_with_a_garbled_status_is_counted_and_cancelled(
+    orbit: Orbit, busybox: str
+) -> None:
+    run_id = orbit.submit("--image", busybox, *SMALL, "--", "sleep", "60")
+    orbit.wait_for(run_id, lambda s: s["state"] == "running", timeout=30)
+    status = orbit.run_dir(run_id) / "status.yaml"
+    status.write_bytes(b"\x00\xff{")
+
+    leases = orbit("resources", "--json").json()["leases"]
+    assert [(lease["id"], lease["cpus"]) for lease in leases] == [(run_id, 1.0)]
+    res = orbit("cancel", "--json", run_id)
+    assert res.code == 0, res.err
+    assert res.json()["runs"] == [
+        {"id": run_id, "state": "cancelled", "reason": "cancelled by user"}
+    ]
+    events = [e["event"] for e in orbit.events(run_id)]
+    assert events[-3:] == ["repaired", "cancel-requested", "cancelled"]
+    assert (orbit.run_dir(run_id) / "status.yaml.broken").read_bytes() == b"\x00\xff{"
+
+
+# --- a cancel that comes after the command exited -------------------------------------------
+def test_a_cancel_after_the_command_exited_keeps_its_result(orbit: Orbit, busybox: str) -> None:
+    """Each run's shepherd is held (SIGSTOP) while its command exits 0 and a cancel is
+    requested: when it goes on, it may see the request before the exit and send a stop to a
+    container that had already ended (the race of the reliability audit's D10, made likely; 4
+    runs at once). Every run is recorded as it ended, succeeded, never as cancelled."""
+    import signal
+
+    from conftest import shepherd_pid
+
+    from orbit.execute.control import request_cancel
+
+    small = ("--no-project", "--cpus", "0.25", "--mem", "0.1")
+    ids = [
+        orbit.submit("--image", busybox, *small, "--", "sh", "-c", "sleep 1; exit 0")
+        for _ in range(4)
+    ]
+    for run_id in ids:
+        orbit.wait_for(run_id, lambda s: s["state"] == "running", timeout=30)
+    pids = [shepherd_pid(orbit, run_id) for run_id in ids]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        label = f"label=orbit.home={orbit.home.resolve()}"
+        listing = ["docker", "ps", "-a", "--filter", label, "--format", "{{.Status}}"]
+        deadline = time.monotonic() + 30
+        while subprocess.run(listing, capture_output=True, text=True).stdout.count("Exited") < 4:
+            assert time.monotonic() < deadline, "the containers never exited"
+            time.sleep(0.1)
+        for run_id in ids:
+            request_cancel(RunStore(Home(orbit.home)), run_id, actor="test")
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    for run_id in ids:
+        status = orbit.wait_for(run_id, lambda s: s["state"] != "running", timeout=30)
+        assert (status["state"], status["exit_code"]) == ("succeeded", 0), status
+        record = json.loads((orbit.run_dir(run_id) / "exit.json").read_text())
+        assert record["cancelled"] is False
+        late = record.get("cancel_late")  # the shepherd saw the request before the exit
+        assert status["reason"] == ("the cancel came after it had exited" if late else None)

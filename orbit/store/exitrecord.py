@@ -45,8 +45,19 @@ def read_exit(run_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+CANCEL_LATE = "the cancel came after it had exited"
+
+
 def outcome(record: dict[str, Any]) -> tuple[RunState, str | None]:
-    """The final state and reason that an exit record means."""
+    """The final state and reason that an exit record means; a cancel that came after the
+    command had exited by itself (`cancel_late`) leaves its outcome, with a note."""
+    state, reason = _outcome(record)
+    if record.get("cancel_late"):
+        reason = f"{reason}; {CANCEL_LATE}" if reason else CANCEL_LATE
+    return state, reason
+
+
+def _outcome(record: dict[str, Any]) -> tuple[RunState, str | None]:
     if record.get("cancelled"):
         return RunState.CANCELLED, "cancelled by user"
     if record.get("error"):
@@ -128,7 +139,9 @@ def rebuild_status(store: RunStore, run_id: str, *, actor: str) -> Run | None:
     missing), from its history (events.jsonl) and, when there is one, its exit.json; the
     damaged file is kept as `status.yaml.broken`. The repaired run, or None when it is not
     repairable here: run.yaml unreadable too, a status.yaml that is only unreadable (permissions)
-    or from a newer Orbit, or no such run. Call it only while no shepherd runs for the run.
+    or from a newer Orbit, or no such run. It writes under the run's lock, as every update
+    does, so a live shepherd (whose updates fail on the damaged file) goes on from the
+    rebuilt one: `orbit cancel` rebuilds a running run's status this way before stopping it.
     """
     run_dir = store.run_dir(run_id)
     try:
