@@ -262,7 +262,7 @@ class Home(Record):
     def config_problem(self) -> str | None:
         """Why the settings cannot be read (the one-line error, with its repair), or None."""
         try:
-            self._config = self.config
+            _ = self.config  # read (and kept) once
         except CorruptError as exc:
             return str(exc)
         return None
