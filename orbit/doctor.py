@@ -475,8 +475,59 @@ def check_datasets(home: Home) -> list[Check]:
     return [Check("datasets", WARN, f"{detail}; `-d` of them is refused", fix)]
 
 
+def check_config(home: Home) -> tuple[list[Check], Home]:
+    """config.yaml's check, and the home to check the rest with: with the defaults when the
+    file is damaged, so that one bad file hides nothing else."""
+    problem = home.config_problem()
+    if problem is not None:
+        detail, _, fix = problem.partition("; ")
+        return [Check("config", FAIL, detail, fix)], home.with_defaults()
+    checks = [Check("config", OK, f"{home.config_path}: readable")]
+    checks.extend(check_capacity(home))
+    return checks, home
+
+
+def check_capacity(home: Home) -> list[Check]:
+    """A total_cpus or total_mem_gb above the machine: leases add up to more than it has, and
+    no run gets more CPUs than it has (`orbit config set KEY null` uses what it has)."""
+    from orbit.human import fmt_num
+    from orbit.sched import machine
+    from orbit.sched.resources import GIB
+
+    checks = []
+    have = {"total_cpus": float(machine.cpu_count()), "total_mem_gb": machine.memory()[0] / GIB}
+    unit = {"total_cpus": "CPUs", "total_mem_gb": "GiB"}
+    for key, real in have.items():
+        value = home.config.get(key)
+        if value is not None and value > real + 1e-9:
+            detail = (
+                f"{key} {fmt_num(value)} is more than this machine's {fmt_num(real)} "
+                f"{unit[key]}: runs lease more than it has"
+                + (f", each at most {fmt_num(real)}" if key == "total_cpus" else "")
+            )
+            checks.append(Check(key, WARN, detail, f"`orbit config set {key} null`"))
+    return checks
+
+
+def check_nodes(home: Home) -> list[Check]:
+    """The registered nodes' file (only once there are nodes): it must be readable. Nodes are
+    not reached from here (`orbit node ls` does that)."""
+    from orbit.errors import OrbitError
+    from orbit.store import nodes
+
+    path = nodes.registry_path(home)
+    try:
+        found = nodes.load(home)
+    except OrbitError as exc:
+        fix = f"fix or remove {path} (then `orbit node add` the nodes again)"
+        return [Check("nodes", FAIL, str(exc), fix)]
+    if not found:
+        return []
+    return [Check("nodes", OK, f"{len(found)} registered: {', '.join(sorted(found))}")]
+
+
 def run_checks(home: Home, environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    checks: list[Check] = []
+    checks, home = check_config(home)
     docker_checks, info, client = check_docker()
     checks.extend(docker_checks)
     if client is not None:
@@ -493,4 +544,5 @@ def run_checks(home: Home, environ: Mapping[str, str] | None = None) -> list[dic
     checks.extend(check_auth(home, os.environ if environ is None else environ))
     checks.extend(check_notify(home))
     checks.extend(check_datasets(home))
+    checks.extend(check_nodes(home))
     return [asdict(c) for c in checks]

@@ -267,3 +267,53 @@ def test_a_broken_queued_run_does_not_stop_the_tick(orbit: Orbit, busybox: str) 
     assert orbit.wait_for(good.id, lambda s: s["state"] == "succeeded", timeout=30)
     listed = {r["id"]: r["state"] for r in orbit("ps", "--json").json()["runs"]}
     assert listed == {broken.id: "unreadable"}
+
+
+def test_an_image_removed_while_its_run_waits_fails_the_run(orbit: Orbit, busybox: str) -> None:
+    """README: an unknown image is refused at submit (exit 4, no run: the test above); one that
+    disappears between submit and start fails the recorded run, `image not found: IMAGE`, and
+    `orbit run -w` exits 125."""
+    import subprocess
+    import time
+
+    image = f"orbit-test/vanishing:{os.getpid()}-{time.monotonic_ns()}"
+    subprocess.run(["docker", "tag", busybox, image], check=True)
+    try:
+        orbit.configure(total_cpus=1)
+        blocker = orbit.submit(
+            "--no-project",
+            "--image",
+            busybox,
+            "--cpus",
+            "1",
+            "--mem",
+            "0.1",
+            "--",
+            "sh",
+            "-c",
+            "trap exit TERM; sleep 60 & wait",
+        )
+        waiting = orbit.proc(
+            "run",
+            "--no-project",
+            "--image",
+            image,
+            "--cpus",
+            "1",
+            "--mem",
+            "0.1",
+            "-w",
+            "--",
+            "true",
+        )
+        queued = orbit.wait_for(str(int(blocker) + 1), lambda s: s["state"] == "queued")
+        assert queued["state"] == "queued"
+    finally:
+        subprocess.run(["docker", "rmi", image], check=True, capture_output=True)
+    assert orbit("cancel", blocker).code == 0
+    _, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == ExitCode.NO_RESULT, err
+    status = orbit.status(str(int(blocker) + 1))
+    assert (status["state"], status["reason"]) == ("failed", f"image not found: {image}")
+    assert status["exit_code"] is None
+    assert f"image not found: {image}" in err

@@ -25,10 +25,8 @@ def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.store.runs import RunStore
 
     store = RunStore(env.home)
-    runs = [store.resolve(ref) for ref in args.runs]
-    watches = []
-    for r in runs:
-        watches.append(StatusWatch(store, request_cancel(store, r.id, actor=env.actor)))
+    ids = [store.resolve_id(ref) for ref in args.runs]  # a damaged run is rebuilt, then stopped
+    watches = [StatusWatch(store, request_cancel(store, i, actor=env.actor)) for i in ids]
     side_tick(env)  # a started run whose shepherd died gets a new one, which sees the request
     deadline = time.monotonic() + STOP_WAIT_SECONDS
     while time.monotonic() < deadline and not all(w.refresh().state.finished for w in watches):

@@ -31,6 +31,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("key", choices=sorted(DEFAULTS))
     s.add_argument("value", help="a YAML value; `null` restores the default")
     s.set_defaults(func=set_value)
+    r = csub.add_parser(
+        "reset",
+        help="move config.yaml aside (config.yaml.damaged-<time> or .old-<time>): "
+        "every setting back to its default, but the data directory",
+    )
+    r.set_defaults(func=reset)
 
 
 def show(args: argparse.Namespace, env: Env) -> int:
@@ -65,12 +71,55 @@ def set_value(args: argparse.Namespace, env: Env) -> int:
         raise UsageError(f"not a YAML value: {args.value!r}") from None
     if args.key == "data_dir":
         raise UsageError("use `orbit config data DIR` to move the data directory")
-    env.home.set_config(args.key, value)
+    check_capacity(args.key, value)
+    moved = env.home.set_config(args.key, value)
+    if moved is not None:
+        print(
+            f"orbit: warning: {env.home.config_path} could not be read; moved it to {moved} "
+            f"(copy settings back from it): {args.key} is set, the others are the defaults",
+            file=env.stderr,
+        )
     if getattr(args, "json", False):  # `orbit config --json set K V`
         print_json(env, {"key": args.key, "value": env.home.config[args.key]})
     else:
         print(f"{args.key}: {yaml_text(env.home.config[args.key])}", file=env.stdout)
     return ExitCode.OK
+
+
+def reset(args: argparse.Namespace, env: Env) -> int:
+    moved = env.home.move_config_aside()
+    data_dir = env.home.config.get("data_dir")
+    if getattr(args, "json", False):
+        print_json(env, {"moved_to": None if moved is None else str(moved), "data_dir": data_dir})
+    elif moved is None:
+        print(f"no {env.home.config_path}: the settings are the defaults", file=env.stdout)
+    else:
+        kept = f"; data_dir kept: {data_dir}" if data_dir else ""
+        print(
+            f"moved {env.home.config_path} to {moved}: the settings are the defaults{kept}",
+            file=env.stdout,
+        )
+    return ExitCode.OK
+
+
+def check_capacity(key: str, value: Any) -> None:
+    """Refuse a total larger than this machine: a run's default takes the total, and Docker
+    refuses a container more CPUs than the machine has (every default run would fail)."""
+    from orbit.human import fmt_num
+    from orbit.sched import machine
+    from orbit.sched.resources import GIB
+
+    if key == "total_cpus" and isinstance(value, int | float) and value > machine.cpu_count():
+        raise UsageError(
+            f"total_cpus {fmt_num(value)} is more than this machine's {machine.cpu_count()} CPUs; "
+            "`orbit config set total_cpus null` uses them all"
+        )
+    mem = machine.memory()[0] / GIB
+    if key == "total_mem_gb" and isinstance(value, int | float) and value > mem:
+        raise UsageError(
+            f"total_mem_gb {fmt_num(value)} is more than this machine's {fmt_num(mem)} GiB; "
+            "`orbit config set total_mem_gb null` uses all of it"
+        )
 
 
 def set_data(args: argparse.Namespace, env: Env) -> int:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from orbit.errors import ConflictError, SlurmError
+from orbit.errors import ConflictError, CorruptError, SlurmError
 from orbit.execute.shepherd import CANCEL_FILE
 from orbit.sched import slurm
 from orbit.store import secrets
+from orbit.store.exitrecord import rebuild_status
 from orbit.store.files import atomic_write, unlink_quiet
 from orbit.store.model import LEASED, Run, RunState, now_iso
 from orbit.store.runs import RunStore
@@ -21,9 +22,19 @@ def request_cancel(store: RunStore, run_id: str, *, actor: str) -> Run:
     A started run becomes `cancelled` when its shepherd has stopped the container and recorded
     the exit (within a few seconds); a finished run is returned unchanged. A run with a Slurm
     job also has its job scancel'ed (after the status is written: a job that starts meanwhile
-    finds its run cancelled and ends); Slurm out of reach is logged, never an error.
+    finds its run cancelled and ends); Slurm out of reach is logged, never an error. A damaged
+    status.yaml is first rebuilt from the run's history, as the tick does (`rebuild_status`),
+    so that a damaged running run can still be stopped; one that cannot be rebuilt is refused
+    with its CorruptError.
     """
-    run = store.load(run_id)
+    try:
+        run = store.load(run_id)
+    except CorruptError:
+        repaired = rebuild_status(store, run_id, actor=actor)
+        if repaired is None:
+            raise
+        log.warning("run %s: status.yaml rebuilt from its history", run_id)
+        run = repaired
     if run.state is RunState.QUEUED:
         try:
             run = store.transition(

@@ -372,6 +372,7 @@ class Shepherd:
             self._stop(container)
         elif run.path(CANCEL_FILE).exists():
             w.cancelled = True
+            w.stop_sent = time.time()
             self._stop(container)
 
     def _exit_record(self, run: Run, container: Container, w: Watching) -> dict[str, Any]:
@@ -406,6 +407,11 @@ class Shepherd:
             "finished_at": normalize_time(finished_at),
             "peaks": peaks,
         }
+        ended = parse_iso(record["finished_at"])
+        if w.stop_sent is not None and ended is not None and ended.timestamp() < w.stop_sent:
+            # It exited by itself before the stop was sent: its own result, not a cancel.
+            record["cancelled"] = False
+            record["cancel_late"] = True
         incomplete = w.copier.incomplete()
         if incomplete:
             record["log_incomplete"] = incomplete

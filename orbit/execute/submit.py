@@ -18,7 +18,7 @@ from typing import Any
 from orbit.errors import DockerError, NotFoundError, OrbitError, UsageError
 from orbit.execute import docker_ops
 from orbit.sched.plan import Demand, GpuSlot, never_fits
-from orbit.sched.resources import Amount, machine_totals
+from orbit.sched.resources import Amount, machine_totals, one_run_most
 from orbit.store import datasets as named_datasets
 from orbit.store import secrets as run_secrets
 from orbit.store.agent import agent_from_environ, record_session_run
@@ -146,7 +146,7 @@ def _node_slots(home: Home, names: list[str] | None) -> list[tuple[Amount, tuple
 def _resources(home: Home, req: Request) -> Amount:
     if home.config.get("executor") == "slurm":
         return _slurm_resources(home, req)
-    totals = machine_totals(home)
+    totals = one_run_most(machine_totals(home))
     cfg = home.config
     cpus = req.cpus if req.cpus is not None else min(float(cfg["default_cpus"]), totals.cpus)
     mem = req.mem_gb if req.mem_gb is not None else min(float(cfg["default_mem_gb"]), totals.mem_gb)

@@ -46,6 +46,7 @@ class Watching(Record):
         "gpus",
         "oom_events",
         "sampler",
+        "stop_sent",
         "timed_out",
         "waited",
         "waiter",
@@ -72,6 +73,7 @@ class Watching(Record):
         self.deadline = deadline  # time.time() at which the timeout stops the container
         self.timed_out = timed_out
         self.cancelled = cancelled
+        self.stop_sent: float | None = None  # time.time() when a cancel's stop was sent
 
     def sample(self) -> None:
         """One sample of the cgroup, the kernel's OOM events and the leased GPUs."""

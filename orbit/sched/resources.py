@@ -36,6 +36,15 @@ def machine_totals(home: Home) -> Amount:
     return Amount(float(cpus), float(mem))
 
 
+def one_run_most(totals: Amount) -> Amount:
+    """The most one run here can have: the totals (config.yaml may set them above the
+    machine, to lease more than it has), but no more CPUs than the machine has, which Docker
+    refuses a container ("Range of CPUs is from 0.01 to 2.00")."""
+    from orbit.sched import machine
+
+    return Amount(min(totals.cpus, float(machine.cpu_count())), totals.mem_gb)
+
+
 def fmt_num(value: float) -> str:
     """4.0 → "4", 0.25 → "0.25", 23.4567 → "23.46"."""
     return f"{value:.2f}".rstrip("0").rstrip(".") if value % 1 else str(int(value))

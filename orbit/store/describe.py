@@ -6,8 +6,10 @@ import json
 import os
 from typing import Any
 
+from orbit.errors import CorruptError
 from orbit.store.dirlist import scan_dir
 from orbit.store.excerpt import run_excerpt
+from orbit.store.files import open_regular
 from orbit.store.folders import of_run
 from orbit.store.model import Run, parse_iso
 from orbit.store.notes import group_notes
@@ -22,11 +24,11 @@ def latest_metrics(run: Run) -> tuple[dict[str, Any], int | None]:
     number of lines when the file is small enough to count cheaply."""
     path = run.path("metrics.jsonl")
     try:
-        size = os.path.getsize(path)
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
+            size = fh.seek(0, os.SEEK_END)
             fh.seek(max(0, size - METRICS_TAIL_BYTES))
             tail = fh.read()
-    except OSError:
+    except (OSError, CorruptError):
         return {}, 0
     lines = tail.splitlines()
     if size > METRICS_TAIL_BYTES and lines:

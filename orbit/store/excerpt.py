@@ -12,6 +12,8 @@ import os
 import re
 from pathlib import Path
 
+from orbit.errors import CorruptError
+from orbit.store.files import open_regular
 from orbit.store.model import LOG, Run, RunState
 
 TAIL_BYTES = 64 * 1024
@@ -40,11 +42,11 @@ LIBRARY = ("site-packages/", "dist-packages/", "/lib/python", "<frozen ")
 def log_excerpt(path: Path) -> str | None:
     """The excerpt of the log at `path` (None when there is no log or nothing in it)."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             size = fh.seek(0, os.SEEK_END)
             fh.seek(max(0, size - TAIL_BYTES))
             raw = fh.read(TAIL_BYTES)
-    except OSError:
+    except (OSError, CorruptError):
         return None
     if size > TAIL_BYTES:
         raw = raw.partition(b"\n")[2]  # the first line is probably cut

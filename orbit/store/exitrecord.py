@@ -15,7 +15,7 @@ from orbit.errors import DISK_FULL, ConflictError, CorruptError, OrbitError
 from orbit.human import fmt_minutes, fmt_num
 from orbit.store import index, outbox
 from orbit.store.excerpt import log_excerpt
-from orbit.store.files import atomic_write, read_yaml, write_yaml
+from orbit.store.files import atomic_write, read_regular, read_yaml, write_yaml
 from orbit.store.locks import locked
 from orbit.store.model import FORMAT, LEASED, LOG, Run, RunState, now_iso
 from orbit.store.runs import RunStore
@@ -39,14 +39,25 @@ def write_exit(run_dir: Path, record: dict[str, Any]) -> None:
 
 def read_exit(run_dir: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads((run_dir / EXIT_FILE).read_text())
-    except (OSError, ValueError):
+        data = json.loads(read_regular(run_dir / EXIT_FILE))
+    except (OSError, ValueError, CorruptError):
         return None
     return data if isinstance(data, dict) else None
 
 
+CANCEL_LATE = "the cancel came after it had exited"
+
+
 def outcome(record: dict[str, Any]) -> tuple[RunState, str | None]:
-    """The final state and reason that an exit record means."""
+    """The final state and reason that an exit record means; a cancel that came after the
+    command had exited by itself (`cancel_late`) leaves its outcome, with a note."""
+    state, reason = _outcome(record)
+    if record.get("cancel_late"):
+        reason = f"{reason}; {CANCEL_LATE}" if reason else CANCEL_LATE
+    return state, reason
+
+
+def _outcome(record: dict[str, Any]) -> tuple[RunState, str | None]:
     if record.get("cancelled"):
         return RunState.CANCELLED, "cancelled by user"
     if record.get("error"):
@@ -132,7 +143,9 @@ def rebuild_status(store: RunStore, run_id: str, *, actor: str) -> Run | None:
     missing), from its history (events.jsonl) and, when there is one, its exit.json; the
     damaged file is kept as `status.yaml.broken`. The repaired run, or None when it is not
     repairable here: run.yaml unreadable too, a status.yaml that is only unreadable (permissions)
-    or from a newer Orbit, or no such run. Call it only while no shepherd runs for the run.
+    or from a newer Orbit, or no such run. It writes under the run's lock, as every update
+    does, so a live shepherd (whose updates fail on the damaged file) goes on from the
+    rebuilt one: `orbit cancel` rebuilds a running run's status this way before stopping it.
     """
     run_dir = store.run_dir(run_id)
     try:
@@ -149,7 +162,7 @@ def rebuild_status(store: RunStore, run_id: str, *, actor: str) -> Run | None:
                 return None
             status = _replay(spec, store.events(run_id), read_exit(run_dir))
             try:
-                atomic_write(run_dir / "status.yaml.broken", (run_dir / "status.yaml").read_bytes())
+                atomic_write(run_dir / "status.yaml.broken", read_regular(run_dir / "status.yaml"))
             except FileNotFoundError:
                 pass
             # A rebuilt status may settle the run (from exit.json): its event first, as in
@@ -176,10 +189,10 @@ def _damaged(store: RunStore, run_id: str) -> bool:
 
     path = store.run_dir(run_id) / "status.yaml"
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except FileNotFoundError:
         return True
-    except OSError:
+    except (OSError, CorruptError):  # not a file (a FIFO): never replaced blind
         return False
     try:
         data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))

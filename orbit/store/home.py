@@ -19,6 +19,7 @@ is made readable by its group or everyone (`Home.umask`).
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -31,6 +32,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 CONFIG_FORMAT = 1
+# How a damaged config.yaml is repaired with Orbit itself (Home.move_config_aside).
+CONFIG_REPAIR = (
+    "fix it, or `orbit config reset` (moves it aside as config.yaml.damaged-<time>; "
+    "the settings become the defaults)"
+)
 
 # Settings a user may put in config.yaml, with their defaults (docs/configuration.md).
 DEFAULTS: dict[str, Any] = {
@@ -245,21 +251,75 @@ class Home(Record):
         settings = dict(DEFAULTS)
         if not self.config_path.exists():
             return settings
-        data = read_yaml(self.config_path)
+        try:  # an empty file (or only comments) holds no settings: the defaults
+            data = read_yaml(self.config_path, allow_empty=True)
+        except CorruptError as exc:
+            raise CorruptError(f"{exc}; {CONFIG_REPAIR}") from None
         for key, value in data.items():
             if key == "format":
                 continue
             problem = check_setting(key, value)
             if problem:
-                raise CorruptError(f"{self.config_path}: {problem}")
+                repair = f"`orbit config set {key} null`" if key in DEFAULTS else CONFIG_REPAIR
+                raise CorruptError(f"{self.config_path}: {problem}; fix it, or {repair}")
             settings[key] = value
         return settings
 
-    def set_config(self, key: str, value: Any) -> None:
+    def config_problem(self) -> str | None:
+        """Why the settings cannot be read (the one-line error, with its repair), or None."""
+        try:
+            _ = self.config  # read (and kept) once
+        except CorruptError as exc:
+            return str(exc)
+        return None
+
+    def with_defaults(self) -> Home:
+        """This home with the default settings: what `orbit doctor` checks the rest of a home
+        whose config.yaml is damaged with."""
+        home = Home(self.root, self.environ)
+        home._config = dict(DEFAULTS)
+        return home
+
+    def move_config_aside(self) -> Path | None:
+        """Rename config.yaml to `config.yaml.damaged-<UTC time>` when it cannot be read (else
+        `config.yaml.old-<time>`) and leave the settings at their defaults, but for a
+        `data_dir` that can still be read from it: the runs live there. The new name, or None
+        without a file. Nothing is deleted: the old file is there to copy settings back from."""
+        path = self.config_path
+        if not os.path.lexists(path):
+            return None
+        kind = "old" if self.config_problem() is None else "damaged"
+        try:
+            data_dir = read_yaml(path, allow_empty=True).get("data_dir")
+        except CorruptError:
+            data_dir = None
+        valid = data_dir and check_setting("data_dir", data_dir) is None
+        kept = {"data_dir": data_dir} if valid else {}
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = path.with_name(f"{path.name}.{kind}-{stamp}")
+        n = 1
+        while os.path.lexists(aside):
+            n += 1
+            aside = path.with_name(f"{path.name}.{kind}-{stamp}-{n}")
+        os.rename(path, aside)
+        if kept:
+            write_yaml(path, {"format": CONFIG_FORMAT, **kept})
+        self._config = None
+        return aside
+
+    def set_config(self, key: str, value: Any) -> Path | None:
+        """Set one setting (None: back to its default). A config.yaml that cannot be read is
+        moved aside first (`move_config_aside`): its new name is returned, else None."""
         problem = check_setting(key, value) if value is not None else None
         if problem:
             raise UsageError(problem)
-        current = read_yaml(self.config_path) if self.config_path.exists() else {}
+        moved = None
+        try:
+            exists = self.config_path.exists()
+            current = read_yaml(self.config_path, allow_empty=True) if exists else {}
+        except CorruptError:
+            moved = self.move_config_aside()
+            current = {}
         current.pop("format", None)
         if value is None:
             current.pop(key, None)
@@ -268,6 +328,7 @@ class Home(Record):
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_yaml(self.config_path, {"format": CONFIG_FORMAT, **current})
         self._config = None
+        return moved
 
 
 def current_boot_id() -> str:
