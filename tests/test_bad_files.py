@@ -74,6 +74,21 @@ def test_a_fifo_status_yaml_blocks_no_reader(orbit: Orbit, busybox: str) -> None
     assert res.code == 3, res.err
 
 
+def test_a_fifo_log_txt_is_named_not_waited_on(orbit: Orbit) -> None:
+    """`orbit logs` of a run whose log.txt is a FIFO: one line, exit 6, no hang (with its
+    status.yaml damaged too, the same)."""
+    (run,) = done_runs(orbit, 1)
+    log = orbit.run_dir(run) / "log.txt"
+    log.unlink(missing_ok=True)
+    os.mkfifo(log)
+    want = f"orbit: {log}: unreadable (not a regular file)\n"
+    res = finished(orbit, orbit.proc("logs", run), timeout=20)
+    assert (res.code, res.err) == (ExitCode.CORRUPT, want)
+    (orbit.run_dir(run) / "status.yaml").write_text("state: [\n")
+    res = finished(orbit, orbit.proc("logs", run), timeout=20)
+    assert (res.code, res.err) == (ExitCode.CORRUPT, want)
+
+
 @pytest.mark.parametrize("name", ["status.yaml", "run.yaml"])
 def test_an_oversized_run_file_is_unreadable_not_slow(orbit: Orbit, name: str) -> None:
     big, other = done_runs(orbit, 2)
@@ -148,6 +163,17 @@ def test_a_damaged_config_yaml_is_named_with_its_repair(orbit: Orbit, content: b
     )
     assert orbit("config", "--json").json()["default_cpus"] == 1
     assert orbit("resources").code == 0
+
+
+def test_a_config_yaml_symlink_loop_is_damaged_not_the_defaults(orbit: Orbit) -> None:
+    path = orbit.home / "config.yaml"
+    path.unlink()
+    path.symlink_to(path.name)  # a loop: exists() says False, yet something is there
+    line = one_line(orbit("resources"), ExitCode.CORRUPT)
+    assert line.startswith(f"orbit: {path}: unreadable (") and "orbit config reset" in line
+    assert orbit("config", "reset").code == 0
+    assert orbit("resources").code == 0
+    assert [p.is_symlink() for p in orbit.home.glob("config.yaml.*")] == [True]
 
 
 def test_config_reset_moves_the_file_aside(orbit: Orbit, tmp_path: Path) -> None:

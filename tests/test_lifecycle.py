@@ -484,6 +484,10 @@ def test_vanished_container_makes_the_run_lost(orbit: Orbit, busybox: str) -> No
     status = orbit.wait_for(run_id, lambda s: s["state"] != "running")
     assert status["state"] == "lost"
     assert status["reason"] == "its container vanished with no exit record"
+    # The marker goes just after the status is written (RunStore.update): wait for it.
+    deadline = time.monotonic() + 30
+    while (orbit.home / "active" / run_id).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not (orbit.home / "active" / run_id).exists()
 
 

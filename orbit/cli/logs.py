@@ -11,6 +11,7 @@ from orbit.cli.run import binary_stdout
 from orbit.cli.watch import copy_new, follow_until_done
 from orbit.env import Env
 from orbit.errors import CorruptError, ExitCode, UsageError
+from orbit.store.files import open_regular
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,14 +50,12 @@ def run(args: argparse.Namespace, env: Env) -> int:
         if args.follow:
             raise CorruptError(f"{exc}; without -f, `orbit logs {run_id}` shows its log") from None
         path = store.run_dir(run_id) / "log.txt"
-        try:  # a log that cannot be read either is the one error to show
-            os.close(os.open(path, os.O_RDONLY))
-        except FileNotFoundError:
-            pass
+        readable_log(path)  # a log that cannot be read either is the one error to show
         print(f"orbit: warning: {exc}; showing its log.txt as it is", file=env.stderr)
         offset = start(path, args.tail, args.lines)
         return show(env, args.json, run_id, "unreadable", path, offset)
     path = run.path("log.txt")
+    readable_log(path)
     offset = start(path, args.tail, args.lines)
     if args.follow:
         if not args.json:
@@ -67,6 +66,15 @@ def run(args: argparse.Namespace, env: Env) -> int:
     code = show(env, args.json, run.id, run.state.value, path, offset)
     warn_missing(env, run)
     return code
+
+
+def readable_log(path: Path) -> None:
+    """Raise the one-line error of a log.txt that cannot be read, or is not a regular file (a
+    FIFO or a file on a hung mount would hold `orbit logs` forever); a missing one is empty."""
+    try:
+        open_regular(path).close()
+    except FileNotFoundError:
+        pass
 
 
 def warn_missing(env: Env, run: Run) -> None:

@@ -249,7 +249,7 @@ class Home(Record):
 
     def _load_config(self) -> dict[str, Any]:
         settings = dict(DEFAULTS)
-        if not self.config_path.exists():
+        if not os.path.lexists(self.config_path):  # a symlink loop is there, and damaged
             return settings
         try:  # an empty file (or only comments) holds no settings: the defaults
             data = read_yaml(self.config_path, allow_empty=True)
@@ -315,7 +315,7 @@ class Home(Record):
             raise UsageError(problem)
         moved = None
         try:
-            exists = self.config_path.exists()
+            exists = os.path.lexists(self.config_path)
             current = read_yaml(self.config_path, allow_empty=True) if exists else {}
         except CorruptError:
             moved = self.move_config_aside()
