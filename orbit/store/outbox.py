@@ -21,10 +21,10 @@ import logging
 import os
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from orbit.detach import start_with_lock
+from orbit.record import Frozen
 from orbit.store.childenv import child_environ
 from orbit.store.files import atomic_write, read_yaml
 from orbit.store.home import Home
@@ -82,11 +82,18 @@ def record_settled(home: Home, run_id: str, state: str, now: str) -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class Event:
-    run: str  # "" for a damaged file whose name is not an event's
+class Event(Frozen):
+    """An outbox event: `run` ("" for a damaged file whose name is not an event's), `state`,
+    and `damaged`: why the file did not parse ("" when it did; run and state are then from
+    its name)."""
+
+    __slots__ = ("damaged", "run", "state")
+    run: str
     state: str
-    damaged: str = ""  # why the file did not parse (its run and state are then from its name)
+    damaged: str
+
+    def __init__(self, run: str, state: str, damaged: str = "") -> None:
+        self._init(run=run, state=state, damaged=damaged)
 
 
 def read_event(path: Path) -> Event | None:
