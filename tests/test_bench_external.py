@@ -426,11 +426,17 @@ def test_regrade_w_says_why_it_waits_and_a_cancelled_regrade_keeps_the_grading( 
     try:
         line = _line_with(_lines(proc.stderr), "queued: waiting for 1 CPU")
         assert line.startswith("orbit: run ") and "add__oracle__1.verify-2" in line, line
-        res = arith("bench", "cancel", job_id, "--json")
+        res = arith("bench", "cancel", job_id)
         assert res.code == 0, res.err
         proc.wait(timeout=60)
     finally:
         proc.kill()
+    # Only a regrade was stopped: the job is finished, with the grading it had.
+    assert res.out.strip() == (
+        f"job {job_id}: cancelled the regrade of 1 trial(s); the job keeps its earlier grading"
+    ), res.out
+    res = arith("bench", "show", job_id, "--json")
+    assert res.json()["job"]["state"] == "finished", res.json()["job"]
     trial = res.json()["trials"][0]
     assert (trial["evaluation"], trial["score"], trial["reason"]) == ("valid", 1.0, None)
     assert trial["runs"]["verify"][0] == before["runs"]["verify"][0]

@@ -17,7 +17,10 @@ from conftest import Orbit, Result
 from orbit.cli import main
 from orbit.env import Env
 from orbit.errors import ExitCode
-from orbit.store.files import read_yaml
+from orbit.store.files import read_jsonl, read_yaml
+from orbit.store.groups import group_dir
+from orbit.store.home import Home
+from orbit.store.locks import release, try_lock
 
 SMALL = ("--no-project", "--cpus", "0.1", "--mem", "0.1")
 FINAL_EVENTS = {"succeeded", "failed", "cancelled", "lost"}
@@ -305,7 +308,7 @@ def test_ps_g_and_rm_g_with_typed_confirmation(orbit: Orbit, busybox: str) -> No
     other = orbit.submit(*SMALL, "--image", busybox, "-g", "other", "--", "sleep", "30")
 
     # ps -g lists the group's active runs (none left), ps -a -g all of them.
-    assert orbit("ps", "-g", "done", "--json").json() == {"runs": []}
+    assert orbit("ps", "-g", "done", "--json").json() == {"runs": [], "interrupted": []}
     assert orbit("ps", "-g", "done").out == (
         "no active runs in group done (orbit ps -a -g done lists all)\n"
     )
@@ -333,7 +336,7 @@ def test_ps_g_and_rm_g_with_typed_confirmation(orbit: Orbit, busybox: str) -> No
     # Typing the group's name deletes exactly its runs.
     assert rm_typing("-g", "done", typed="done\n") == 0
     assert run_ids(orbit) == [other]
-    assert orbit("ps", "-a", "-g", "done", "--json").json() == {"runs": []}
+    assert orbit("ps", "-a", "-g", "done", "--json").json() == {"runs": [], "interrupted": []}
     assert orbit("wait", "-g", "done").code == ExitCode.NOT_FOUND
 
 
@@ -374,6 +377,23 @@ def test_max_running_caps_the_group(orbit: Orbit, busybox: str) -> None:
     assert _overlap(orbit, ids) <= 2
 
 
+def _has_open(pid: int, path: Path) -> bool:
+    """Whether process `pid` has `path` open (it is waiting for that lock)."""
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        return any(os.path.realpath(fd) == str(path.resolve()) for fd in fds.iterdir())
+    except OSError:  # a descriptor closed while looked at
+        return False
+
+
+def _wait_for(check, proc, timeout: float = 60) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
 def test_a_sweep_killed_before_its_runs_appear_leaves_no_debris_and_its_group_says_so(
     orbit: Orbit, busybox: str
 ) -> None:
@@ -405,6 +425,24 @@ def test_a_sweep_killed_before_its_runs_appear_leaves_no_debris_and_its_group_sa
     assert [r["id"] for r in listed["runs"]] == ["1"]
     assert [x["count"] for x in listed["interrupted"]] == [200]
     assert "a launch of 200 runs was killed" in orbit("ps", "-g", "sw").err
+    # Killed before its batch is recorded (held in --objective's write of group.yaml): it
+    # leaves no launch line, so it neither claims runs that never came nor hides the note.
+    folder = group_dir(Home.from_environ(orbit.environ), "sw")
+    held = try_lock(folder / ".lock")
+    assert held is not None
+    try:
+        early = orbit.proc("sweep", *SMALL, "--image", busybox, "-g", "sw", "--objective",
+                           "loss:min", "-p", "i=7,8", "--", "true")  # fmt: skip
+        _wait_for(lambda: _has_open(early.pid, folder / ".lock"), early)
+        early.kill()
+        early.wait()
+    finally:
+        release(held)
+    assert len(read_jsonl(folder / "launches.jsonl")) == 2  # the first sweep and the killed one
+    waited = orbit("wait", "-g", "sw")
+    assert waited.code == ExitCode.RUN_FAILED, waited.err
+    assert "group sw: a launch of 200 runs was killed before its runs were written" in waited.err
+    assert sorted(os.listdir(runs)) == ["1"]
     # Launching the group again supersedes the note.
     assert sweep(orbit, busybox, "-g", "sw", "-p", "i=2", "--", "true").code == 0
     again = orbit("wait", "-g", "sw", "--json")

@@ -12,7 +12,8 @@ Every step is written to the trial file before the next acts on it. A run is sub
 after the trial says it is wanted, and a wanted run not yet named by the trial is first looked
 for among the runs (tags `bench`, `trial`, `phase`): a driver killed at any instant and started
 again submits no run twice. A cancelled job: the driver cancels the trials' active runs, marks
-the unfinished trials, and stops.
+the unfinished trials, and stops; when they were all regrades, each keeps its earlier grading
+and the job is finished again.
 """
 
 from __future__ import annotations
@@ -332,7 +333,9 @@ class Driver:
         """Cancel the active runs of the unfinished trials, wait for them, mark the trials."""
         from orbit.execute.control import request_cancel
 
-        open_trials = [t for t in self.trials()[0] if t.phase != "done"]
+        trials = self.trials()[0]
+        regrades = jobs.regrades_only(trials)
+        open_trials = [t for t in trials if t.phase != "done"]
         ids = [r for t in open_trials for r in [t.solve_run, *t.verify_runs[-1:]] if r]
         active = [r for r in ids if self.store.exists(r) and self.store.load(r).state.active]
         for run_id in active:
@@ -348,6 +351,8 @@ class Driver:
                 continue
             execution = trial.execution or "cancelled"
             self.done(trial, "invalid", "job cancelled", execution=execution, score=None)
+        if regrades:  # only regrades were stopped: the job stands as graded before them
+            jobs.set_state(self.home, self.job.id, "finished", unless=("running",))
         jobs.drop_secrets(self.home, self.job.id)
 
 

@@ -231,8 +231,16 @@ def revive(home: Home, environ: Mapping[str, str]) -> list[str]:
 # --- what a person asks -----------------------------------------------------------------------
 def request_cancel(home: Home, job_id: str) -> Job:
     """Mark the job cancelled; its driver cancels the trials' runs and stops (a dead driver is
-    restarted by the caller for that)."""
+    restarted by the caller for that). A job whose only unfinished trials are regrades is
+    finished again once they are stopped (regrades_only): each keeps its earlier grading."""
     return set_state(home, job_id, "cancelled", unless=("finished", "cancelled"))
+
+
+def regrades_only(trials: list[Trial]) -> int:
+    """How many trials are unfinished when each of them is being regraded (so a cancel stops
+    only regrades, and the job keeps its grading); 0 when some other trial is unfinished."""
+    open_trials = [t for t in trials if t.phase != "done"]
+    return len(open_trials) if all(t.earlier is not None for t in open_trials) else 0
 
 
 def request_regrade(home: Home, job_id: str, secrets: Mapping[str, str]) -> list[str]:

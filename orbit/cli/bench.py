@@ -366,10 +366,20 @@ def _add_cancel(sub: argparse._SubParsersAction) -> None:
 
 
 def run_cancel(args: argparse.Namespace, env: Env) -> int:
-    from orbit.bench.jobs import driver_alive, request_cancel, resolve_job, start_driver
+    from orbit.bench.jobs import (
+        driver_alive,
+        regrades_only,
+        request_cancel,
+        resolve_job,
+        start_driver,
+    )
+    from orbit.bench.model import load_job, load_trials
 
     job = resolve_job(env.home, args.job)
+    regrades = regrades_only(load_trials(env.home, job.id)) if job.state == "running" else 0
     job = request_cancel(env.home, job.id)
+    if job.state != "cancelled":  # it finished first: nothing was cancelled
+        regrades = 0
     revive(env)  # the other unfinished jobs
     if job.state == "cancelled" and not driver_alive(env.home, job.id):
         start_driver(env.home, job.id, env.environ)  # it cancels the runs and marks the trials
@@ -378,10 +388,14 @@ def run_cancel(args: argparse.Namespace, env: Env) -> int:
     while driver_alive(env.home, job.id) and time.monotonic() < deadline:
         time.sleep(WAIT_POLL_S / 5)
     side_tick(env, warn=False)
+    job = load_job(env.home, job.id)
     if args.json:
         from orbit.cli.bench_show import job_json
 
         print_json(env, job_json(env.home, job.id))
+    elif regrades and job.state == "finished":
+        print(f"job {job.id}: cancelled the regrade of {regrades} trial(s); the job keeps its "
+              "earlier grading", file=env.stdout)  # fmt: skip
     else:
         print(f"job {job.id} {job.state}", file=env.stdout)
     return ExitCode.OK

@@ -75,9 +75,11 @@ def record(
     count: int,
     max_running: int | None = None,
     request: Mapping[str, Any] | None = None,
+    at: str | None = None,
 ) -> None:
-    """Append the launch to the group's launches.jsonl (before its runs are written).
-    `request`: what the options came to (image, resources, timeout), for a reader."""
+    """Append the launch to the group's launches.jsonl, at `at` (its batch's time: called
+    once the batch is recorded, before its runs are written). `request`: what the options
+    came to (image, resources, timeout), for a reader."""
     from orbit.store.groups import record_launch
 
     record_launch(
@@ -94,6 +96,7 @@ def record(
             "max_running": max_running,
             "request": request,
         },
+        at,
     )
 
 

@@ -220,10 +220,9 @@ def run(args: argparse.Namespace, env: Env) -> int:
     declare = objective_option(args, env)
     progress = build_progress(env)
     prepared = prepare(env.home, req, cwd=env.cwd, environ=env.environ, progress=progress)
-    if args.group:
-        launched(env, args, prepared, "run", {}, req.command, 1)
+    launch = launching(env, args, prepared, "run", {}, req.command, 1) if args.group else None
     declare()
-    run = submit(env.home, prepared, actor=env.actor)
+    run = submit(env.home, prepared, actor=env.actor, recorded=launch)
     side_tick(env)
     store = RunStore(env.home)
     run = store.load(run.id)
@@ -276,7 +275,7 @@ def objective_option(args: argparse.Namespace, env: Env) -> Callable[[], None]:
     return declare
 
 
-def launched(
+def launching(
     env: Env,
     args: argparse.Namespace,
     prepared: Prepared,
@@ -284,7 +283,9 @@ def launched(
     params: dict[str, list[str]],
     command: list[str],
     count: int,
-) -> None:
+) -> Callable[[str], None]:
+    """What notes the launch in the group's launches.jsonl: called by the submit once the
+    batch is recorded, with its time (a submit killed before leaves no launch line)."""
     from orbit.cli.launch import record
 
     spec = prepared.spec
@@ -296,18 +297,23 @@ def launched(
         "timeout_min": spec.get("timeout_min"),
         "network": spec.get("network"),
     }
-    record(
-        env,
-        str(args.group),
-        kind,
-        args,
-        project=str(project) if project else None,
-        params=params,
-        command=command,
-        count=count,
-        max_running=getattr(args, "max_running", None),
-        request=request,
-    )
+
+    def note(at: str) -> None:
+        record(
+            env,
+            str(args.group),
+            kind,
+            args,
+            project=str(project) if project else None,
+            params=params,
+            command=command,
+            count=count,
+            max_running=getattr(args, "max_running", None),
+            request=request,
+            at=at,
+        )
+
+    return note
 
 
 def exit_code_of(run: Run) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -151,7 +151,7 @@ def plan(base: Request, params: dict[str, list[str]], cap: int | None) -> list[R
 
 def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.cli.launch import apply_like
-    from orbit.cli.run import launched, objective_option
+    from orbit.cli.run import launching, objective_option
     from orbit.execute.submit import prepare
     from orbit.store.runs import RunStore
 
@@ -172,9 +172,9 @@ def run(args: argparse.Namespace, env: Env) -> int:
     shared = prepare(
         env.home, requests[0], cwd=env.cwd, environ=env.environ, progress=build_progress(env)
     )
-    launched(env, args, shared, "sweep", params, base.command, len(requests))
+    launch = launching(env, args, shared, "sweep", params, base.command, len(requests))
     declare()
-    submitted = submit_all(env, shared, requests, args.group)
+    submitted = submit_all(env, shared, requests, args.group, launch)
     side_tick(env, submitted=submitted)
     store = RunStore(env.home)
     runs = current(store, submitted)
@@ -187,9 +187,16 @@ def run(args: argparse.Namespace, env: Env) -> int:
     return int(ExitCode.OK)
 
 
-def submit_all(env: Env, shared: Prepared, requests: list[Request], group: str) -> list[Run]:
+def submit_all(
+    env: Env,
+    shared: Prepared,
+    requests: list[Request],
+    group: str,
+    launch: Callable[[str], None] | None = None,
+) -> list[Run]:
     """Write one run per request, in one batch; when it fails, the error says which runs
-    were written (each whole: see orbit/store/creation.py)."""
+    were written (each whole: see orbit/store/creation.py). `launch(created_at)` notes the
+    launch once the batch is recorded."""
     from orbit.execute.submit import submit, submit_many
 
     if shared.build_error is not None:  # recorded as one failed run, with the build log
@@ -198,13 +205,16 @@ def submit_all(env: Env, shared: Prepared, requests: list[Request], group: str) 
             env.home,
             shared.varied(command=first.command, name=first.name, params=first.params),
             actor=env.actor,
+            recorded=launch,
         )
     batch = [
         shared.varied(command=req.command, name=req.name, params=req.params) for req in requests
     ]
     submitted: list[Run] = []
     try:
-        return submit_many(env.home, batch, actor=env.actor, revealed=submitted.append)
+        return submit_many(
+            env.home, batch, actor=env.actor, revealed=submitted.append, recorded=launch
+        )
     except BaseException as exc:
         if submitted:
             ids = " ".join(r.id for r in submitted)

@@ -478,9 +478,12 @@ def _with_agent(
     secrets.files.update(agent.secrets.files)
 
 
-def submit(home: Home, prepared: Prepared, *, actor: str) -> Run:
+def submit(
+    home: Home, prepared: Prepared, *, actor: str, recorded: Callable[[str], None] | None = None
+) -> Run:
     """Write the prepared run (queued for the scheduler), or, when its Dockerfile failed to
-    build, record it as failed with its build log and raise DockerError naming both."""
+    build, record it as failed with its build log and raise DockerError naming both.
+    `recorded`: see submit_many."""
     if prepared.build_error is not None:
         run = RunStore(home).create(
             prepared.spec,
@@ -489,11 +492,12 @@ def submit(home: Home, prepared: Prepared, *, actor: str) -> Run:
             actor=actor,
             extra_files=prepared.files,
             status_fields={"finished_at": now_iso()},
+            recorded=recorded,
         )
         raise DockerError(
             f"{prepared.build_error} (run {run.id}; build log: {run.path('build.log')})"
         )
-    (run,) = submit_many(home, [prepared], actor=actor)
+    (run,) = submit_many(home, [prepared], actor=actor, recorded=recorded)
     return run
 
 
@@ -503,11 +507,13 @@ def submit_many(
     *,
     actor: str,
     revealed: Callable[[Run], None] | None = None,
+    recorded: Callable[[str], None] | None = None,
 ) -> list[Run]:
     """Write prepared runs (none with a build error), queued for the scheduler, as one batch:
     one id lock, one sync, one index append (orbit/store/creation.py). Each run is whole
     when it appears; `revealed(run)` is called as each does, and on an error the runs that
-    appeared stay and the others are removed."""
+    appeared stay and the others are removed. `recorded(created_at)` is called once the
+    batch is recorded, before its runs are written (the group's launch is noted there)."""
     written: list[Run] = []
 
     def note(run: Run) -> None:
@@ -518,7 +524,12 @@ def submit_many(
     news = [NewRun(p.spec, p.files, _keeper(home, p)) for p in batch]
     try:
         return create_runs(
-            home, news, reason="waiting for the scheduler", actor=actor, revealed=note
+            home,
+            news,
+            reason="waiting for the scheduler",
+            actor=actor,
+            revealed=note,
+            recorded=recorded,
         )
     finally:
         _record_sessions(home, written)

@@ -24,10 +24,12 @@ from orbit.store.files import unlink_quiet
 from orbit.store.groups import interrupted
 from orbit.store.home import Home
 from orbit.store.model import ACTIVE, Run, RunState
-from orbit.store.outbox import FINISHED, outbox_dir, read_event, run_state
+from orbit.store.outbox import FINISHED, Event, outbox_dir, read_event, run_state
 from orbit.store.runs import Broken, RunStore
 
 log = logging.getLogger(__name__)
+
+OUTBOX = "outbox"  # damaged events are set aside in notify/damaged/outbox/, logged as this
 
 
 @dataclass
@@ -76,30 +78,25 @@ def events(home: Home) -> list[Path]:
         return []
 
 
-def fan_out(home: Home, profiles: dict[str, Profile], web_url: str | None) -> int:
+def fan_out(
+    home: Home, profiles: dict[str, Profile], web_url: str | None, warned: set[Path] | None = None
+) -> int:
     """Turn every ready event into deliveries; how many messages were queued. The runs'
     messages are queued first, then the summaries of the groups they finish (so a summary
-    follows the runs it sums up), and the events are removed last."""
+    follows the runs it sums up), and the events are removed last. An event file that cannot
+    be read now is left in place (named once in the log: `warned` holds those named)."""
     store = RunStore(home)
     groups = Groups(store)
     queued = 0
     ready: list[tuple[Path, Run]] = []
     for path in events(home):
-        event = read_event(path)
+        event = _ready_event(home, path, set() if warned is None else warned)
         if event is None:
-            log.warning("dropping the unreadable outbox event %s", path.name)
-            unlink_quiet(path)
-            continue
-        state = run_state(home, event["run"])
-        if state is not None and state not in FINISHED:
-            continue  # pending: written just before a status write that has not happened yet
-        if state != event["state"]:
-            unlink_quiet(path)  # the run is gone, or settled otherwise (that event covers it)
             continue
         try:
-            run = store.load(event["run"])
+            run = store.load(event.run)
         except Exception as exc:  # damaged since: nothing to say about it
-            log.warning("run %s cannot be read (%s): no message", event["run"], exc)
+            log.warning("run %s cannot be read (%s): no message", event.run, exc)
             unlink_quiet(path)
             continue
         queued += _for_run(home, run, profiles, web_url)
@@ -109,6 +106,45 @@ def fan_out(home: Home, profiles: dict[str, Profile], web_url: str | None) -> in
     for path, _ in ready:
         unlink_quiet(path)
     return queued
+
+
+def _ready_event(home: Home, path: Path, warned: set[Path]) -> Event | None:
+    """The event in `path` when its run is settled as it says; else None, and the file is
+    left (unreadable now, or pending), removed (gone or stale) or, damaged and not agreeing
+    with its run, set aside in notify/damaged/outbox/. A file is never deleted unread."""
+    try:
+        event = read_event(path)
+    except OSError as exc:
+        if path not in warned:
+            warned.add(path)
+            log.warning("cannot read %s (%s): left in place, read again later", path, exc)
+        return None
+    if event is None:
+        return None
+    state = run_state(home, event.run) if event.run else None
+    if state is not None and state not in FINISHED:
+        return None  # pending: written just before a status write that has not happened yet
+    if event.damaged and state != event.state:
+        _set_aside(home, path, event, state)
+        return None
+    if state != event.state:
+        unlink_quiet(path)  # the run is gone, or settled otherwise (that event covers it)
+        return None
+    if event.damaged:
+        log.warning("outbox event %s is damaged (%s): rebuilt from its name", path.name,
+                    event.damaged)  # fmt: skip
+    return event
+
+
+def _set_aside(home: Home, path: Path, event: Event, state: str | None) -> None:
+    if not event.run:
+        why = f"{event.damaged}; its name is not an outbox event's"
+    else:
+        found = f"is {state}" if state else "is gone or unreadable"
+        why = f"{event.damaged}; run {event.run} {found}, not {event.state}: not rebuilt"
+    key = f"run-{event.run}-{event.state}" if event.run else ""
+    if not queue.set_aside(home, OUTBOX, path, why, key):
+        log.warning("outbox event %s is damaged (%s) and cannot be moved aside", path.name, why)
 
 
 def _for_run(home: Home, run: Run, profiles: dict[str, Profile], web_url: str | None) -> int:

@@ -4,7 +4,8 @@
      "detail": the endpoint's answer (masked: never a URL or a secret)}
 
 A queue file set aside as damaged (queue.set_aside) is a line too: outcome "given up
-(damaged)", the file's name as its title, why and where it is kept as its detail.
+(damaged)", the file's name as its title, why and where it is kept as its detail; so is a
+damaged outbox event that cannot be rebuilt (fanout.py), under the profile "outbox".
 
 Whole lines are appended; past MAX_LINES the file is cut to its last KEEP_LINES by an atomic
 replace (only the sender does that, under its lock), so it stays small forever.

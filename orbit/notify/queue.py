@@ -234,9 +234,10 @@ def _read(
     return None
 
 
-def set_aside(home: Home, profile: str, path: Path, why: str) -> bool:
-    """Move a damaged queue file to notify/damaged/<profile>/ and say so in the delivery log;
-    False when it cannot be moved (it then stays where it is)."""
+def set_aside(home: Home, profile: str, path: Path, why: str, key: str | None = None) -> bool:
+    """Move a damaged queue file to notify/damaged/<profile>/ and say so in the delivery log
+    (under `key`, by default the one its name shows); False when it cannot be moved (it then
+    stays where it is). The sender sets damaged outbox events aside here too, as "outbox"."""
     folder = damaged_dir(home) / profile
     name = path.name.lstrip(".")
     if (folder / name).exists() or is_batch(path):  # a batch's name comes again: stamp it
@@ -249,7 +250,7 @@ def set_aside(home: Home, profile: str, path: Path, why: str) -> bool:
     except OSError:
         return False
     kept = (folder / name).relative_to(home.root)
-    key = _key_hint(path.name)
+    key = _key_hint(path.name) if key is None else key
     journal.note(home, profile, key, path.name, DAMAGED, 0, f"{why}; kept as {kept}")
     return True
 

@@ -174,6 +174,7 @@ class Sender:
         self.stop = threading.Event()
         self.profiles: dict[str, Profile] = {}
         self.workers: dict[str, Worker] = {}
+        self.warned: set[Path] = set()  # outbox events that cannot be read, named in the log
 
     def run(self) -> str:
         """Deliver until there is nothing to do; why it stopped.
@@ -199,7 +200,7 @@ class Sender:
             try:
                 self.profiles = load(self.home)
                 web_url = self._web_url()
-                fan_out(self.home, self.profiles, web_url)
+                fan_out(self.home, self.profiles, web_url, self.warned)
             except Exception as exc:  # a broken notify.yaml: said in the log, tried again
                 log.warning("cannot read the notifications to send: %s", exc)
                 if not self.profiles:

@@ -8,7 +8,7 @@ the files a run written alone gets:
    its lock held, its ids, phase "staging"), then `mkdir runs/<n>` for every run (on
    `FileExistsError`, n+1), then `runtime/next_id` once. Concurrent `orbit run` and
    `orbit sweep` processes take the same lock, and `mkdir` is the final arbiter: no id is
-   handed out twice.
+   handed out twice. Then `recorded(created_at)`: a group's launch line, with the batch's time.
 2. Stage: write every `runs/.staging-<id>/` whole. Nothing reads a hidden directory.
 3. Sync: fsync every staging directory, after all of them are written, so the first fsync
    commits the journal for all and the others find little left to do; then the record's
@@ -127,11 +127,15 @@ def create_runs(
     actor: str,
     status_fields: dict[str, Any] | None = None,
     revealed: Callable[[Run], None] | None = None,
+    recorded: Callable[[str], None] | None = None,
 ) -> list[Run]:
     """Write `runs` as complete run directories (queued ones with their markers), in order.
 
-    `revealed(run)` is called as each run appears; when it raises, or anything fails, the
-    runs revealed so far stay and the others are removed. The runs share one submit time.
+    `recorded(created_at)` is called once the batch's record exists, before any run is
+    staged (a launch is noted then, with the batch's time: a writer killed before leaves
+    neither). `revealed(run)` is called as each run appears; when either raises, or anything
+    fails, the runs revealed so far stay and the others are removed. The runs share one
+    submit time.
     """
     if not runs:
         return []
@@ -140,7 +144,7 @@ def create_runs(
     try:
         claimed = claim_ids(home, len(runs), writing)
         return _write_batch(
-            home, runs, claimed, writing, state, reason, actor, status_fields, revealed
+            home, runs, claimed, writing, state, reason, actor, status_fields, revealed, recorded
         )
     finally:
         writing.end()
@@ -156,6 +160,7 @@ def _write_batch(
     actor: str,
     status_fields: dict[str, Any] | None,
     revealed: Callable[[Run], None] | None,
+    recorded: Callable[[str], None] | None = None,
 ) -> list[Run]:
     """Phases 2-6 for the claimed ids; on an error, remove what was not revealed."""
     now = now_iso()
@@ -177,6 +182,8 @@ def _write_batch(
     done: list[Run] = []
     notify = False
     try:
+        if recorded and writing.batch is not None:
+            recorded(writing.batch.created_at)
         staged = []
         for (run_id, final), new in zip(claimed, runs, strict=True):
             spec = {"format": FORMAT, "id": run_id, **new.spec, "submitted_at": now}

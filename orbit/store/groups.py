@@ -5,7 +5,8 @@ ORBIT_HOME/groups/<safe name>/ (the folder of notes.jsonl, store/notes.py) holds
     group.yaml      format: 1, group, objective: {metric, direction, set_at, set_by} (or
                     absent); replaced atomically under the group's lock
     launches.jsonl  one line per `orbit sweep` or `orbit run -g` of the group, appended whole
-                    before its runs are written: {time, by, kind (sweep or run), count,
+                    once its batch is recorded (store/batches.py), before its runs are
+                    written; its time is the batch's created_at: {time, by, kind, count,
                     argv (the run options as a command line), params (key → values),
                     command (the template), project, max_running, request (image,
                     dockerfile, resources, timeout_min, network: what the options came to),
@@ -145,11 +146,15 @@ def set_objective(
     return declared
 
 
-def record_launch(home: Home, group: str, launch: dict[str, Any]) -> dict[str, Any]:
-    """Append one launch (what was asked for, before its runs are written)."""
+def record_launch(
+    home: Home, group: str, launch: dict[str, Any], at: str | None = None
+) -> dict[str, Any]:
+    """Append one launch (what was asked for), at `at`: the time of its batch, whose record
+    exists by then (so a launch line always has a batch, written, being written or noted in
+    interrupted.jsonl, and a launch killed before its batch leaves no line)."""
     folder = group_dir(home, group)
     folder.mkdir(parents=True, exist_ok=True)
-    entry = {"time": now_iso(), **launch, "group": group}
+    entry = {"time": at or now_iso(), **launch, "group": group}
     append_jsonl(folder / LAUNCHES, entry)
     return entry
 
@@ -172,7 +177,8 @@ def record_interrupted(home: Home, group: str, ids: list[str], created_at: str) 
 
 def interrupted(home: Home, group: str | None) -> list[dict[str, Any]]:
     """The group's interrupted batches that no later launch of the group (`orbit sweep`,
-    `orbit run -g`: launches.jsonl) has followed; each {time, count, ids, created_at}."""
+    `orbit run -g`: launches.jsonl) has followed; each {time, count, ids, created_at}. A
+    batch's own launch line has its created_at as time, so it does not hide it."""
     if not group:
         return []
     found = [

@@ -19,10 +19,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
 from orbit.detach import start_with_lock
+from orbit.record import Frozen
 from orbit.store.childenv import child_environ
 from orbit.store.files import atomic_write, read_yaml
 from orbit.store.home import Home
@@ -38,6 +40,7 @@ PROFILES_FILE = "notify.yaml"  # in ORBIT_HOME
 NOTIFY_DIR = "notify"  # in ORBIT_HOME
 SENDER_MODULE = "orbit.notify.sender"
 FINISHED = ("succeeded", "failed", "cancelled", "lost")
+_EVENT_NAME = re.compile(rf"(\d+)-({'|'.join(FINISHED)})\.json")
 
 
 def notify_dir(home: Home) -> Path:
@@ -79,13 +82,41 @@ def record_settled(home: Home, run_id: str, state: str, now: str) -> bool:
     return True
 
 
-def read_event(path: Path) -> dict[str, str] | None:
-    """An outbox event, or None for one cut short or hand-broken (the sender removes it)."""
+class Event(Frozen):
+    """An outbox event: `run` ("" for a damaged file whose name is not an event's), `state`,
+    and `damaged`: why the file did not parse ("" when it did; run and state are then from
+    its name)."""
+
+    __slots__ = ("damaged", "run", "state")
+    run: str
+    state: str
+    damaged: str
+
+    def __init__(self, run: str, state: str, damaged: str = "") -> None:
+        self._init(run=run, state=state, damaged=damaged)
+
+
+def read_event(path: Path) -> Event | None:
+    """The outbox event in `path`; None when it is gone (ENOENT). Any other read error is
+    raised: the file stays where it is, to be read again. A file that reads but does not
+    parse (cut short, hand-broken) is rebuilt from its name, which says run and state; the
+    sender acts on it only when the run agrees."""
     try:
-        data = json.loads(path.read_text())
-        return {"run": str(data["run"]), "state": str(data["state"])}
-    except (OSError, ValueError, KeyError, TypeError):
+        raw = path.read_bytes()
+    except FileNotFoundError:
         return None
+    try:
+        data = json.loads(raw.decode("utf-8")) if raw.strip() else None
+        if data is not None:
+            return Event(str(data["run"]), str(data["state"]))
+        why = "empty"
+    except ValueError as exc:  # a UnicodeDecodeError too
+        why = f"not JSON ({exc})"
+    except (KeyError, TypeError) as exc:
+        why = f"not an outbox event ({exc.__class__.__name__}: {exc})"
+    named = _EVENT_NAME.fullmatch(path.name)
+    run, state = named.groups() if named else ("", "")
+    return Event(run, state, why)
 
 
 def run_state(home: Home, run_id: str) -> str | None:
@@ -99,10 +130,15 @@ def run_state(home: Home, run_id: str) -> str | None:
 def ready(home: Home, path: Path) -> bool:
     """An event the sender can act on now: its run is finished (in any state: a state other
     than the event's makes the event stale, which the sender removes) or gone."""
-    event = read_event(path)
+    try:
+        event = read_event(path)
+    except OSError:
+        return True  # unreadable for now: the sender looks again while it is there
     if event is None:
-        return True
-    state = run_state(home, event["run"])
+        return False
+    if not event.run:
+        return True  # damaged beyond rebuilding: the sender sets it aside
+    state = run_state(home, event.run)
     return state is None or state in FINISHED
 
 

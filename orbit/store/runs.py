@@ -96,15 +96,22 @@ class RunStore:
         extra_files: dict[str, bytes] | None = None,
         status_fields: dict[str, Any] | None = None,
         prepare: Callable[[str, Path], None] | None = None,
+        recorded: Callable[[str], None] | None = None,
     ) -> Run:
         """Write a complete run directory and, when queued, its queue marker (a batch of one:
-        see orbit/store/creation.py).
+        see orbit/store/creation.py, also for `recorded`).
 
         `prepare(id, staging_dir)` may add files (e.g. code.diff) before the directory appears.
         """
         new = NewRun(spec, extra_files or {}, prepare)
         (run,) = create_runs(
-            self.home, [new], state=state, reason=reason, actor=actor, status_fields=status_fields
+            self.home,
+            [new],
+            state=state,
+            reason=reason,
+            actor=actor,
+            status_fields=status_fields,
+            recorded=recorded,
         )
         return run
 
