@@ -30,6 +30,9 @@ from orbit.store.outbox import PROFILES_FILE
 FORMAT = 1
 EVENTS = ("succeeded", "failed", "group")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# Names Orbit uses for itself beside the profiles' own (notify/damaged/outbox/, the log's
+# `profile` of a damaged outbox event).
+RESERVED = ("outbox",)
 
 
 @dataclass
@@ -135,6 +138,8 @@ def check(profile: Profile) -> None:
         raise UsageError(
             f"bad profile name {profile.name!r}: letters, digits, `.`, `_` and `-`, at most 64"
         )
+    if profile.name in RESERVED:
+        raise UsageError(f"bad profile name {profile.name!r}: Orbit uses it itself; choose another")
     if profile.kind not in KINDS:
         raise UsageError(f"--kind must be one of {', '.join(KINDS)}, got {profile.kind!r}")
     parts = urlsplit(profile.url)
