@@ -227,6 +227,7 @@ def test_a_users_own_skill_of_the_same_name_is_never_replaced(agents: Agents) ->
 
 
 def test_codex_pi_and_dsh_share_agents_skills(agents: Agents) -> None:
+    (agents.home / ".dsh" / "profiles" / "work").mkdir(parents=True)  # dsh was run, has a profile
     for agent in ("codex", "pi", "dsh"):
         agents.ok("plugin", "install", agent)
     agents.ok("plugin", "install", "dsh", "--profile", "work")
@@ -252,6 +253,39 @@ def test_codex_pi_and_dsh_share_agents_skills(agents: Agents) -> None:
     assert code == 3 and "not installed" in err
     code, _, err = agents("plugin", "install", "codex", "--profile", "x")
     assert code == 2 and err.count("\n") == 1
+
+
+def test_dsh_that_is_not_there_is_named_and_nothing_is_created(agents: Agents) -> None:
+    before = snapshot(agents.home)
+    code, _, err = agents("plugin", "install", "dsh")
+    assert code == 3 and err.count("\n") == 1, err
+    assert "dsh not found" in err and "npm install -g @deepseek-ai/dsh" in err
+    assert snapshot(agents.home) == before and not (agents.home / ".agents").exists()
+    assert not agents.orbit_home.exists()
+
+    dsh_home = agents.home / "dsh-home"
+    (dsh_home / "profiles" / "work").mkdir(parents=True)
+    agents.environ["DSH_HOME"] = str(dsh_home)
+    code, _, err = agents("plugin", "install", "dsh", "--profile", "headless")
+    assert code == 3 and err.count("\n") == 1, err
+    assert f"no dsh profile headless in {dsh_home / 'profiles'}" in err and "work" in err
+    assert not (dsh_home / "profiles" / "headless").exists()
+    assert not agents.orbit_home.exists()
+
+    agents.ok("plugin", "install", "dsh", "--profile", "work")
+    assert (dsh_home / "profiles" / "work" / "skills" / "orbit" / "SKILL.md").is_file()
+
+
+def test_dsh_on_path_is_dsh_installed(agents: Agents, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "dsh").write_text("#!/bin/sh\n")
+    (bin_dir / "dsh").chmod(0o755)
+    agents.environ["PATH"] = f"{bin_dir}:{agents.environ['PATH']}"
+    agents.ok("plugin", "install", "dsh")  # no ~/.dsh yet: the shared ~/.agents/skills
+    assert (agents.home / ".agents" / "skills" / "orbit" / "SKILL.md").is_file()
+    code, _, err = agents("plugin", "install", "dsh", "--profile", "work")
+    assert code == 3 and "no dsh profile work" in err and "create it with dsh" in err
 
 
 def _age(copy: Path) -> None:

@@ -70,10 +70,32 @@ def target(agent: str, profile: str | None, environ: Mapping[str, str]) -> Targe
     if agent == "dsh" and profile is not None:
         if not profile or "/" in profile or profile.startswith("."):
             raise UsageError(f"not a dsh profile name: {profile!r}")
-        dsh_home = Path(environ.get("DSH_HOME") or home / ".dsh")
-        return Target(agent, profile, dsh_home / "profiles" / profile / "skills", None)
+        skills = dsh_home(environ) / "profiles" / profile / "skills"
+        return Target(agent, profile, skills, None)
     agents_home = environ.get("DSH_AGENTS_HOME") if agent == "dsh" else None
     return Target(agent, None, Path(agents_home or home / ".agents") / "skills", None)
+
+
+def dsh_home(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("DSH_HOME") or Path(environ.get("HOME") or Path.home()) / ".dsh")
+
+
+def check_dsh(t: Target, environ: Mapping[str, str]) -> None:
+    """Refuse to install for a dsh that is not there: neither `dsh` on PATH nor its home (npx
+    runs it without a command), or a profile it does not have (dsh makes its profiles)."""
+    home = dsh_home(environ)
+    if not shutil.which("dsh", path=environ.get("PATH", "")) and not home.is_dir():
+        raise NotFoundError(
+            f"dsh not found: no `dsh` on PATH and no {home}; install it (`npm install -g "
+            "@deepseek-ai/dsh`) and run it once, or set DSH_HOME to its home"
+        )
+    if t.profile is not None and not (home / "profiles" / t.profile).is_dir():
+        have = sorted(p.name for p in (home / "profiles").glob("*") if p.is_dir())
+        known = f" (it has: {', '.join(have)})" if have else ""
+        raise NotFoundError(
+            f"no dsh profile {t.profile} in {home / 'profiles'}{known}; create it with dsh "
+            f"first, or name one it has with --profile"
+        )
 
 
 def orbit_command() -> str:
@@ -187,6 +209,8 @@ def install(home: Home, agent: str, profile: str | None, environ: Mapping[str, s
     """Install (or refresh) Orbit's skills and hooks for one agent; what was done. Nothing is
     written when a skill's place holds something not Orbit's, or a settings file is broken."""
     t = target(agent, profile, environ)
+    if agent == "dsh":
+        check_dsh(t, environ)
     kit = Kit(home.root)
     names = skill_names()
     for name in names:
