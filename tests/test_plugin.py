@@ -174,6 +174,63 @@ def test_claude_round_trip_keeps_the_users_settings(agents: Agents) -> None:
     assert not (agents.orbit_home / "agent-kit").exists()
 
 
+# A layout no JSON writer reproduces: lists on one line, a key without a space, 1e3, a tab.
+HAND_WRITTEN = """{
+    "model":"opus",
+    "permissions": { "allow": ["Bash(npm run lint)", "Read(~/.zshrc)"], "deny": [] },
+    "cleanupPeriodDays": 1e3,
+\t"env": {"DISABLE_TELEMETRY": "1"}
+}
+"""
+
+
+def test_remove_puts_back_a_hand_written_settings_file_byte_for_byte(agents: Agents) -> None:
+    agents.settings.parent.mkdir()
+    agents.settings.write_text(HAND_WRITTEN)
+    agents.ok("plugin", "install", "claude")
+    assert "SessionStart" in orbit_commands(json.loads(agents.settings.read_text()))
+    agents.ok("plugin", "update")
+    agents.ok("plugin", "remove", "claude")
+    assert agents.settings.read_text() == HAND_WRITTEN
+
+
+def test_remove_keeps_what_the_user_changed_after_install(agents: Agents) -> None:
+    agents.settings.parent.mkdir()
+    agents.settings.write_text(HAND_WRITTEN)
+    agents.ok("plugin", "install", "claude")
+    data = json.loads(agents.settings.read_text())
+    data["model"] = "sonnet"
+    data["hooks"]["SessionStart"].append({"hooks": [{"type": "command", "command": "mine"}]})
+    agents.settings.write_text(json.dumps(data, indent=2) + "\n")
+    agents.ok("plugin", "remove", "claude")
+    after = json.loads(agents.settings.read_text())
+    assert after == {
+        **json.loads(HAND_WRITTEN),
+        "model": "sonnet",
+        "hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "mine"}]}]},
+    }
+    assert not (agents.orbit_home / "agent-kit").exists()
+
+
+def test_a_settings_file_edited_around_orbits_hooks_is_not_put_back(agents: Agents) -> None:
+    """The user edits the file while Orbit's hooks are in, then an update rewrites the hooks:
+    the bytes from before the first install are no longer the user's file."""
+    agents.settings.parent.mkdir()
+    agents.settings.write_text(HAND_WRITTEN)
+    agents.ok("plugin", "install", "claude")
+    data = json.loads(agents.settings.read_text())
+    data["model"] = "haiku"
+    for groups in data["hooks"].values():  # as an older Orbit wrote them: without --home
+        for g in groups:
+            for h in g["hooks"]:
+                h["command"] = h["command"].split(" --home ")[0]
+    agents.settings.write_text(json.dumps(data, indent=2) + "\n")
+    out = agents.ok("plugin", "update")
+    assert "nothing changed" not in out
+    agents.ok("plugin", "remove", "claude")
+    assert json.loads(agents.settings.read_text()) == {**json.loads(HAND_WRITTEN), "model": "haiku"}
+
+
 def test_claude_without_settings_creates_and_deletes_the_file(agents: Agents) -> None:
     agents.ok("plugin", "install", "claude")
     assert set(orbit_commands(json.loads(agents.settings.read_text()))) == {
