@@ -1,21 +1,30 @@
-"""scripts/apt_quiet.py: the test setup's installs start nothing and enable nothing at boot.
+"""What the test setup leaves behind: its installs start and enable nothing at boot
+(scripts/apt_quiet.py), and no process of a test's home outlives the session.
 
-Against a root of its own (a temporary directory) and an "install" that does what a server
-package's maintainer scripts do: ask policy-rc.d whether it may start the service, and link
-the service into the boot targets. The real installs (scripts/test.sh, tests/node_setup.py,
-tests/slurm_setup.py) go through the same function with the real root.
+apt_quiet.py is tested against a root of its own (a temporary directory) and an "install" that
+does what a server package's maintainer scripts do: ask policy-rc.d whether it may start the
+service, and link the service into the boot targets. The real installs (scripts/test.sh,
+ensure-docker.sh, tests/node_setup.py, tests/slurm_setup.py) go through it with the real root.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 
 import apt_quiet  # noqa: E402
+
+TRAP_TERM = (
+    "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "open(os.environ['ORBIT_HOME'] + '.ready', 'w'); time.sleep(60)"
+)
 
 # What openssh-server's postinst does, in short: enable at boot, then start unless forbidden.
 POSTINST = """
@@ -72,3 +81,33 @@ def test_the_setup_installs_packages_only_through_it() -> None:
         'install -y -q "${engine[@]}"; } \\'
     ]
     assert all("apt_quiet.py" in (REPO / name).read_text() for name in files)
+
+
+def test_no_process_of_a_sessions_home_outlives_it(tmp_path: Path) -> None:
+    """What the session's end does (conftest.no_orbit_processes_left): a process of a home
+    under the session's directory ends, even one that ignores SIGTERM; another home's stays."""
+    from conftest import end_processes_of
+
+    def start(home: Path, script: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "ORBIT_HOME": str(home)}
+        return subprocess.Popen([sys.executable, "-c", script], env=env)
+
+    base = tmp_path / "session"
+    (base / "t1").mkdir(parents=True)
+    sender = start(base / "t0" / "home", "import time; time.sleep(60)")
+    stubborn = start(base / "t1" / "home", TRAP_TERM)
+    other = start(tmp_path / "elsewhere", "import time; time.sleep(60)")
+    try:
+        until_ready = time.monotonic() + 10
+        while not (base / "t1" / "home.ready").exists():  # the handler is set
+            assert time.monotonic() < until_ready
+            time.sleep(0.01)
+        assert end_processes_of(base, grace_s=1) == sorted([sender.pid, stubborn.pid])
+        # ended (reaped by psutil already, so no exit status here); the stubborn one by SIGKILL
+        sender.wait(5)
+        stubborn.wait(5)
+        assert other.poll() is None
+    finally:
+        for proc in (sender, stubborn, other):
+            proc.kill()
+            proc.wait()
