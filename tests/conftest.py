@@ -104,6 +104,20 @@ class Orbit:
         path = self.run_dir(run_id) / "events.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
+    def events_when(
+        self, run_id: str, pred: Callable[[list[str]], bool], timeout: float = 30
+    ) -> list[str]:
+        """The run's event names once `pred` holds for them. A status is replaced before its
+        event is appended (store.runs.RunStore.update), so a finished status may be read a
+        moment before its event: wait for the event rather than read it at once."""
+        deadline = time.monotonic() + timeout
+        names = [e["event"] for e in self.events(run_id)]
+        while not pred(names):
+            assert time.monotonic() < deadline, f"run {run_id}: events {names}"
+            time.sleep(0.05)
+            names = [e["event"] for e in self.events(run_id)]
+        return names
+
     def wait_for(
         self, run_id: str, pred: Callable[[dict[str, Any]], bool], timeout: float = 60
     ) -> dict[str, Any]:
