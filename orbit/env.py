@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -27,6 +28,8 @@ class Env:
     stdout: TextIO = field(default_factory=lambda: sys.stdout)
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
     cwd: Path = field(default_factory=Path.cwd)
+    # The clock a waiting command paces what it says by (tests give their own).
+    monotonic: Callable[[], float] = time.monotonic
     # A shepherd started ahead of the run this command submits (execute/spawn.Prespawned).
     prespawned: Prespawned | None = None
 

@@ -2,7 +2,8 @@
 # Make sure a Docker engine is installed and running (idempotent, quiet on success).
 #
 # - installs Debian's docker.io (plus busybox-static, debootstrap, git, systemd, and chromium
-#   for the browser tests; passwd, util-linux, iproute2 for the hardening tests) when missing
+#   for the browser tests; passwd, util-linux, iproute2 for the hardening tests) when missing;
+#   all but docker.io through apt_quiet.py, which starts and enables no service they bring
 # - starts dockerd detached when `docker info` fails (no systemd is assumed),
 #   logging to /var/log/orbit-dockerd.log, and waits up to 60 s for it.
 set -euo pipefail
@@ -55,10 +56,20 @@ if [ "${#missing[@]}" -gt 0 ]; then
     command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and apt-get is not available to install them"
     echo "ensure-docker: installing ${missing[*]} ..."
     apt_log="$(mktemp)"
-    # Wait for the dpkg lock rather than failing when another apt run holds it.
+    # docker.io is installed as Debian has it (its engine starts, and at boot: what this script
+    # is for); every other package through apt_quiet.py, which starts and enables none of the
+    # services they bring (chromium's recommends bring avahi-daemon). Both wait for the dpkg
+    # lock rather than failing when another apt run holds it.
+    engine=() others=()
+    for pkg in "${missing[@]}"; do
+        if [ "$pkg" = docker.io ]; then engine+=("$pkg"); else others+=("$pkg"); fi
+    done
+    apt_quiet="$(dirname "${BASH_SOURCE[0]}")/apt_quiet.py"
     if ! { $SUDO apt-get -o DPkg::Lock::Timeout=300 update -q \
-        && $SUDO env DEBIAN_FRONTEND=noninteractive NEEDRESTART_MODE=l \
-            apt-get -o DPkg::Lock::Timeout=300 install -y -q "${missing[@]}"; } \
+        && { [ "${#engine[@]}" -eq 0 ] || $SUDO env DEBIAN_FRONTEND=noninteractive \
+            NEEDRESTART_MODE=l apt-get -o DPkg::Lock::Timeout=300 install -y -q "${engine[@]}"; } \
+        && { [ "${#others[@]}" -eq 0 ] || $SUDO env NEEDRESTART_MODE=l \
+            python3 "$apt_quiet" "${others[@]}"; }; } \
         >"$apt_log" 2>&1; then
         cat "$apt_log" >&2
         rm -f "$apt_log"

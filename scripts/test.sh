@@ -43,29 +43,27 @@ bash scripts/build-test-images.sh
 
 # ------------------------------------------------------------ node and npm
 # The real Claude Code and Codex CLIs are installed from the npm registry by their test.
+# Every apt install below goes through scripts/apt_quiet.py: it starts no service and enables
+# none at boot (the tests start their own sshd, munged and slurmd; see docs/testing.md).
 if ! command -v npm >/dev/null 2>&1; then
-    banner "apt-get install nodejs npm (for the agent CLIs' test)"
-    apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm >/dev/null
+    banner "apt install nodejs npm (for the agent CLIs' test)"
+    "$PYTHON" scripts/apt_quiet.py --no-install-recommends nodejs npm >/dev/null
 fi
 
 # ------------------------------------------------------------------- sshd
-# The node tests start their own sshd on loopback (tests/node_setup.py); nothing is enabled.
+# The node tests start their own sshd on loopback (tests/node_setup.py); ssh.service is neither
+# started nor enabled.
 if [ ! -x /usr/sbin/sshd ]; then
-    banner "apt-get install openssh-server (for the node tests' sshd)"
-    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server >/dev/null; then
-        apt-get update -q >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends openssh-server >/dev/null
-    fi
+    banner "apt install openssh-server (for the node tests' sshd)"
+    "$PYTHON" scripts/apt_quiet.py --no-install-recommends openssh-server >/dev/null
 fi
 
 # -------------------------------------------------------------------- slurm
 # tests/test_slurm.py starts a real cluster from Debian's packages (tests/slurm_setup.py).
 if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/munged ] \
     || ! command -v sbatch >/dev/null 2>&1; then
-    banner "apt-get install slurmctld slurmd slurm-client munge (for the Slurm tests)"
-    apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    banner "apt install slurmctld slurmd slurm-client munge (for the Slurm tests)"
+    "$PYTHON" scripts/apt_quiet.py --no-install-recommends \
         slurmctld slurmd slurm-client munge >/dev/null
 fi
 

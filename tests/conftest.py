@@ -7,6 +7,7 @@ where concurrency or `kill -9` matters.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -103,6 +104,20 @@ class Orbit:
         path = self.run_dir(run_id) / "events.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
+    def events_when(
+        self, run_id: str, pred: Callable[[list[str]], bool], timeout: float = 30
+    ) -> list[str]:
+        """The run's event names once `pred` holds for them. A status is replaced before its
+        event is appended (store.runs.RunStore.update), so a finished status may be read a
+        moment before its event: wait for the event rather than read it at once."""
+        deadline = time.monotonic() + timeout
+        names = [e["event"] for e in self.events(run_id)]
+        while not pred(names):
+            assert time.monotonic() < deadline, f"run {run_id}: events {names}"
+            time.sleep(0.05)
+            names = [e["event"] for e in self.events(run_id)]
+        return names
+
     def wait_for(
         self, run_id: str, pred: Callable[[dict[str, Any]], bool], timeout: float = 60
     ) -> dict[str, Any]:
@@ -132,21 +147,33 @@ def docker_engine() -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def no_tickers_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """After the session, end every ticker still ticking a home under this session's temporary
-    directory (a test with a home of its own may leave runs queued, and pytest keeps the
-    directories, so such a ticker would tick on)."""
+def no_orbit_processes_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """After the session, end every process still working for a home under this session's
+    temporary directory: a ticker (a test may leave runs queued, and pytest keeps the
+    directories), a notification sender retrying a dead endpoint for minutes, a shepherd."""
     yield
+    end_processes_of(tmp_path_factory.getbasetemp())
+
+
+def end_processes_of(base: Path, grace_s: float = 5) -> list[int]:
+    """End (SIGTERM, then SIGKILL after `grace_s`) every process whose environment has an
+    ORBIT_HOME under `base`, other than this one; their pids."""
     import psutil
 
-    base = str(tmp_path_factory.getbasetemp().resolve())
-    for proc in psutil.process_iter(["cmdline"]):
+    prefix = str(base.resolve()) + os.sep
+    found = []
+    for proc in psutil.process_iter():
         try:
-            ticker = "orbit.service.ticker" in (proc.info["cmdline"] or [])
-            if ticker and proc.environ().get("ORBIT_HOME", "").startswith(base + os.sep):
+            if proc.pid != os.getpid() and proc.environ().get("ORBIT_HOME", "").startswith(prefix):
                 proc.send_signal(signal.SIGTERM)
+                found.append(proc)
         except psutil.Error:
             continue
+    _, alive = psutil.wait_procs(found, timeout=grace_s)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    return sorted(p.pid for p in found)
 
 
 @pytest.fixture(scope="session")

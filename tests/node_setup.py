@@ -56,24 +56,16 @@ __all__ = [
 def ensure_packages() -> None:
     """Install Debian's openssh-server when /usr/sbin/sshd is missing; RuntimeError on failure.
 
-    `apt-get update` runs only when the install without it fails (stale or missing lists).
-    The package's postinst cannot start the service here (no systemd, policy-rc.d), which is
-    what we want: every sshd is started by hand.
+    Through scripts/apt_quiet.py, so the package's sshd is neither started nor enabled at boot:
+    every sshd of the tests is started by hand.
     """
     if os.access(SSHD, os.X_OK):
         return
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "-o", "DPkg::Lock::Timeout=300", "install", "-y", "-q"]
-    install += ["--no-install-recommends", "openssh-server"]
-    first = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
-    if first.returncode != 0:
-        update = ["apt-get", "-o", "DPkg::Lock::Timeout=300", "update", "-q"]
-        subprocess.run(update, env=env, capture_output=True, check=False)
-        again = subprocess.run(install, env=env, capture_output=True, text=True, check=False)
-        if again.returncode != 0:
-            raise RuntimeError(
-                f"apt-get install openssh-server failed:\n{again.stdout}{again.stderr}"
-            )
+    apt_quiet = Path(__file__).resolve().parents[1] / "scripts" / "apt_quiet.py"
+    install = [sys.executable, str(apt_quiet), "--no-install-recommends", "openssh-server"]
+    done = subprocess.run(install, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"apt-get install openssh-server failed:\n{done.stdout}{done.stderr}")
     if not os.access(SSHD, os.X_OK):
         raise RuntimeError(f"{SSHD} still missing after installing openssh-server")
 

@@ -48,17 +48,13 @@ def environ() -> dict[str, str]:
 
 
 def install() -> None:
-    """apt-get install the packages when a program is missing."""
+    """Install the packages when a program is missing."""
     if all(os.path.exists(p) for p in PROGRAMS):
         return
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(["apt-get", "update", "-q"], check=True, capture_output=True, env=env)
-    subprocess.run(
-        ["apt-get", "install", "-y", "-q", "--no-install-recommends", *PACKAGES],
-        check=True,
-        capture_output=True,
-        env=env,
-    )
+    # Through scripts/apt_quiet.py: munged, slurmctld and slurmd are neither started nor enabled
+    apt_quiet = Path(__file__).resolve().parents[1] / "scripts" / "apt_quiet.py"
+    install = [sys.executable, str(apt_quiet), "--no-install-recommends", *PACKAGES]
+    subprocess.run(install, check=True, capture_output=True)
 
 
 def _config() -> str:

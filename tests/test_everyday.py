@@ -6,12 +6,14 @@ system view lacks the test's home).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -146,6 +148,86 @@ def test_run_wait_and_wait_say_why_a_run_is_queued(orbit: Orbit, busybox: str) -
     assert len(set(lines)) == len(lines)  # each reason said once, not on every poll
     assert waiter.returncode == 0 and w_out == "run 3 (b) succeeded\n"
     assert queue_lines(w_err) == lines[-2:]
+
+
+class StepClock:
+    """A monotonic clock that moves only when the test says, and counts its readings."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.readings = 0
+
+    def __call__(self) -> float:
+        self.readings += 1
+        return self.now
+
+
+def until(condition: Callable[[], bool], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_run_wait_says_a_reason_again_only_when_it_changes_in_kind(
+    orbit: Orbit, busybox: str, tmp_path: Path
+) -> None:
+    """The GPU's use outside Orbit changes its figure at every tick (20.1, 20.2, … GiB): `run -w`
+    says the reason once, then, with only the figures changed, once more after REPEAT_SECONDS."""
+    from conftest import gpu, write_gpus
+
+    from orbit.cli import main
+    from orbit.cli.watch import REPEAT_SECONDS
+    from orbit.env import Env
+
+    def outside(gb: float) -> None:
+        alice = {"pid": 4242, "memory_gb": gb, "name": "python", "user": "alice"}
+        write_gpus(tmp_path / "gpus.yaml", [gpu(0, processes=[alice])])
+
+    outside(20.1)
+    orbit.environ["ORBIT_FAKE_GPUS"] = str(tmp_path / "gpus.yaml")
+    clock, err = StepClock(), io.StringIO()
+    env = Env(environ=dict(orbit.environ), stdout=io.StringIO(), stderr=err, cwd=orbit.cwd,
+              monotonic=clock)  # fmt: skip
+    argv = ["run", "--image", busybox, *SMALL, "--gpus", "1", "-n", "g", "-w", "--", "true"]
+    codes: list[int] = []
+    waiter = threading.Thread(target=lambda: codes.append(main(argv, env)))
+    lines = lambda: len(queue_lines(err.getvalue()))  # noqa: E731
+    waiter.start()
+    try:
+        orbit.wait_for("1", queued_with("(python, user alice, 20.1 GiB)"))
+        for gb in (20.2, 20.3, 20.4, 20.5, 20.6, 20.7, 20.8, 20.9, 21.2, 21.1):
+            said = lines()
+            outside(gb)  # ten ticks, each with another figure
+            assert orbit("scheduler", "tick").code == 0
+            orbit.wait_for("1", queued_with(f"(python, user alice, {gb} GiB)"))
+            # run -w has read the new reason: it said it, or read the clock twice since (it
+            # reads it on each poll while the reason differs from the line it said)
+            readings = clock.readings
+            seen = lambda r=readings, n=said: clock.readings >= r + 2 or lines() > n  # noqa: E731
+            until(seen, "run -w stopped polling")
+        assert lines() == 1, err.getvalue()
+        clock.now += REPEAT_SECONDS  # the figures changed, and the last line is old now
+        until(lambda: lines() == 2, err.getvalue())
+    finally:
+        orbit("cancel", "1")
+        waiter.join(60)
+    assert codes == [int(ExitCode.CANCELLED)]
+    reason = "waiting for 1 GPU: GPU 0 in use outside Orbit by pid 4242 (python, user alice, {})"
+    assert queue_lines(err.getvalue()) == [
+        "orbit: run 1 (g) queued: " + reason.format("20.1 GiB"),
+        "orbit: run 1 (g) queued: " + reason.format("21.1 GiB"),
+    ]
+
+
+def test_a_reasons_kind_leaves_its_figures_out() -> None:
+    from orbit.cli.watch import reason_kind
+
+    load = "waiting for 1 CPU: 0 of 2 leased, CPUs busy outside Orbit (load {} of 2)"
+    assert reason_kind(load.format("1.5")) == reason_kind(load.format("2"))
+    held = "waiting for 1 CPU: {} reserved for an earlier run"
+    assert len({reason_kind(held.format(x)) for x in ("0.49", "0.5", "0.51")}) == 1
+    assert reason_kind(load.format(2)) != reason_kind("waiting for 1 CPU: 2 of 2 leased")
 
 
 # --- orbit doctor: does Docker see Orbit's paths? ----------------------------------------------

@@ -586,17 +586,35 @@ def test_cpus_busy_outside_orbit_hold_a_run_back(
             burner.kill()
         for burner in burners:
             burner.wait()
-    # Burners gone: the next measurement (over at least 1.5 s) lets the run start. Other work
-    # on a small machine (a parallel test run) can still keep it busy: then it keeps waiting,
-    # for the same reason, and the test measures again, up to a deadline. The run must start.
-    time.sleep(1.5)
-    deadline = time.monotonic() + 60
+    # Burners gone: the next measurement lets the run start, unless other work (a parallel
+    # test run) keeps the machine busy: then the run rightly waits on. So the test measures the
+    # machine itself over each tick's interval: the run held over intervals the machine had a
+    # core free is the failure. While the machine stays busy (30 s), outside use is then
+    # forgiven up to every core (outside_cpu_min): the run must start at the next tick, since
+    # only that use held it.
+    from orbit.sched.machine import busy_cpu_seconds
+
+    def busy_since(last: tuple[float, float]) -> tuple[float, tuple[float, float]]:
+        now = (busy_cpu_seconds(), time.monotonic())
+        return (now[0] - last[0]) / max(1e-3, now[1] - last[1]), now
+
+    mark = (busy_cpu_seconds(), time.monotonic())
+    held_while_free = []
+    busy_until = time.monotonic() + 30
+    forgiven = False
     while True:
+        time.sleep(1.5)  # Orbit measures over at least MIN_INTERVAL_S between ticks
+        busy, mark = busy_since(mark)
         assert orbit("scheduler", "tick").code == 0
         status = orbit.status(run_id)
         if status["state"] != "queued":
             break
         assert "CPUs busy outside Orbit" in status["reason"], status["reason"]
-        assert time.monotonic() < deadline, f"still waiting after the burners stopped: {status}"
-        time.sleep(1.5)
+        if busy < cores - 1:  # a core and more was idle: what Orbit ignores (0.5) and one CPU
+            held_while_free.append(round(busy, 2))
+        assert len(held_while_free) < 3, f"held while {held_while_free} of {cores} busy: {status}"
+        assert not forgiven, f"outside use forgiven, still waiting: {status}"
+        if time.monotonic() > busy_until:
+            orbit.configure(outside_cpu_min=float(cores))
+            forgiven = True
     assert orbit.wait_for(run_id, lambda s: s["state"] == "succeeded")["exit_code"] == 0

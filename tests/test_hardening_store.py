@@ -1,16 +1,19 @@
 """The home against the machine and against damage: unreadable run directories, a full or
 read-only disk, another user's files, broken runs.
 
-Non-root cases run real `python orbit.py` processes as a real user (`orbit-tester`, created
-once, in the docker group); disk cases use a small tmpfs mounted as the home's file system.
+Non-root cases run real `python orbit.py` processes as a real user (`orbit-tester-PID`, in the
+docker group, created for the session and removed with its home at its end); disk cases use a
+small tmpfs mounted as the home's file system.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import pwd
+import re
 import shutil
 import socket
 import subprocess
@@ -33,7 +36,8 @@ from conftest import (
 
 from orbit.errors import ExitCode
 
-TESTER = "orbit-tester"
+# This session's own user, removed at its end (a crashed session's goes at the next start).
+TESTER = f"orbit-tester-{os.getpid()}"
 SYSTEM_PYTHON = "/usr/bin/python3"
 
 
@@ -48,16 +52,76 @@ def one_line_error(res: Result, code: int, *words: str) -> None:
 
 
 # --- a real non-root user ----------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def tester() -> tuple[int, int]:
-    """orbit-tester's uid and gid: created if missing (a concurrent creation is fine)."""
+@contextlib.contextmanager
+def real_user(name: str) -> Iterator[tuple[int, int]]:
+    """A real user `name` in the docker group, with a home; its uid and gid. Afterwards its
+    processes are ended and it is removed with its home (userdel -r)."""
+    subprocess.run(["useradd", "-m", "-G", "docker", name], check=True, capture_output=True)
     try:
-        pwd.getpwnam(TESTER)
-    except KeyError:
-        subprocess.run(["useradd", "-m", TESTER], capture_output=True)
-    subprocess.run(["usermod", "-aG", "docker", TESTER], check=True, capture_output=True)
-    entry = pwd.getpwnam(TESTER)
-    return entry.pw_uid, entry.pw_gid
+        entry = pwd.getpwnam(name)
+        yield entry.pw_uid, entry.pw_gid
+    finally:
+        remove_user(name)
+
+
+def remove_user(name: str) -> None:
+    import psutil
+
+    uid = pwd.getpwnam(name).pw_uid
+    for proc in psutil.process_iter(["uids"]):
+        if proc.info["uids"] and proc.info["uids"].real == uid:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+    subprocess.run(["userdel", "-r", name], check=True, capture_output=True)
+
+
+def remove_stale_testers() -> list[str]:
+    """Remove the users of test sessions that are gone (orbit-tester-PID, PID not alive)."""
+    import psutil
+
+    found = [(e.pw_name, re.fullmatch(r"orbit-tester-(\d+)", e.pw_name)) for e in pwd.getpwall()]
+    stale = [name for name, m in found if m and not psutil.pid_exists(int(m[1]))]
+    for name in stale:
+        remove_user(name)
+    return stale
+
+
+@pytest.fixture(scope="session")
+def tester() -> Iterator[tuple[int, int]]:
+    """This session's real user (TESTER) and its ids; removed at the end of the session."""
+    remove_stale_testers()
+    with real_user(TESTER) as ids:
+        yield ids
+
+
+def test_the_sessions_user_is_removed_with_its_home() -> None:
+    name = f"orbit-tester-{_dead_pid()}"
+    with real_user(name) as (uid, _):
+        home = Path(pwd.getpwnam(name).pw_dir)
+        assert (
+            home.is_dir()
+            and "docker"
+            in subprocess.run(
+                ["id", "-nG", name], capture_output=True, text=True, check=True
+            ).stdout.split()
+        )
+        left = subprocess.Popen(["setpriv", f"--reuid={uid}", "sleep", "60"])  # left behind
+    assert left.wait(10) == -9
+    with pytest.raises(KeyError):
+        pwd.getpwnam(name)
+    assert not home.exists()
+    subprocess.run(["useradd", "-m", name], check=True, capture_output=True)  # a crashed session's
+    assert remove_stale_testers() == [name]
+    assert not home.exists()
+
+
+def _dead_pid() -> int:
+    import psutil
+
+    pid = 4_000_000
+    while psutil.pid_exists(pid):
+        pid += 1
+    return pid
 
 
 @pytest.fixture(scope="session")

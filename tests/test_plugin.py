@@ -174,6 +174,63 @@ def test_claude_round_trip_keeps_the_users_settings(agents: Agents) -> None:
     assert not (agents.orbit_home / "agent-kit").exists()
 
 
+# A layout no JSON writer reproduces: lists on one line, a key without a space, 1e3, a tab.
+HAND_WRITTEN = """{
+    "model":"opus",
+    "permissions": { "allow": ["Bash(npm run lint)", "Read(~/.zshrc)"], "deny": [] },
+    "cleanupPeriodDays": 1e3,
+\t"env": {"DISABLE_TELEMETRY": "1"}
+}
+"""
+
+
+def test_remove_puts_back_a_hand_written_settings_file_byte_for_byte(agents: Agents) -> None:
+    agents.settings.parent.mkdir()
+    agents.settings.write_text(HAND_WRITTEN)
+    agents.ok("plugin", "install", "claude")
+    assert "SessionStart" in orbit_commands(json.loads(agents.settings.read_text()))
+    agents.ok("plugin", "update")
+    agents.ok("plugin", "remove", "claude")
+    assert agents.settings.read_text() == HAND_WRITTEN
+
+
+def test_remove_keeps_what_the_user_changed_after_install(agents: Agents) -> None:
+    agents.settings.parent.mkdir()
+    agents.settings.write_text(HAND_WRITTEN)
+    agents.ok("plugin", "install", "claude")
+    data = json.loads(agents.settings.read_text())
+    data["model"] = "sonnet"
+    data["hooks"]["SessionStart"].append({"hooks": [{"type": "command", "command": "mine"}]})
+    agents.settings.write_text(json.dumps(data, indent=2) + "\n")
+    agents.ok("plugin", "remove", "claude")
+    after = json.loads(agents.settings.read_text())
+    assert after == {
+        **json.loads(HAND_WRITTEN),
+        "model": "sonnet",
+        "hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "mine"}]}]},
+    }
+    assert not (agents.orbit_home / "agent-kit").exists()
+
+
+def test_a_settings_file_edited_around_orbits_hooks_is_not_put_back(agents: Agents) -> None:
+    """The user edits the file while Orbit's hooks are in, then an update rewrites the hooks:
+    the bytes from before the first install are no longer the user's file."""
+    agents.settings.parent.mkdir()
+    agents.settings.write_text(HAND_WRITTEN)
+    agents.ok("plugin", "install", "claude")
+    data = json.loads(agents.settings.read_text())
+    data["model"] = "haiku"
+    for groups in data["hooks"].values():  # as an older Orbit wrote them: without --home
+        for g in groups:
+            for h in g["hooks"]:
+                h["command"] = h["command"].split(" --home ")[0]
+    agents.settings.write_text(json.dumps(data, indent=2) + "\n")
+    out = agents.ok("plugin", "update")
+    assert "nothing changed" not in out
+    agents.ok("plugin", "remove", "claude")
+    assert json.loads(agents.settings.read_text()) == {**json.loads(HAND_WRITTEN), "model": "haiku"}
+
+
 def test_claude_without_settings_creates_and_deletes_the_file(agents: Agents) -> None:
     agents.ok("plugin", "install", "claude")
     assert set(orbit_commands(json.loads(agents.settings.read_text()))) == {
@@ -227,6 +284,7 @@ def test_a_users_own_skill_of_the_same_name_is_never_replaced(agents: Agents) ->
 
 
 def test_codex_pi_and_dsh_share_agents_skills(agents: Agents) -> None:
+    (agents.home / ".dsh" / "profiles" / "work").mkdir(parents=True)  # dsh was run, has a profile
     for agent in ("codex", "pi", "dsh"):
         agents.ok("plugin", "install", agent)
     agents.ok("plugin", "install", "dsh", "--profile", "work")
@@ -252,6 +310,39 @@ def test_codex_pi_and_dsh_share_agents_skills(agents: Agents) -> None:
     assert code == 3 and "not installed" in err
     code, _, err = agents("plugin", "install", "codex", "--profile", "x")
     assert code == 2 and err.count("\n") == 1
+
+
+def test_dsh_that_is_not_there_is_named_and_nothing_is_created(agents: Agents) -> None:
+    before = snapshot(agents.home)
+    code, _, err = agents("plugin", "install", "dsh")
+    assert code == 3 and err.count("\n") == 1, err
+    assert "dsh not found" in err and "npm install -g @deepseek-ai/dsh" in err
+    assert snapshot(agents.home) == before and not (agents.home / ".agents").exists()
+    assert not agents.orbit_home.exists()
+
+    dsh_home = agents.home / "dsh-home"
+    (dsh_home / "profiles" / "work").mkdir(parents=True)
+    agents.environ["DSH_HOME"] = str(dsh_home)
+    code, _, err = agents("plugin", "install", "dsh", "--profile", "headless")
+    assert code == 3 and err.count("\n") == 1, err
+    assert f"no dsh profile headless in {dsh_home / 'profiles'}" in err and "work" in err
+    assert not (dsh_home / "profiles" / "headless").exists()
+    assert not agents.orbit_home.exists()
+
+    agents.ok("plugin", "install", "dsh", "--profile", "work")
+    assert (dsh_home / "profiles" / "work" / "skills" / "orbit" / "SKILL.md").is_file()
+
+
+def test_dsh_on_path_is_dsh_installed(agents: Agents, tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "dsh").write_text("#!/bin/sh\n")
+    (bin_dir / "dsh").chmod(0o755)
+    agents.environ["PATH"] = f"{bin_dir}:{agents.environ['PATH']}"
+    agents.ok("plugin", "install", "dsh")  # no ~/.dsh yet: the shared ~/.agents/skills
+    assert (agents.home / ".agents" / "skills" / "orbit" / "SKILL.md").is_file()
+    code, _, err = agents("plugin", "install", "dsh", "--profile", "work")
+    assert code == 3 and "no dsh profile work" in err and "create it with dsh" in err
 
 
 def _age(copy: Path) -> None:

@@ -11,6 +11,7 @@ takes away exactly that: a copy another agent still uses (Codex, pi and dsh shar
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import shutil
@@ -70,10 +71,32 @@ def target(agent: str, profile: str | None, environ: Mapping[str, str]) -> Targe
     if agent == "dsh" and profile is not None:
         if not profile or "/" in profile or profile.startswith("."):
             raise UsageError(f"not a dsh profile name: {profile!r}")
-        dsh_home = Path(environ.get("DSH_HOME") or home / ".dsh")
-        return Target(agent, profile, dsh_home / "profiles" / profile / "skills", None)
+        skills = dsh_home(environ) / "profiles" / profile / "skills"
+        return Target(agent, profile, skills, None)
     agents_home = environ.get("DSH_AGENTS_HOME") if agent == "dsh" else None
     return Target(agent, None, Path(agents_home or home / ".agents") / "skills", None)
+
+
+def dsh_home(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("DSH_HOME") or Path(environ.get("HOME") or Path.home()) / ".dsh")
+
+
+def check_dsh(t: Target, environ: Mapping[str, str]) -> None:
+    """Refuse to install for a dsh that is not there: neither `dsh` on PATH nor its home (npx
+    runs it without a command), or a profile it does not have (dsh makes its profiles)."""
+    home = dsh_home(environ)
+    if not shutil.which("dsh", path=environ.get("PATH", "")) and not home.is_dir():
+        raise NotFoundError(
+            f"dsh not found: no `dsh` on PATH and no {home}; install it (`npm install -g "
+            "@deepseek-ai/dsh`) and run it once, or set DSH_HOME to its home"
+        )
+    if t.profile is not None and not (home / "profiles" / t.profile).is_dir():
+        have = sorted(p.name for p in (home / "profiles").glob("*") if p.is_dir())
+        known = f" (it has: {', '.join(have)})" if have else ""
+        raise NotFoundError(
+            f"no dsh profile {t.profile} in {home / 'profiles'}{known}; create it with dsh "
+            f"first, or name one it has with --profile"
+        )
 
 
 def orbit_command() -> str:
@@ -94,6 +117,7 @@ class Kit:
     def __init__(self, root: Path) -> None:
         self.root = root / "agent-kit"
         self.manifest_path = self.root / "installed.json"
+        self.originals = self.root / "settings-before"
 
     def manifest(self) -> dict[str, Any]:
         try:
@@ -115,12 +139,16 @@ class Kit:
         self.root.mkdir(parents=True, exist_ok=True)
         atomic_write(self.manifest_path, text.encode())
 
+    def original(self, key: str) -> Path:
+        """Where the bytes of `key`'s settings file from before install are kept (0600)."""
+        return self.originals / f"{key}.json"
+
     def drop_old_copies(self, agents: dict[str, Any]) -> None:
         """Delete the copy older installs linked to, once no recorded skill is such a link."""
         if any(p.is_symlink() for p in _skill_paths(agents)) or not self.root.is_dir():
             return
         for entry in self.root.iterdir():
-            if entry != self.manifest_path:
+            if entry not in (self.manifest_path, self.originals):
                 if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry, ignore_errors=True)
                 else:
@@ -187,6 +215,8 @@ def install(home: Home, agent: str, profile: str | None, environ: Mapping[str, s
     """Install (or refresh) Orbit's skills and hooks for one agent; what was done. Nothing is
     written when a skill's place holds something not Orbit's, or a settings file is broken."""
     t = target(agent, profile, environ)
+    if agent == "dsh":
+        check_dsh(t, environ)
     kit = Kit(home.root)
     names = skill_names()
     for name in names:
@@ -207,8 +237,12 @@ def install(home: Home, agent: str, profile: str | None, environ: Mapping[str, s
     hooks_changed = False
     if settings is not None and t.settings is not None:
         created_file = not settings.existed
+        before = settings.text if settings.existed else None
+        had_ours = any_hooks(settings, str(home.root))
         created = add_hooks(settings, hook_events(home, agent))
         hooks_changed = settings.save()
+        if hooks_changed and before is not None:
+            _keep_original(kit, t.key, entry, before, settings.text, had_ours)
         entry["settings"] = str(t.settings)
         entry["created_file"] = entry["created_file"] or created_file
         entry["created_keys"] = sorted(set(entry["created_keys"]) | set(created))
@@ -223,6 +257,37 @@ def install(home: Home, agent: str, profile: str | None, environ: Mapping[str, s
         "hooks_changed": hooks_changed,
         "home": str(home.root),
     }
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _keep_original(
+    kit: Kit, key: str, entry: dict[str, Any], before: str, written: str, had_ours: bool
+) -> None:
+    """Keep the settings file's bytes from before Orbit first changed it, and the digest of
+    what Orbit wrote, so that remove can put those bytes back while nobody else changed the
+    file. A file changed by someone else around Orbit's hooks has no such bytes any more."""
+    path = kit.original(key)
+    if entry.get("settings_written") != _digest(before) or not path.exists():
+        if had_ours:  # Orbit's hooks were in, and the user changed the file: no original
+            path.unlink(missing_ok=True)
+            entry.pop("settings_written", None)
+            return
+        kit.originals.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, before.encode(), mode=0o600)
+    entry["settings_written"] = _digest(written)
+
+
+def _put_back(kit: Kit, key: str, entry: dict[str, Any], settings: Settings) -> bool:
+    """Write the file's bytes from before install back, when the file is still what Orbit
+    last wrote; whether it did."""
+    path = kit.original(key)
+    if entry.get("settings_written") != _digest(settings.text) or not path.is_file():
+        return False
+    settings.write(path.read_text())
+    return True
 
 
 def _settings_of(t: Target) -> Settings | None:
@@ -243,12 +308,13 @@ def remove(home: Home, agent: str, profile: str | None, environ: Mapping[str, st
     settings_path = entry.get("settings")
     if settings_path:
         settings = Settings(Path(settings_path))  # refuses a broken file before any change
-        if settings.existed:
+        if settings.existed and not _put_back(kit, t.key, entry, settings):
             remove_hooks(settings, entry.get("created_keys", []), str(home.root))
             if entry.get("created_file") and not settings.data:
                 settings.path.unlink()
             else:
                 settings.save()
+        kit.original(t.key).unlink(missing_ok=True)
     del agents[t.key]
     removed, kept = [], []
     for name in entry.get("skills", []):

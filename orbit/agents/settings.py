@@ -2,10 +2,11 @@
 
 The settings file belongs to the user: it is parsed (never patched as text), Orbit's handlers
 are appended to the `hooks` events they belong to, every other key and hook keeps its place,
-and the file is written back with the indentation, key order and final newline it had, so a
-file that Orbit adds to and then removes from reads byte for byte as before. Orbit's handlers
-are found again by their command, which runs `-m orbit hook`, and belong to the home their
-`--home PATH` names (a handler without one was written before hooks named their home).
+and the file is written back with the indentation, key order and final newline it had (on
+remove, agents/plugin.py puts the bytes from before install back while nobody else changed the
+file; this is for when somebody did). Orbit's handlers are found again by their command, which
+runs `-m orbit hook`, and belong to the home their `--home PATH` names (a handler without one
+was written before hooks named their home).
 """
 
 from __future__ import annotations
@@ -108,12 +109,16 @@ class Settings:
         text = self.render()
         if self.existed and text == self.text:
             return False
+        self.write(text)
+        return True
+
+    def write(self, text: str) -> None:
+        """Replace the file with `text` (atomically)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # The user's file keeps its permissions; a new one is private (it may hold keys).
         mode = self.path.stat().st_mode & 0o7777 if self.existed else 0o600
         atomic_write(self.path, text.encode(), mode=mode)
         self.text, self.existed = text, True
-        return True
 
 
 def _indent_of(text: str) -> int | str | None:

@@ -286,7 +286,7 @@ def _wait_and_report(args: argparse.Namespace, env: Env, job_id: str) -> int:
     from orbit.cli.watch import QueueNotes
 
     last_tick = time.monotonic()
-    queued = QueueNotes(env.stderr)
+    queued = QueueNotes(env.stderr, clock=env.monotonic)
     while load_job(env.home, job_id).state == "running":
         say_why_runs_wait(env, job_id, queued)
         if not driver_alive(env.home, job_id):

@@ -17,7 +17,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     psub = p.add_subparsers(dest="action", metavar="ACTION")
     i = psub.add_parser("install", help="copy the skills (and hooks) into an agent")
     i.add_argument("agent", choices=("claude", "codex", "pi", "dsh"), help=AGENT_HELP)
-    i.add_argument("--profile", help="a dsh profile (under $DSH_HOME/profiles)")
+    i.add_argument(
+        "--profile", help="an existing dsh profile (in $DSH_HOME/profiles); else ~/.agents/skills"
+    )
     add_json(i)
     i.set_defaults(func=install)
     r = psub.add_parser("remove", help="take away what install added for an agent")

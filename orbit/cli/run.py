@@ -228,7 +228,9 @@ def run(args: argparse.Namespace, env: Env) -> int:
     run = store.load(run.id)
     if args.wait:
         out = None if args.json else binary_stdout(env)
-        run = follow_until_done(env, store, run, out=out, queued=QueueNotes(env.stderr))
+        run = follow_until_done(
+            env, store, run, out=out, queued=QueueNotes(env.stderr, clock=env.monotonic)
+        )
     if args.json:
         print_json(env, describe(store, run, metrics=metrics_json(run)))
     elif args.wait:

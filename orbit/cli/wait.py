@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
         ids = [store.resolve(ref).id for ref in args.runs]
     progress = Progress(env.stderr, args.group) if args.group and not args.json else None
     # With -g the counts say how many wait; a line per queued run would drown them.
-    queued = None if args.group else QueueNotes(env.stderr)
+    queued = None if args.group else QueueNotes(env.stderr, clock=env.monotonic)
     runs = [*wait_for(env, store, ids, progress, queued, more), *unreadable]
     results = [result(r) for r in runs]
     gone = interrupted(env.home, args.group) if args.group else []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -55,34 +56,65 @@ class StatusWatch:
         return self.run
 
 
+# A waiting run's reason carries figures that jitter from tick to tick (`load 1.5 of 2`, `0.49
+# reserved`): a line is said again when the reason changes in kind (its numbers aside), and a
+# reason that only changed its figures is said again at most every REPEAT_SECONDS.
+REPEAT_SECONDS = 60.0
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def reason_kind(text: str) -> str:
+    """`text` with every number replaced by `#`: what the reason says, its figures aside."""
+    return _NUMBER.sub("#", text)
+
+
 class QueueNotes:
     """Says on stderr that a run waits in the queue and why, one line
-    `orbit: run 4 (b) queued: waiting for 2 CPUs: 4 of 4 leased`, and again only when the reason
-    changes (the tick rewrites it only then); the same for a run whose node cannot be reached
-    now (`orbit: run 4 unknown: node b cannot be reached …`), and for a running run held by
-    something outside it (`orbit: run 4 running: Docker is not answering since 12:03:05`,
-    `… waiting: disk full under …`: its shepherd's reason). Nothing for other states."""
+    `orbit: run 4 (b) queued: waiting for 2 CPUs: 4 of 4 leased`; again when the reason changes
+    in kind, and when only its figures changed, at most every `every_s` with the current text.
+    The same for a run whose node cannot be reached now (`orbit: run 4 unknown: node b cannot
+    be reached …`), and for a running run held by something outside it (`orbit: run 4 running:
+    Docker is not answering since 12:03:05`, `… waiting: disk full under …`: its shepherd's
+    reason; `orbit: run 4 running` when that ends). Nothing for other states. `say` is the rule
+    for any waiting thing with a label and a line (a bench job's verify run, say); `show`
+    applies it to a Run."""
 
     SHOWN = (RunState.QUEUED, RunState.UNKNOWN)
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(
+        self,
+        out: TextIO,
+        *,
+        every_s: float = REPEAT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.out = out
-        self.said: dict[str, str] = {}  # run id -> the state and reason last said
+        self.every_s = every_s
+        self.clock = clock
+        self.said: dict[str, tuple[str, float]] = {}  # key -> (the line last said, when)
 
     def show(self, run: Run) -> None:
         if run.state is RunState.RUNNING:
-            line = f"running: {run.reason}" if run.reason else ""
-            if self.said.get(run.id, "") != line and (line or run.id in self.said):
-                self.said[run.id] = line
-                print(f"orbit: run {run.label} {line or 'running'}", file=self.out, flush=True)
+            if run.reason:
+                self.say(run.id, f"run {run.label}", f"running: {run.reason}")
+            elif run.id in self.said:  # what held it has ended
+                self.say(run.id, f"run {run.label}", "running")
+        elif run.state in self.SHOWN:
+            self.say(run.id, f"run {run.label}", f"{run.state.value}: {run.reason or 'waiting'}")
+
+    def say(self, key: str, label: str, line: str) -> None:
+        """Print `orbit: LABEL LINE` unless it was said for `key` already, or it differs from
+        what was said only in its figures and was said less than `every_s` ago."""
+        last = self.said.get(key)
+        if last is not None and last[0] == line:
             return
-        if run.state not in self.SHOWN:
-            return
-        line = f"{run.state.value}: {run.reason or 'waiting'}"
-        if self.said.get(run.id) == line:
-            return
-        self.said[run.id] = line
-        print(f"orbit: run {run.label} {line}", file=self.out, flush=True)
+        now = self.clock()
+        if last is not None:
+            figures_only = reason_kind(last[0]) == reason_kind(line)
+            if figures_only and now - last[1] < self.every_s:
+                return
+        self.said[key] = (line, now)
+        print(f"orbit: {label} {line}", file=self.out, flush=True)
 
 
 class SideTicks:
