@@ -97,6 +97,15 @@ def lease_intervals(orbit: Orbit, ids: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+def removed_from_outside(orbit: Orbit, run_id: str) -> bool:
+    """The run's container was removed by someone else while it ran (exit 137, not for memory,
+    and Docker said so to its shepherd)."""
+    status = orbit.status(run_id)
+    log = (orbit.run_dir(run_id) / "shepherd.log").read_text(errors="replace")
+    said = "No such container" in log or "marked for removal" in log
+    return status.get("exit_code") == 137 and not status.get("oom_killed") and said
+
+
 def max_overlap(
     intervals: list[tuple[float, float, str]], slack: float = 0.0
 ) -> tuple[int, list[str]]:
@@ -151,8 +160,13 @@ def test_fifty_simultaneous_runs_never_share_a_gpu(
     assert sorted(ids, key=int) == [str(i) for i in range(1, n_runs + 1)]
     rescues = drain(orbit, ids, timeout=150)
     res = orbit("wait", "--json", *ids)
-    assert res.code == 0, res.out + res.err
-    assert [r["state"] for r in res.json()["runs"]] == ["succeeded"] * n_runs
+    failed = [r["id"] for r in res.json()["runs"] if r["state"] != "succeeded"]
+    # On an engine shared with other work, something else may force-remove a container (the
+    # newcomer audit saw it once): such a run is not what this test is about, so it may fail,
+    # but only with Docker's own words for it in its shepherd.log, and its lease is still
+    # checked below. Any other failure fails the test.
+    removed = [i for i in failed if removed_from_outside(orbit, i)]
+    assert failed == removed and len(removed) <= 2, res.out + res.err
     elapsed = time.monotonic() - started
 
     runs = lease_intervals(orbit, ids)
