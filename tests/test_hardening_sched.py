@@ -186,6 +186,18 @@ def _fake_gpus(path: Path) -> None:
     path.write_text("gpus:\n  - {index: 0, name: Stand-in, memory_gb: 16}\n")
 
 
+# `orbit scheduler tick` whose GPU query never returns (argv[1]: the checkout).
+HANGING_TICK = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from orbit.sched import gpus
+gpus.FakeGpus.read = lambda self, indices=None: time.sleep(600)
+sys.argv = ["orbit", "scheduler", "tick"]
+from orbit.__main__ import entry
+entry()
+"""
+
+
 def test_a_stuck_scheduler_lock_is_named(tmp_path: Path, busybox: str) -> None:
     # Home A: the lock taken by a foreign process (`flock`), as by a tick that hangs.
     a = Orbit(tmp_path / "a", tmp_path)
@@ -193,7 +205,9 @@ def test_a_stuck_scheduler_lock_is_named(tmp_path: Path, busybox: str) -> None:
     assert a("scheduler", "tick").code == 0
     # -o: `flock` itself holds the lock, not the `sleep` it starts, so killing it frees it.
     flock = subprocess.Popen(["flock", "-o", str(lock_a), "sleep", "300"], start_new_session=True)
-    # Home B: a real tick, hung reading the GPU stand-in (a FIFO), then stopped (Ctrl-Z).
+    # Home B: a real tick, hung in its GPU query (as an NVML call can hang), then stopped
+    # (Ctrl-Z). A FIFO as the stand-in no longer hangs anything: files are read without
+    # blocking, so the hang is put in the query itself.
     b = Orbit(tmp_path / "b", tmp_path)
     gpus = tmp_path / "gpus.yaml"
     _fake_gpus(gpus)
@@ -202,9 +216,14 @@ def test_a_stuck_scheduler_lock_is_named(tmp_path: Path, busybox: str) -> None:
     assert held is not None
     run_b = b.submit("--image", busybox, *SMALL, "--gpus", "1", "--", "true")
     held.close()
-    gpus.unlink()
-    os.mkfifo(gpus)
-    tick_b = b.proc("scheduler", "tick")
+    tick_b = subprocess.Popen(
+        [sys.executable, "-c", HANGING_TICK, str(Path(ORBIT_PY).parent)],
+        cwd=tmp_path,
+        env=b.environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_until(lambda: is_locked(b.home / "locks" / "scheduler.lock"), what="B's tick")
         # Stopped only once it has noted itself as the holder (it does so right after taking
@@ -228,7 +247,7 @@ def test_a_stuck_scheduler_lock_is_named(tmp_path: Path, busybox: str) -> None:
         assert expected in tick.out
         assert f"kill -CONT {tick_b.pid}" in tick.out
         assert expected in b("ps").err
-        # (B's resources and doctor would read the FIFO too: they are checked on A.)
+        # (B's resources and doctor would query the GPUs too: they are checked on A.)
         expected = f"scheduler lock held by pid {flock.pid} (flock "
         problems = a("resources", "--json").json()["problems"]
         assert sum(expected in p for p in problems) == 1, problems  # said once
