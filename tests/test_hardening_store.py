@@ -76,11 +76,14 @@ def remove_user(name: str) -> None:
 
 
 def remove_stale_testers() -> list[str]:
-    """Remove the users of test sessions that are gone (orbit-tester-PID, PID not alive)."""
+    """Remove the users of test sessions that are gone (orbit-tester-PID, PID not alive), and
+    the plain `orbit-tester` that these tests' older versions left for good."""
     import psutil
 
-    found = [(e.pw_name, re.fullmatch(r"orbit-tester-(\d+)", e.pw_name)) for e in pwd.getpwall()]
-    stale = [name for name, m in found if m and not psutil.pid_exists(int(m[1]))]
+    found = [
+        (e.pw_name, re.fullmatch(r"orbit-tester(?:-(\d+))?", e.pw_name)) for e in pwd.getpwall()
+    ]
+    stale = [name for name, m in found if m and (m[1] is None or not psutil.pid_exists(int(m[1])))]
     for name in stale:
         remove_user(name)
     return stale
