@@ -290,7 +290,7 @@ def test_sweep_w_waits_for_its_runs(orbit: Orbit, busybox: str) -> None:
     out = res.json()
     assert set(out) == {"group", "ok", "runs"} and out["ok"] is False
     assert [set(r) for r in out["runs"]] == [
-        {"id", "name", "params", "state", "reason", "exit_code", "error_excerpt"}
+        {"id", "name", "params", "state", "reason", "exit_code", "error_excerpt", "log_note"}
     ] * 2
     assert [(r["params"]["code"], r["state"], r["exit_code"]) for r in out["runs"]] == [
         ("0", "succeeded", 0),

@@ -122,11 +122,12 @@ def run_foreground(
             raise _Stop from None  # not started yet: unwind out of start()
 
     info = {"format": 1, "pid": os.getpid(), "interval_s": interval_s, "started_at": now_iso()}
-    atomic_write(_run_info(home), json.dumps(info).encode(), durable=False)
     previous: dict[signal.Signals, Any] = {}
     try:
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous[signum] = signal.signal(signum, stop)
+        # Written once a stop signal is ours: whoever sees the file may stop the loop.
+        atomic_write(_run_info(home), json.dumps(info).encode(), durable=False)
         if not stopping.is_set():
             scheduler.start()  # blocks until stop() shuts it down
     except _Stop:
