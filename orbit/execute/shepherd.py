@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 from orbit.detach import release_memory
 from orbit.errors import DISK_FULL, DockerError, OrbitError, from_os_error
 from orbit.execute import docker_ops
-from orbit.execute.engine import Container, Engine, EngineError, NotFound, Unreachable
+from orbit.execute.engine import Container, Engine, EngineError, NotFound
 from orbit.execute.logfollow import LogCopier
 from orbit.execute.logvalve import Valve, limit_for
-from orbit.execute.troubles import RESERVE, Troubles
+from orbit.execute.troubles import RESERVE, Troubles, poll
 from orbit.execute.watching import (
     DISK_RETRY_SECONDS,
     METRICS_BUDGET_BYTES,
@@ -443,23 +443,8 @@ class Shepherd:
             return None
 
     def _poll(self, copier: LogCopier, final: bool = False) -> int:
-        """One poll of Docker's log: frames read, or -1 when the disk is full. Docker not
-        answering and a full disk are said (once) through the run's troubles."""
-        troubles = self.troubles
-        try:
-            got = copier.poll(final=final)
-        except Exception as exc:  # Docker's: the container may be gone; what was written stays
-            if not isinstance(exc, OSError) or exc.errno not in DISK_FULL:
-                if isinstance(exc, Unreachable) and troubles is not None:
-                    troubles.docker(answering=False)
-                else:
-                    log.info("log copy failed: %s", exc)
-                return 0
-            got = -1
-        if troubles is not None:
-            troubles.docker(answering=True)
-            troubles.disk(full=got < 0)
-        return got
+        """One poll of Docker's log: frames read, or -1 when the disk is full (troubles.poll)."""
+        return poll(copier, final, self.troubles)
 
     def _wait(self, client: Engine, container_id: str, out: dict[str, Any]) -> None:
         while True:

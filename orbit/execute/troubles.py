@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 import os
 
-from orbit.errors import OrbitError
+from orbit.errors import DISK_FULL, OrbitError
+from orbit.execute.engine import Unreachable
 from orbit.human import clock_time
 from orbit.store.files import unlink_quiet
 from orbit.store.lognote import outages
@@ -27,6 +28,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from orbit.execute.logfollow import LogCopier
     from orbit.store.model import Run
 
 log = logging.getLogger(__name__)
@@ -133,3 +135,23 @@ class Troubles:
         except OSError as exc:
             log.info("run %s: no disk reserve (%s)", self.run_id, exc)
             unlink_quiet(path)
+
+
+def poll(copier: LogCopier, final: bool, troubles: Troubles | None) -> int:
+    """One poll of Docker's log: frames read, or -1 when the disk is full. With `troubles` (while
+    the shepherd watches a running container), Docker not answering and a full disk are said."""
+    try:
+        got = copier.poll(final=final)
+    except Exception as exc:  # Docker's: the container may be gone; what was written stays
+        if isinstance(exc, OSError) and exc.errno in DISK_FULL:
+            got = -1
+        elif isinstance(exc, Unreachable) and troubles is not None:
+            troubles.docker(answering=False)
+            return 0
+        else:
+            log.info("log copy failed: %s", exc)
+            return 0
+    if troubles is not None:
+        troubles.docker(answering=True)
+        troubles.disk(full=got < 0)
+    return got
