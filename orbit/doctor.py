@@ -356,7 +356,7 @@ def check_scheduler_lock(home: Home) -> Check:
 def check_agents(home: Home, environ: Mapping[str, str]) -> list[Check]:
     """Which agents have Orbit's skills and hooks (`orbit plugin`), and which copy is stale.
     An agent without them is information, not a problem."""
-    from orbit.agents.plugin import status
+    from orbit.agents.plugin import agent_names, status
     from orbit.errors import OrbitError
 
     try:
@@ -365,7 +365,7 @@ def check_agents(home: Home, environ: Mapping[str, str]) -> list[Check]:
         return [Check("agent plugin", WARN, str(exc), "`orbit plugin update`")]
     installed = [r for r in rows if r["installed"]]
     if not installed:
-        detail = "no agent has Orbit's skills (`orbit plugin install claude|codex|pi|dsh`)"
+        detail = f"no agent has Orbit's skills (`orbit plugin install {'|'.join(agent_names())}`)"
         return [Check("agent plugin", OK, detail)]
     checks = []
     for row in installed:

@@ -21,26 +21,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orbit import harnesses
 from orbit.errors import ConflictError, CorruptError, NotFoundError, UsageError
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
 from orbit.store.model import now_iso
 
-HARNESSES = ("claude-code", "codex")
 KINDS = ("login", "api-key", "relay")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 VERSION = 1
-# Non-secret settings --from-env carries over (model choices).
-MODEL_VARS = {
-    "claude-code": (
-        "ANTHROPIC_MODEL",
-        "ANTHROPIC_DEFAULT_OPUS_MODEL",
-        "ANTHROPIC_DEFAULT_SONNET_MODEL",
-        "ANTHROPIC_DEFAULT_HAIKU_MODEL",
-        "CLAUDE_CODE_SUBAGENT_MODEL",
-    ),
-    "codex": (),
-}
 
 
 @dataclass
@@ -99,7 +88,7 @@ def load(home: Home) -> dict[str, Profile]:
         raise CorruptError(f"{path} has no `profiles` object; fix or remove it")
     out = {}
     for name, entry in profiles.items():
-        if not isinstance(entry, dict) or entry.get("harness") not in HARNESSES:
+        if not isinstance(entry, dict) or entry.get("harness") not in harnesses.ids():
             raise CorruptError(f"{path}: profile {name!r} is malformed; fix or remove it")
         known = {k: v for k, v in entry.items() if k in Profile.__dataclass_fields__}
         known.pop("name", None)
@@ -207,56 +196,19 @@ def read_key(
 
 
 def from_environment(harness: str, kind: str, environ: Mapping[str, str]) -> Profile:
-    """A profile's secret, URL and models taken from this environment (and for Claude Code,
-    the `env` block of its user settings, which is where a relay is usually configured)."""
-    found = dict(_claude_settings_env(environ)) if harness == "claude-code" else {}
-    found.update({k: v for k, v in environ.items() if v})
-    profile = Profile(name="", harness=harness, kind=kind, source="from-env")
-    if harness == "claude-code":
-        keys = {
-            "login": ("CLAUDE_CODE_OAUTH_TOKEN",),
-            "api-key": ("ANTHROPIC_API_KEY",),
-            "relay": ("ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_API_KEY"),
-        }[kind]
-        profile.base_url = found.get("ANTHROPIC_BASE_URL")
-        profile.env = {v: found[v] for v in MODEL_VARS[harness] if found.get(v)}
-    else:
-        keys = ("CODEX_API_KEY", "OPENAI_API_KEY")
-        profile.base_url = found.get("OPENAI_BASE_URL")
-        if kind == "login":
-            profile.files = {"auth.json": _codex_login_file(environ)}
-            return profile
-    for var in keys:
-        if found.get(var):
-            profile.key = found[var].strip()
-            profile.source = f"from-env:{var}"
-            return profile
-    raise UsageError(f"--from-env: none of {', '.join(keys)} is set (nor in Claude's settings)")
-
-
-def _claude_settings_env(environ: Mapping[str, str]) -> dict[str, str]:
-    home = Path(environ.get("HOME") or Path.home())
-    config = Path(environ.get("CLAUDE_CONFIG_DIR") or home / ".claude")
-    try:
-        data = json.loads((config / "settings.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    env = data.get("env") if isinstance(data, dict) else None
-    return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
-
-
-def _codex_login_file(environ: Mapping[str, str]) -> str:
-    home = Path(environ.get("HOME") or Path.home())
-    path = Path(environ.get("CODEX_HOME") or home / ".codex") / "auth.json"
-    try:
-        text = path.read_text()
-        json.loads(text)
-    except (OSError, ValueError):
-        raise UsageError(
-            f"--from-env: no Codex login at {path}; log in with `codex login` first, or "
-            "let `orbit auth add` run the device login"
-        ) from None
-    return text
+    """A profile's secret, URL and models taken from this environment (and from wherever else
+    the harness keeps them: orbit/harnesses/)."""
+    found = harnesses.cli_of(harness).from_environment(kind, environ)
+    return Profile(
+        name="",
+        harness=harness,
+        kind=kind,
+        key=found.key,
+        files=found.files,
+        base_url=found.base_url,
+        env=found.env,
+        source=found.source,
+    )
 
 
 def check(profile: Profile) -> None:

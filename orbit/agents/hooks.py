@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from orbit.errors import OrbitError
+from orbit.harnesses import claude_code
 from orbit.store.agent import (
     HARNESS_VAR,
     SESSION_VAR,
@@ -32,7 +33,7 @@ from orbit.store.home import Home
 from orbit.store.locks import release, try_lock
 from orbit.store.model import now_iso
 
-HARNESS = "claude-code"
+HARNESS = claude_code.HARNESS.id  # the agent these hooks are installed into
 # What the SessionStart hook adds to the context: the lessons digest, cut to this many chars.
 MAX_CONTEXT_CHARS = 4000
 # SessionEnd hooks get 1.5 s by default: the copy stops after this long and resumes next time.
@@ -75,7 +76,7 @@ def log(home: Home, message: str) -> None:
 
 
 # --- the home -----------------------------------------------------------------------------------
-REINSTALL = "reinstall with `orbit plugin install claude`"
+REINSTALL = f"reinstall with `orbit plugin install {claude_code.HARNESS.plugin}`"
 
 
 def open_home(given: str | None, environ: Mapping[str, str]) -> tuple[Home, str | None]:

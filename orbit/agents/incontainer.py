@@ -3,25 +3,20 @@
 The CLI installed on the host is mounted read-only, with Node.js when it is a Node script:
 the outermost `node_modules` folder above the executable (or the executable's own folder, for
 a native install) appears at /orbit/agent/tools/<harness>, and /orbit/agent/bin holds links
-named `claude` / `codex` (and `node`) to it, first on PATH. The profile's credentials go into
-the environment (or, for a Codex login, its auth.json into the run's private secrets folder),
-never into the run's files, and each CLI is told not to pass them on to the commands the agent
-runs. The agent's home is a private tmpfs; its transcripts are written straight into the run
-directory's `session/`:
+named after the CLI (`claude`, `codex`; and `node`) to it, first on PATH. The profile's
+credentials go into the environment or the run's private secrets folder, never into the run's
+files, and each CLI is told not to pass them on to the commands the agent runs. The agent's
+home is a private tmpfs; its transcripts are written straight into the run directory's
+`session/`. What each harness needs for this (its variables, config folder, where its
+transcripts go) is its module's `container` plan (orbit/harnesses/); this module makes it real.
 
-    Claude Code  CLAUDE_CONFIG_DIR=/orbit/agent/claude, session/ mounted at its
-                 projects/-workspace (the project folder of an agent working in /workspace)
-    Codex        CODEX_HOME=/orbit/agent/codex (the run's secrets folder), session/ mounted at
-                 its sessions/
-
-The container runs as the submitting user, as every run does; when that is root, Claude Code
-is told it is in a sandbox (IS_SANDBOX=1), which it requires before skipping permissions.
+The container runs as the submitting user, as every run does; each harness's plan is told
+whether that is root (Claude Code then needs IS_SANDBOX=1 before it skips permissions).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -31,27 +26,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from orbit import harnesses
 from orbit.agents.auth import Profile, private_dir
 from orbit.errors import UsageError
 from orbit.execute.submit import InContainer
+from orbit.harnesses.base import AGENT, SESSION, Access
 from orbit.store.home import Home
 from orbit.store.secrets import Secrets
 
-CLI_NAMES = {"claude-code": "claude", "codex": "codex"}
-AGENT = "/orbit/agent"
 BIN = f"{AGENT}/bin"
 HOME_DIR = f"{AGENT}/home"
 NODE = f"{AGENT}/node/bin/node"
-CLAUDE_DIR = f"{AGENT}/claude"
-CODEX_DIR = f"{AGENT}/codex"
-SESSION = "session"
 VERSION_TIMEOUT_S = 20.0
-CODEX_CONFIG = """\
-# Written by Orbit for this run (docs/agents.md): the agent's shell commands do not inherit
-# variables named *KEY*, *SECRET* or *TOKEN* (its credentials among them).
-[shell_environment_policy]
-ignore_default_excludes = false
-"""
 
 
 @dataclass
@@ -73,12 +59,13 @@ class HostCli:
 
 def locate(harness: str, environ: Mapping[str, str]) -> HostCli:
     """The host's CLI for `harness`, from this environment's PATH."""
-    name = CLI_NAMES[harness]
+    cli = harnesses.cli_of(harness)
+    name = cli.name
     found = shutil.which(name, path=environ.get("PATH") or os.defpath)
     if found is None:
         raise UsageError(
             f"`{name}` is not installed on this machine (not on PATH): install it first, "
-            f"e.g. `npm install -g {_package(harness)}`; Orbit mounts it into the container"
+            f"e.g. `npm install -g {cli.package}`; Orbit mounts it into the container"
         )
     exe = Path(found).resolve()
     root = exe.parent
@@ -94,17 +81,6 @@ def locate(harness: str, environ: Mapping[str, str]) -> HostCli:
     return HostCli(harness, exe, root, node)
 
 
-def project_folder(workdir: str) -> str:
-    """The folder Claude Code keeps the transcripts of an agent working in `workdir` under: the
-    path with every character that is not a letter or digit replaced by "-" (/workspace →
-    -workspace)."""
-    return re.sub(r"[^A-Za-z0-9]", "-", workdir)
-
-
-def _package(harness: str) -> str:
-    return {"claude-code": "@anthropic-ai/claude-code", "codex": "@openai/codex"}[harness]
-
-
 def _is_node_script(path: Path) -> bool:
     try:
         with open(path, "rb") as fh:
@@ -118,8 +94,8 @@ def version(cli: HostCli, environ: Mapping[str, str], home: Home) -> str | None:
     """`<cli> --version` on the host, in a throw-away home (Codex writes into its home even
     for that); None when it does not answer."""
     scratch = private_dir(home)
-    env = {**environ, "HOME": str(scratch), "CODEX_HOME": str(scratch)}
-    env["CLAUDE_CONFIG_DIR"] = str(scratch)
+    env = {**environ, "HOME": str(scratch)}
+    env.update({h.config_home: str(scratch) for h in map(harnesses.cli_of, harnesses.ids())})
     try:
         proc = subprocess.run(
             [str(cli.exe), "--version"],
@@ -165,9 +141,9 @@ def setup(
     workdir: str = "/workspace",
 ) -> InContainer:
     """Everything a run needs to run `profile`'s agent CLI inside its container, working in
-    `workdir` (where Claude Code's transcript of it goes depends on it)."""
+    `workdir` (where a transcript goes may depend on it)."""
     cli = locate(profile.harness, environ)
-    links = {CLI_NAMES[profile.harness]: cli.inside}
+    links = {harnesses.cli_of(profile.harness).name: cli.inside}
     mounts: list[dict[str, Any]] = [
         {"source": str(cli.root), "target": cli.tools},
         {"tmpfs": True, "target": HOME_DIR},
@@ -176,12 +152,11 @@ def setup(
         links["node"] = NODE
         mounts.append({"source": str(cli.node), "target": NODE})
     mounts.append({"source": str(bin_dir(home, links)), "target": BIN})
-    env = {"HOME": HOME_DIR, **profile.env}
+    access = Access(profile.kind, profile.key, profile.files, profile.base_url)
+    plan = harnesses.cli_of(profile.harness).container(access, container_root, workdir)
     secrets = Secrets(redact=profile.secret_strings())
-    if profile.harness == "claude-code":
-        _claude(profile, env, secrets, mounts, container_root, project_folder(workdir))
-    else:
-        _codex(profile, env, secrets, mounts)
+    secrets.env.update(plan.secret_env)
+    secrets.files.update(plan.secret_files)
     record = {
         "profile": profile.name,
         "harness": profile.harness,
@@ -190,79 +165,54 @@ def setup(
     }
     return InContainer(
         record=record,
-        env=env,
+        env={"HOME": HOME_DIR, **profile.env, **plan.env},
         secrets=secrets,
-        mounts=mounts,
+        mounts=[*mounts, *plan.mounts],
         path=[BIN],
         run_dirs=[SESSION],
         host_network=profile.host_network,
     )
 
 
-def _claude(
-    profile: Profile,
-    env: dict[str, str],
-    secrets: Secrets,
-    mounts: list[dict[str, Any]],
-    container_root: bool,
-    project: str,
-) -> None:
-    env.update(
-        CLAUDE_CONFIG_DIR=CLAUDE_DIR,
-        DISABLE_AUTOUPDATER="1",
-        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-        # The agent's Bash commands, hooks and MCP servers do not get its credentials.
-        CLAUDE_CODE_SUBPROCESS_ENV_SCRUB="1",
-    )
-    if container_root:
-        env["IS_SANDBOX"] = "1"
-    if profile.base_url:
-        env["ANTHROPIC_BASE_URL"] = profile.base_url
-    var = {
-        "api-key": "ANTHROPIC_API_KEY",
-        "login": "CLAUDE_CODE_OAUTH_TOKEN",
-        "relay": "ANTHROPIC_AUTH_TOKEN",
-    }[profile.kind]
-    secrets.env[var] = profile.key or ""
-    mounts.append({"tmpfs": True, "target": CLAUDE_DIR})
-    mounts.append({"run_dir": SESSION, "target": f"{CLAUDE_DIR}/projects/{project}", "rw": True})
-
-
-def _codex(
-    profile: Profile, env: dict[str, str], secrets: Secrets, mounts: list[dict[str, Any]]
-) -> None:
-    env["CODEX_HOME"] = CODEX_DIR
-    # CODEX_HOME is the run's private secrets folder: Codex may rewrite a login's auth.json
-    # (a refresh) there, and it goes when the run finishes. Its config keeps variables named
-    # *KEY*, *SECRET*, *TOKEN* out of the shell commands the agent runs, and names a relay:
-    # Codex reads the address from its config only (not from OPENAI_BASE_URL).
-    config = CODEX_CONFIG
-    if profile.base_url:
-        config = f"openai_base_url = {json.dumps(profile.base_url)}\n\n{config}"
-    secrets.files["config.toml"] = config.encode()
-    if profile.files:  # a login: its auth.json
-        secrets.files.update({k: v.encode() for k, v in profile.files.items()})
-    else:  # `codex exec` sends CODEX_API_KEY (not OPENAI_API_KEY)
-        secrets.env["CODEX_API_KEY"] = profile.key or ""
-    mounts.append({"secrets": True, "target": CODEX_DIR, "rw": True})
-    mounts.append({"run_dir": SESSION, "target": f"{CODEX_DIR}/sessions", "rw": True})
-
-
 # --- login flows, on the host, in a private home --------------------------------------------
 OAUTH_TOKEN = re.compile(r"sk-ant-oat\d\d-[A-Za-z0-9_\-]{20,}")
 
 
-def claude_setup_token(home: Home, environ: Mapping[str, str], out: IO[str]) -> str:
-    """Run `claude setup-token` (its browser flow) and take the token it prints; the output is
+def log_in(
+    home: Home, profile: Profile, key: str | None, environ: Mapping[str, str], out: IO[str]
+) -> bool:
+    """Run the login flow of a `login` profile's harness, when it has one for what was given,
+    and put its secret and source in `profile`; whether it ran. `auth-json` (Codex) keeps the
+    login as the auth.json its own flow writes in a private home (a given key is an access
+    token for it); `setup-token` (Claude Code) takes the token its browser flow prints, unless
+    one was given."""
+    cli = harnesses.cli_of(profile.harness)
+    if profile.kind != "login":
+        return False
+    if cli.login == "auth-json":
+        profile.files = {"auth.json": auth_json_login(profile.harness, home, environ, key)}
+        how = f"({profile.source})" if key else "--device-auth"
+        profile.source = f"{cli.name} login {how}"
+        return True
+    if cli.login == "setup-token" and key is None:
+        profile.key = setup_token_login(profile.harness, home, environ, out)
+        profile.source = f"{cli.name} setup-token"
+        return True
+    return False
+
+
+def setup_token_login(harness: str, home: Home, environ: Mapping[str, str], out: IO[str]) -> str:
+    """Run `<cli> setup-token` (its browser flow) and take the token it prints; the output is
     shown as it comes, the token itself masked."""
-    cli = locate("claude-code", environ)
+    cli = locate(harness, environ)
+    name, config_home = harnesses.cli_of(harness).name, harnesses.cli_of(harness).config_home
     scratch = private_dir(home)
     try:
         proc = subprocess.Popen(
             [str(cli.exe), "setup-token"],
             stdout=subprocess.PIPE,
             text=True,
-            env={**environ, "CLAUDE_CONFIG_DIR": str(scratch)},
+            env={**environ, config_home: str(scratch)},
         )
         assert proc.stdout is not None
         token = None
@@ -275,21 +225,24 @@ def claude_setup_token(home: Home, environ: Mapping[str, str], out: IO[str]) -> 
             out.flush()
         proc.wait()
     except OSError as exc:
-        raise UsageError(f"cannot run `claude setup-token`: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot run `{name} setup-token`: {exc.strerror or exc}") from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if token is None:
         raise UsageError(
-            "`claude setup-token` printed no token; run it yourself and paste the token with "
+            f"`{name} setup-token` printed no token; run it yourself and paste the token with "
             "--key-stdin"
         )
     return token
 
 
-def codex_login(home: Home, environ: Mapping[str, str], access_token: str | None) -> str:
-    """Codex's own login in a private CODEX_HOME — the device-code flow, or
+def auth_json_login(
+    harness: str, home: Home, environ: Mapping[str, str], access_token: str | None
+) -> str:
+    """The CLI's own login in a private config home — the device-code flow, or
     `--with-access-token` when a token is given — and the auth.json it wrote."""
-    cli = locate("codex", environ)
+    cli = locate(harness, environ)
+    name, config_home = harnesses.cli_of(harness).name, harnesses.cli_of(harness).config_home
     scratch = private_dir(home)
     args = ["login", "--with-access-token"] if access_token else ["login", "--device-auth"]
     try:  # the device flow talks to the person; a token's answer is read, to be shown
@@ -298,15 +251,15 @@ def codex_login(home: Home, environ: Mapping[str, str], access_token: str | None
             input=f"{access_token}\n" if access_token else None,
             capture_output=bool(access_token),
             text=True,
-            env={**environ, "CODEX_HOME": str(scratch)},
+            env={**environ, config_home: str(scratch)},
         )
         written = (scratch / "auth.json").read_text() if proc.returncode == 0 else None
     except OSError as exc:
-        raise UsageError(f"`codex {' '.join(args)}` failed: {exc.strerror or exc}") from None
+        raise UsageError(f"`{name} {' '.join(args)}` failed: {exc.strerror or exc}") from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if not written:
         said = (proc.stderr or "").strip().splitlines()
         why = f": {said[-1][:200]}" if said else ""
-        raise UsageError(f"`codex {' '.join(args)}` did not log in (exit {proc.returncode}){why}")
+        raise UsageError(f"`{name} {' '.join(args)}` did not log in (exit {proc.returncode}){why}")
     return written

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import orbit
+from orbit import harnesses
 from orbit.agents import skill_copy
 from orbit.agents.settings import (
     Settings,
@@ -34,14 +35,11 @@ from orbit.agents.settings import (
 )
 from orbit.agents.skill_copy import skill_names
 from orbit.errors import ConflictError, CorruptError, NotFoundError, UsageError
+from orbit.harnesses.base import Harness, spoken
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
 
-AGENTS = ("claude", "codex", "pi", "dsh")
 PACKAGE = skill_copy.PACKAGE
-# The settings fragment in hooks/ per agent; agents without one get the skills only (Codex's
-# hooks are behind a feature flag and a trust check, and `notify` has no session start).
-HOOK_FRAGMENTS = {"claude": "claude-code.json"}
 
 User = tuple[str, str]  # (home, agent key): who an installed copy is for
 
@@ -60,43 +58,25 @@ class Target:
 
 def target(agent: str, profile: str | None, environ: Mapping[str, str]) -> Target:
     """Where `agent` reads personal skills and settings, from HOME and the agent's variables."""
-    if agent not in AGENTS:
-        raise UsageError(f"unknown agent {agent!r}; one of: {', '.join(AGENTS)}")
-    if profile is not None and agent != "dsh":
-        raise UsageError("--profile is for dsh only")
-    home = Path(environ.get("HOME") or Path.home())
-    if agent == "claude":
-        config = Path(environ.get("CLAUDE_CONFIG_DIR") or home / ".claude")
-        return Target(agent, None, config / "skills", config / "settings.json")
-    if agent == "dsh" and profile is not None:
-        if not profile or "/" in profile or profile.startswith("."):
-            raise UsageError(f"not a dsh profile name: {profile!r}")
-        skills = dsh_home(environ) / "profiles" / profile / "skills"
-        return Target(agent, profile, skills, None)
-    agents_home = environ.get("DSH_AGENTS_HOME") if agent == "dsh" else None
-    return Target(agent, None, Path(agents_home or home / ".agents") / "skills", None)
+    h = harness_of(agent)
+    if profile is not None and not h.profiles:
+        with_profiles = [x.plugin for x in harnesses.every() if x.profiles]
+        raise UsageError(f"--profile is for {spoken(with_profiles)} only")
+    skills = h.skills(environ, profile)
+    settings = skills.settings if h.hook_fragment else None
+    return Target(agent, profile, skills.dir, settings)
 
 
-def dsh_home(environ: Mapping[str, str]) -> Path:
-    return Path(environ.get("DSH_HOME") or Path(environ.get("HOME") or Path.home()) / ".dsh")
+def harness_of(agent: str) -> Harness:
+    """The harness `orbit plugin` calls `agent`; UsageError for none."""
+    h = harnesses.by_plugin_name(agent)
+    if h is None:
+        raise UsageError(f"unknown agent {agent!r}; one of: {', '.join(agent_names())}")
+    return h
 
 
-def check_dsh(t: Target, environ: Mapping[str, str]) -> None:
-    """Refuse to install for a dsh that is not there: neither `dsh` on PATH nor its home (npx
-    runs it without a command), or a profile it does not have (dsh makes its profiles)."""
-    home = dsh_home(environ)
-    if not shutil.which("dsh", path=environ.get("PATH", "")) and not home.is_dir():
-        raise NotFoundError(
-            f"dsh not found: no `dsh` on PATH and no {home}; install it (`npm install -g "
-            "@deepseek-ai/dsh`) and run it once, or set DSH_HOME to its home"
-        )
-    if t.profile is not None and not (home / "profiles" / t.profile).is_dir():
-        have = sorted(p.name for p in (home / "profiles").glob("*") if p.is_dir())
-        known = f" (it has: {', '.join(have)})" if have else ""
-        raise NotFoundError(
-            f"no dsh profile {t.profile} in {home / 'profiles'}{known}; create it with dsh "
-            f"first, or name one it has with --profile"
-        )
+def agent_names() -> list[str]:
+    return [h.plugin for h in harnesses.plugin_order()]
 
 
 def orbit_command() -> str:
@@ -107,7 +87,8 @@ def orbit_command() -> str:
 
 
 def hook_events(home: Home, agent: str) -> dict[str, list[dict[str, Any]]]:
-    return fragment(PACKAGE / "hooks" / HOOK_FRAGMENTS[agent], orbit_command(), str(home.root))
+    hooks = PACKAGE / "hooks" / str(harness_of(agent).hook_fragment)
+    return fragment(hooks, orbit_command(), str(home.root))
 
 
 class Kit:
@@ -215,8 +196,9 @@ def install(home: Home, agent: str, profile: str | None, environ: Mapping[str, s
     """Install (or refresh) Orbit's skills and hooks for one agent; what was done. Nothing is
     written when a skill's place holds something not Orbit's, or a settings file is broken."""
     t = target(agent, profile, environ)
-    if agent == "dsh":
-        check_dsh(t, environ)
+    check = harness_of(agent).check_install
+    if check is not None:
+        check(profile, environ)
     kit = Kit(home.root)
     names = skill_names()
     for name in names:
@@ -291,7 +273,7 @@ def _put_back(kit: Kit, key: str, entry: dict[str, Any], settings: Settings) -> 
 
 
 def _settings_of(t: Target) -> Settings | None:
-    if t.agent not in HOOK_FRAGMENTS or t.settings is None:
+    if t.settings is None:  # an agent without hooks: the skills only
         return None
     return Settings(t.settings)
 
@@ -363,7 +345,8 @@ def status(home: Home, environ: Mapping[str, str]) -> dict:
     """Per agent: installed or not, the version, stale or not, hooks present."""
     kit = Kit(home.root)
     agents = kit.manifest()
-    keys = list(AGENTS) + sorted(k for k in agents if k not in AGENTS)
+    names = agent_names()
+    keys = names + sorted(k for k in agents if k not in names)
     fresh = {name: skill_copy.wanted(name) for name in skill_names()} if agents else {}
     rows = []
     for key in keys:
@@ -390,7 +373,7 @@ def status(home: Home, environ: Mapping[str, str]) -> dict:
                 for f, files in zip(found, fresh.values(), strict=True)
             )
             hooks_ok = True
-            if agent in HOOK_FRAGMENTS and t.settings is not None:
+            if t.settings is not None:
                 row["hooks"], hooks_ok = _hooks_state(t.settings, home, agent)
             row["stale"] = not copies_ok or not hooks_ok
         rows.append(row)

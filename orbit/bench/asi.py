@@ -33,6 +33,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from orbit import harnesses
 from orbit.bench.model import Benchmark, Method, Phase, Score, Task
 from orbit.errors import OrbitError, UsageError
 from orbit.store.home import Home
@@ -48,7 +49,14 @@ REPORT = "local_score.json"
 RUNTIME = ".ai4sci-bench"  # ASI's writable state inside the checkout (a tmpfs in the runs)
 SYSTEM_PREFIXES = ("/", "/usr", "/usr/local")  # the image's own, never mounted over
 INSTANCE_NAME = re.compile(r"^([a-z0-9_]+(?:\.[A-Za-z0-9_-]+)+)__([A-Za-z0-9._-]+)$")
-AGENT_ADAPTERS = {"codex": "codex_cli", "claude-code": "claude_code_cli"}
+
+
+def agent_adapters() -> dict[str, str]:
+    """The harnesses ASI-Bench has an agent adapter for: id → its module in adapters/."""
+    return {
+        h.id: h.cli.asi_adapter for h in harnesses.in_container() if h.cli and h.cli.asi_adapter
+    }
+
 
 # The known bug: any "timed out" in the agent's log (a background command's timeout warning)
 # made a finished attempt a timeout, i.e. a failure. Fixed by matching the sandbox's exact marker.
@@ -107,7 +115,7 @@ class AsiAdapter:
             raise UsageError(f"ASI checkout {self.checkout}: {'; '.join(common)}")
         count = len(self.tasks())
         notes = []
-        for method, module in AGENT_ADAPTERS.items():
+        for method, module in agent_adapters().items():
             if problems(self.checkout, self.python(), agent=method):
                 notes.append(f"{module} has the timeout-warning bug ({method} refused)")
         return f"ASI-Bench, {count} tasks" + (f"; {'; '.join(notes)}" if notes else "")
@@ -135,7 +143,7 @@ class AsiAdapter:
     def solve(self, task: Task, method: Method, trial_dir: Path) -> Phase:
         if method.agent == "oracle":
             raise OrbitError("ASI-Bench publishes no reference solutions: no oracle")
-        if method.agent in AGENT_ADAPTERS:
+        if method.agent in agent_adapters():
             found = problems(self.checkout, self.python(), agent=method.agent)
             if found:
                 raise OrbitError(f"ASI checkout {self.checkout}: {'; '.join(found)}")
@@ -234,9 +242,9 @@ def agent_args(method: Method) -> list[str]:
     """`asibench run`'s agent options for a method: empty runs `true` as the agent command."""
     if method.agent == "empty":
         return ["--agent-cmd", "true"]
-    if method.agent in AGENT_ADAPTERS:
+    if method.agent in agent_adapters():
         config = {k: v for k, v in (("model", method.model), ("effort", method.effort)) if v}
-        return ["--agent", AGENT_ADAPTERS[method.agent], "--agent-config", json.dumps(config)]
+        return ["--agent", agent_adapters()[method.agent], "--agent-config", json.dumps(config)]
     raise OrbitError(f"ASI-Bench cannot run method agent {method.agent!r}")
 
 
@@ -320,7 +328,8 @@ def problems(checkout: Path, python: Path | None, agent: str | None) -> list[str
     """What keeps ASI Agent runs from being trusted, in the checkout and in the copy of
     ai4sci_bench the interpreter imports when that is another (a frozen, non-editable
     install): an incomplete checkout, `asibench run` without --fail-on-agent-error, no sandbox
-    timeout fix, and, for `agent` (codex | claude-code), its adapter's timeout-warning bug."""
+    timeout fix, and, for `agent` (a harness with an ASI adapter), its adapter's
+    timeout-warning bug."""
     found = [f"{p}" for p in package_problems(checkout / "ai4sci_bench", agent)]
     if not (checkout / "tasks").is_dir():
         found.insert(0, "no tasks/ catalog (not a complete ASI-Bench source checkout)")
@@ -346,8 +355,8 @@ def package_problems(package: Path, agent: str | None) -> list[str]:
         found.append(f"asibench run has no {FAIL_FLAG} (update the checkout)")
     if TIMEOUT_FIX not in (_read(package / "adapters" / "subprocess_base.py") or ""):
         found.append("no sandbox timeout fix (adapters/subprocess_base.py; update the checkout)")
-    if agent in AGENT_ADAPTERS:
-        name = f"adapters/{AGENT_ADAPTERS[agent]}.py"
+    if agent in agent_adapters():
+        name = f"adapters/{agent_adapters()[agent]}.py"
         source = _read(package / name)
         if source is None:
             found.append(f"no {name}")

@@ -25,6 +25,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from orbit import harnesses
 from orbit.bench import collect as collecting
 from orbit.bench import jobs
 from orbit.bench.adapters import load_adapter
@@ -249,7 +250,7 @@ class Driver:
         phase = replace(phase, **resource_entry(self.bench, task.name)[1])
         _write_phase(folder / "solve.json", phase)
         in_container = None
-        if method.agent in ("codex", "claude-code"):
+        if method.agent in harnesses.ids():
             phase, in_container = self.agent(phase, method)
         tag = solved_tag(self.home, self.job.id, trial.id) if phase.commit else None
         return self.submit(trial, "solve", phase, in_container=in_container, commit=tag)

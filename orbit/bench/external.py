@@ -20,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeGuard
 
+from orbit import harnesses
 from orbit.bench.model import Benchmark, Method, Phase, Score, Task
 from orbit.errors import OrbitError
 from orbit.store.home import Home
@@ -30,7 +31,6 @@ DEFAULT_TIMEOUT_S = 120.0
 MAX_STDERR = 2000  # characters of the adapter's stderr quoted in an error
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 NETWORKS = ("bridge", "none", "host")
-AGENTS = ("codex", "claude-code")  # methods whose command the engine builds from `instruction`
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
 
 PHASE_KEYS = {
@@ -96,7 +96,8 @@ class ExternalAdapter:
         with self.checking(f"request solve for task {task.name!r}, method {method.name!r}"):
             extra = {"task": _task_ref(task), "method": asdict(method), "trial_dir": str(trial_dir)}
             phase = self._phase(self.request("solve", extra), trial_dir)
-            if not phase.command and method.agent not in AGENTS:
+            # an agent method's command the engine may build from `instruction`
+            if not phase.command and method.agent not in harnesses.ids():
                 raise _Invalid("`command` is empty (only an agent method may leave it so)")
             if not phase.command and not phase.instruction:
                 raise _Invalid("an agent method needs `instruction` when `command` is empty")

@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from orbit import harnesses
 from orbit.bench.harbor_support import Machine, unsupported_reason
 from orbit.bench.harbor_toml import (
     TEMPLATE,
@@ -36,7 +37,6 @@ NETWORKS = {"public": "bridge", "no-network": "none"}
 # Where the engine keeps what it collected from the solve (orbit/bench/collect.py).
 ARTIFACTS = "artifacts"
 LOG_ARTIFACTS = "logs/artifacts"
-AGENT_METHODS = ("codex", "claude-code")
 
 
 class HarborAdapter:
@@ -144,7 +144,7 @@ class HarborAdapter:
             ]
             phase.run_dirs.append("solution")
             phase.command = ["bash", "-c", _oracle_script()]
-        elif method.agent in AGENT_METHODS:
+        elif method.agent in harnesses.ids():
             phase.command = []
             phase.instruction = instruction_text(folder / "instruction.md")
         elif method.agent != "empty":

@@ -1,9 +1,10 @@
-"""Methods: what solves a task. `oracle` and `empty` need nothing; an agent method runs Codex or
-Claude Code inside the solve run through an auth profile (orbit/agents/auth.py).
+"""Methods: what solves a task. `oracle` and `empty` need nothing; an agent method runs an
+in-container harness (orbit/harnesses/: Codex, Claude Code) inside the solve run through an auth
+profile (orbit/agents/auth.py).
 
     -m oracle | -m empty | -m NAME=AGENT[,auth=P,model=M,effort=E,bundle=DIR]
 
-The agent's command is built here from the task's instruction:
+The agent's command is built from the task's instruction by its harness's `command`:
 
     claude-code  claude -p --dangerously-skip-permissions [--model M] INSTRUCTION
     codex        codex exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox
@@ -17,19 +18,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orbit.bench.model import METHOD_AGENTS, NAME, Method
+from orbit import harnesses
+from orbit.bench.model import BUILT_IN_METHODS, NAME, Method
 from orbit.errors import UsageError
+from orbit.harnesses.base import spoken
 from orbit.store.home import Home
 
-AGENTS = ("codex", "claude-code")
 OPTIONS = ("auth", "model", "effort", "bundle")
 BUNDLE_TARGET = "/orbit/bench/bundle"
-CONFIG_HOME = {"claude-code": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME"}
 
 
 def parse_method(text: str, cwd: Path) -> Method:
     """One `-m` value; raises UsageError naming what is wrong."""
-    if text in ("oracle", "empty"):
+    if text in BUILT_IN_METHODS:
         return Method(name=text, agent=text)
     head, _, rest = text.partition(",")
     name, sep, agent = head.partition("=")
@@ -40,10 +41,9 @@ def parse_method(text: str, cwd: Path) -> Method:
         )
     if not NAME.match(name):
         raise UsageError(f"-m {text!r}: method name {name!r} must be letters, digits, . _ -")
-    if agent not in METHOD_AGENTS:
-        raise UsageError(
-            f"-m {text!r}: unknown agent {agent!r} (one of {', '.join(METHOD_AGENTS)})"
-        )
+    known = (*BUILT_IN_METHODS, *harnesses.ids())
+    if agent not in known:
+        raise UsageError(f"-m {text!r}: unknown agent {agent!r} (one of {', '.join(known)})")
     method = Method(name=name, agent=agent)
     for item in [x for x in rest.split(",") if x] if rest else []:
         key, eq, value = item.partition("=")
@@ -55,16 +55,17 @@ def parse_method(text: str, cwd: Path) -> Method:
                 raise UsageError(f"-m {text!r}: bundle {value!r} is not a directory")
             value = str(folder)
         setattr(method, key, value)
-    if agent not in AGENTS and any(getattr(method, k) for k in OPTIONS):
+    if agent not in harnesses.ids() and any(getattr(method, k) for k in OPTIONS):
         raise UsageError(f"-m {text!r}: {agent} takes no options")
-    if method.effort and agent != "codex":
-        raise UsageError(f"-m {text!r}: effort= applies to codex only")
+    if method.effort and not harnesses.cli_of(agent).effort:
+        takers = [h.id for h in harnesses.in_container() if h.cli and h.cli.effort]
+        raise UsageError(f"-m {text!r}: effort= applies to {spoken(takers)} only")
     return method
 
 
 def check_method(home: Home, method: Method) -> None:
     """An agent method needs an auth profile of its harness."""
-    if method.agent not in AGENTS:
+    if method.agent not in harnesses.ids():
         return
     from orbit.agents import auth
 
@@ -82,17 +83,10 @@ def check_method(home: Home, method: Method) -> None:
 
 def agent_command(method: Method, instruction: str) -> list[str]:
     """The agent CLI's command line for `instruction` (with the bundle step when given)."""
-    if method.agent == "claude-code":
-        argv = ["claude", "-p", "--dangerously-skip-permissions"]
-        argv += ["--model", method.model] if method.model else []
-    else:
-        argv = ["codex", "exec", "--skip-git-repo-check"]
-        argv += ["--dangerously-bypass-approvals-and-sandbox"]
-        argv += ["-m", method.model] if method.model else []
-        argv += ["-c", f"model_reasoning_effort={method.effort}"] if method.effort else []
-    argv.append(instruction)
+    cli = harnesses.cli_of(method.agent)
+    argv = cli.command(instruction, model=method.model, effort=method.effort)
     if not method.bundle:
         return argv
-    var = CONFIG_HOME[method.agent]
+    var = cli.config_home
     script = f'mkdir -p "${var}" && cp -R {BUNDLE_TARGET}/. "${var}/" && exec "$@"'
     return ["sh", "-c", script, "orbit-bench-agent", *argv]

@@ -29,7 +29,7 @@ from orbit.errors import CorruptError, NotFoundError
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
 
-METHOD_AGENTS = ("oracle", "empty", "codex", "claude-code")
+BUILT_IN_METHODS = ("oracle", "empty")  # the agents of all other methods: orbit/harnesses/
 EVALUATIONS = ("valid", "invalid", "unknown")
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 

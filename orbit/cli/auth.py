@@ -6,9 +6,11 @@ import argparse
 import os
 import time
 
+from orbit import harnesses
 from orbit.cli.common import add_json, print_json, table
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
+from orbit.harnesses.base import spoken
 
 # The answer `auth test` asks for: a model that reads the prompt can give it, nothing else can.
 TEST_ANSWER = "orbit-auth-ok"
@@ -19,7 +21,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "auth",
         help="credentials for agents inside containers (orbit run --auth)",
-        description="Auth profiles for Codex and Claude Code running inside a run's container. "
+        description=f"Auth profiles for {spoken([h.display for h in harnesses.in_container()])} "
+        "running inside a run's container. "
         "Secrets are read from an environment variable, stdin or a file, never from "
         "arguments, and kept in ORBIT_HOME/auth.json (mode 0600). See docs/agents.md.",
     )
@@ -27,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     asub = p.add_subparsers(dest="action", metavar="ACTION")
     a = asub.add_parser("add", help="add a profile (login, API key or relay)")
     a.add_argument("name", help="profile name, used as `orbit run --auth NAME`")
-    a.add_argument("--harness", required=True, choices=("codex", "claude-code"))
+    a.add_argument("--harness", required=True, choices=harnesses.ids())
     a.add_argument("--kind", required=True, choices=("login", "api-key", "relay"))
     src = a.add_mutually_exclusive_group()
     src.add_argument("--key-env", metavar="VAR", help="take the secret from this variable")
@@ -69,7 +72,7 @@ def no_action(args: argparse.Namespace, env: Env) -> int:
 
 def add(args: argparse.Namespace, env: Env) -> int:
     from orbit.agents import auth
-    from orbit.agents.incontainer import claude_setup_token, codex_login
+    from orbit.agents.incontainer import log_in
 
     if args.from_env:
         profile = auth.from_environment(args.harness, args.kind, env.environ)
@@ -82,14 +85,7 @@ def add(args: argparse.Namespace, env: Env) -> int:
             stdin_text=env.stdin.read() if args.key_stdin else None,
         )
         profile = auth.Profile(name="", harness=args.harness, kind=args.kind, source=source)
-        if args.kind == "login" and args.harness == "codex":
-            # Codex keeps a login as its auth.json: its own flow writes one in a private home.
-            profile.files = {"auth.json": codex_login(env.home, env.environ, key)}
-            profile.source = f"codex login ({source})" if key else "codex login --device-auth"
-        elif args.kind == "login" and key is None:
-            profile.key = claude_setup_token(env.home, env.environ, env.stderr)
-            profile.source = "claude setup-token"
-        else:
+        if not log_in(env.home, profile, key, env.environ, env.stderr):
             profile.key = key
     profile.name = args.name
     profile.base_url = args.base_url or profile.base_url
@@ -156,10 +152,7 @@ def test(args: argparse.Namespace, env: Env) -> int:
     from orbit.store.runs import RunStore
 
     profile = auth.get(env.home, args.name)
-    if profile.harness == "claude-code":
-        command = ["claude", "-p", TEST_PROMPT, "--output-format", "text"]
-    else:
-        command = ["codex", "exec", "--skip-git-repo-check", "--ephemeral", TEST_PROMPT]
+    command = harnesses.cli_of(profile.harness).command(TEST_PROMPT, probe=True)
     root = os.getuid() == 0  # the container runs as the caller
     req = Request(
         command=command,

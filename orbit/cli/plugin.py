@@ -1,29 +1,33 @@
-"""orbit plugin: install Orbit's skills (and hooks) into Claude Code, Codex, pi and dsh."""
+"""orbit plugin: install Orbit's skills (and hooks) into coding agents: Claude Code, Codex, pi and
+dsh (orbit/harnesses/)."""
 
 from __future__ import annotations
 
 import argparse
 
+from orbit import harnesses
 from orbit.cli.common import add_json, print_json
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
-
-AGENT_HELP = "claude (Claude Code), codex, pi or dsh"
+from orbit.harnesses.base import spoken
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plugin", help="install Orbit's skills and hooks into coding agents")
     p.set_defaults(func=no_action)
     psub = p.add_subparsers(dest="action", metavar="ACTION")
+    agents = harnesses.plugin_order()
+    names = [h.plugin for h in agents]
+    agent_help = spoken([h.plugin_help for h in agents], "or")
     i = psub.add_parser("install", help="copy the skills (and hooks) into an agent")
-    i.add_argument("agent", choices=("claude", "codex", "pi", "dsh"), help=AGENT_HELP)
+    i.add_argument("agent", choices=names, help=agent_help)
     i.add_argument(
         "--profile", help="an existing dsh profile (in $DSH_HOME/profiles); else ~/.agents/skills"
     )
     add_json(i)
     i.set_defaults(func=install)
     r = psub.add_parser("remove", help="take away what install added for an agent")
-    r.add_argument("agent", choices=("claude", "codex", "pi", "dsh"), help=AGENT_HELP)
+    r.add_argument("agent", choices=names, help=agent_help)
     r.add_argument("--profile", help="a dsh profile")
     add_json(r)
     r.set_defaults(func=remove)

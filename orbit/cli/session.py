@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from orbit import harnesses
 from orbit.cli.common import add_json, print_json, runs_argument
 from orbit.env import Env
 from orbit.errors import ExitCode, NotFoundError
@@ -74,8 +75,9 @@ def run(args: argparse.Namespace, env: Env) -> int:
 def header(label: str, rel: str, conv: Any) -> str:
     from orbit.human import human_count
 
+    harness = harnesses.by_format(conv.format)
+    who = harness.display if harness is not None else "transcript"
     h = conv.header
-    who = {"claude": "Claude Code", "codex": "Codex"}.get(conv.format, "transcript")
     parts = [f"{who} {h['version']}" if h.get("version") else who]
     for key in ("session_id", "model"):
         if h.get(key):

@@ -1,4 +1,5 @@
-"""Codex rollouts (`sessions/YYYY/MM/DD/rollout-….jsonl`) for orbit.review.conversation.
+"""Codex rollouts (`sessions/YYYY/MM/DD/rollout-….jsonl`) for orbit.review.conversation (the
+parser orbit/harnesses/codex.py names).
 
 Each line is `{timestamp, type, payload}`: `session_meta` (id, cwd, cli_version), `turn_context`
 (model), `response_item` (a message, reasoning, a function or custom tool call and its output,
@@ -13,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from orbit.review.conversation import Builder, command_text, text_of
+from orbit.review.items import Builder, command_text, text_of
 
 # Context Codex adds as user or developer messages: shown as meta, not as the person's words.
 CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "<permissions", "# AGENTS.md")
@@ -21,6 +22,16 @@ CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "<permission
 # chunk id and the wall time, `Process exited with code N` (exec_command).
 EXIT_LINE = re.compile(r"^(?:Exit code:|Process exited with code) (-?\d+)", re.MULTILINE)
 SHELL_TOOLS = {"shell", "shell_command", "exec_command", "container.exec", "local_shell"}
+
+
+def is_message(obj: dict[str, Any]) -> bool:
+    """Whether the line is a message (as `orbit show` counts them)."""
+    payload = obj.get("payload")
+    return (
+        obj.get("type") == "response_item"
+        and isinstance(payload, dict)
+        and payload.get("type") == "message"
+    )
 
 
 def parse_line(b: Builder, obj: dict[str, Any], line: str) -> None:

@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from orbit import harnesses
 from orbit.store.files import append_jsonl, read_jsonl
 from orbit.store.groups import group_dir
 from orbit.store.home import Home
@@ -18,14 +19,10 @@ from orbit.store.model import NOTES, now_iso
 
 __all__ = ["add_group_note", "author", "group_dir", "group_notes"]
 
-# Variables a coding agent sets in the shells it runs commands in, and the name a note takes
-# when nothing names a person (checked in this order).
-AGENT_MARKERS: tuple[tuple[str, str], ...] = (
-    ("CLAUDECODE", "claude-code"),
-    ("CODEX_THREAD_ID", "codex"),
-    ("CODEX_SANDBOX", "codex"),
-    ("CODEX_SANDBOX_NETWORK_DISABLED", "codex"),
-    ("CODEX_CI", "codex"),
+# Variables a coding agent Orbit has no harness for (orbit/harnesses/ says the others') sets in
+# the shells it runs commands in, and the name a note takes when nothing names a person
+# (checked in this order, after the harnesses').
+OTHER_AGENT_MARKERS: tuple[tuple[str, str], ...] = (
     ("GEMINI_CLI", "gemini-cli"),
     ("CURSOR_AGENT", "cursor"),
     ("OPENCODE", "opencode"),
@@ -40,7 +37,10 @@ def author(environ: Mapping[str, str]) -> str:
         value = (environ.get(key) or "").strip()
         if value:
             return value
-    for key, name in AGENT_MARKERS:
+    agent = harnesses.agent_of_shell(environ)
+    if agent is not None:
+        return agent
+    for key, name in OTHER_AGENT_MARKERS:
         if environ.get(key):
             return name
     try:

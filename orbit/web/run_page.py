@@ -120,7 +120,7 @@ def run_page(run_id: str) -> str:
         session=session_entries,
         n_session=n_session,
         transcripts=session.transcript_rows(run.dir),
-        formats=session.FORMATS,
+        formats=session.formats(),
         fmt=fmt,
         fmt_size=fmt_size,
         human_seconds=human_seconds,

@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import bottle
 
+from orbit import harnesses
 from orbit.errors import NotFoundError
 from orbit.human import human_count
 from orbit.review import conversation
@@ -38,7 +39,12 @@ DEPTH = 4  # folder levels under session/ (Codex: YYYY/MM/DD/)
 LISTED = 100  # transcripts listed on the run page
 COUNT_BYTES = 1 << 20  # a transcript up to this size has its messages counted on the run page
 COUNT_BUDGET = 8 << 20  # bytes read for those counts, all transcripts together
-FORMATS = {"claude": "Claude Code", "codex": "Codex", "unknown": "JSONL", "": "not JSONL"}
+
+
+def formats() -> dict[str, str]:
+    """What each transcript format is called on the pages: its harness's name."""
+    named = {h.transcript.format: h.display for h in harnesses.every() if h.transcript}
+    return {**named, "unknown": "JSONL", "": "not JSONL"}
 
 
 @dataclass
@@ -198,7 +204,7 @@ def conversation_page(run_id: str, path: str) -> Any:
         rel=rel,
         pg=page,
         binary=binary,
-        formats=FORMATS,
+        formats=formats(),
         usage_text=usage_text,
         line_kind=line_kind,
         tool_summary=conversation.tool_summary,
