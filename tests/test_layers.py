@@ -17,6 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "orbit"
 # Lowest first. A module may import its own layer and those before it, never one after it.
 LAYERS: list[tuple[str, ...]] = [
     ("orbit", "orbit.errors", "orbit.human", "orbit.detach"),
+    ("orbit.harnesses",),
     ("orbit.store",),
     ("orbit.review",),
     ("orbit.sched",),

@@ -70,7 +70,9 @@ class Cli:
     command: Command  # the one builder of its command line
     container: Callable[[Access, bool, str], Plan]  # (access, runs as root, workdir)
     from_environment: Callable[[str, Mapping[str, str]], Found]  # (kind, environ)
-    login: str  # the login flow orbit/agents/incontainer.py runs: LOGIN_FLOWS' key
+    # Its login flow (orbit/agents/incontainer.py log_in: auth-json, setup-token); None: a
+    # `login` profile's secret is given like any other.
+    login: str | None = None
     model_vars: tuple[str, ...] = ()  # non-secret settings --from-env carries over
     effort: bool = False  # takes a reasoning effort (bench `effort=`)
     asi_adapter: str | None = None  # ASI-Bench's adapter module for it
