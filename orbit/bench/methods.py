@@ -4,14 +4,14 @@ profile (orbit/agents/auth.py).
 
     -m oracle | -m empty | -m NAME=AGENT[,auth=P,model=M,effort=E,bundle=DIR]
 
-The agent's command is built from the task's instruction by its harness's `command`:
-
-    claude-code  claude -p --dangerously-skip-permissions [--model M] INSTRUCTION
-    codex        codex exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox
-                 [-m M] [-c model_reasoning_effort=E] INSTRUCTION
+The agent's command is built from the task's instruction by its harness's `command`, the one
+builder `orbit auth test` uses too (Claude Code: `claude -p --dangerously-skip-permissions
+[--model M] INSTRUCTION`; Codex: `codex exec --skip-git-repo-check
+--dangerously-bypass-approvals-and-sandbox [-m M] [-c model_reasoning_effort=E] INSTRUCTION`).
 
 `bundle=DIR`: DIR is mounted read-only at /orbit/bench/bundle and its files are copied over the
-agent's config home ($CLAUDE_CONFIG_DIR or $CODEX_HOME) right before the agent starts.
+agent's config home (its harness's `config_home`: $CLAUDE_CONFIG_DIR, $CODEX_HOME) right before
+the agent starts.
 """
 
 from __future__ import annotations
