@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from orbit.errors import ExitCode
 from orbit.sched.clock import TICKER_LOG, ticker_lock, ticker_worker
 from orbit.sched.tick import TickReport
 from orbit.service.tickloop import TickLoop, describe, loop_status
@@ -170,3 +171,14 @@ def test_a_worker_that_cannot_start_is_logged_not_raised(
         assert not worker.wake(home)
     assert "could not start the test worker" in caplog.text
     assert not worker.wake(home, needed=lambda: False)  # nothing for it to do: not even tried
+
+
+def test_a_worker_ended_by_an_orbit_error_says_it_in_one_line(home: Home) -> None:
+    """`python -m orbit.nodes.probe HOME NAME` for a node the home does not know."""
+    done = subprocess.run([sys.executable, "-m", "orbit.nodes.probe", str(home.root), "nosuch"],
+                          capture_output=True, text=True, env=home.environ, timeout=60)  # fmt: skip
+    assert done.returncode == ExitCode.NOT_FOUND, done
+    [line] = done.stderr.splitlines()
+    assert " probe " in line and line.endswith("stopped: no node named 'nosuch' (known: none; "
+                                               "add one with `orbit node add`)")  # fmt: skip
+    assert not is_locked(home.locks_dir / "node-nosuch.probe.lock")

@@ -470,5 +470,4 @@ def _add_drive(sub: argparse._SubParsersAction) -> None:
 def run_drive(args: argparse.Namespace, env: Env) -> int:
     from orbit.bench.driver import drive_job
 
-    drive_job(args.job, env.home)
-    return ExitCode.OK
+    return drive_job(args.job, env.home)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from orbit.detach import exit_from
-from orbit.errors import NodeError, NodeUnreachable, OrbitError
+from orbit.errors import NodeError, NodeUnreachable
 from orbit.execute.spawn import spawn
 from orbit.nodes import ssh
 from orbit.sched.remote import probe_worker
@@ -49,13 +49,11 @@ def read_node(home: Home, node: nodes.Node, timeout: float = PROBE_TIMEOUT_S) ->
 
 def _probe(name: str) -> Body:
     def body(home: Home, handle: IO[str], stop: threading.Event) -> str:
-        try:
+        try:  # an unknown node (an OrbitError) ends it, said in the log
             node = nodes.get(home, name)
             state = read_node(home, node)
-        except OrbitError as exc:
-            return str(exc)
         finally:
-            release(handle)
+            release(handle)  # before the tick, which may start the next probe
         tick(home, spawn=spawn, actor=f"probe:{name}")
         return f"node {node.name}: {'reachable' if state.ok else state.error}"
 

@@ -28,6 +28,7 @@ import os
 import sys
 
 from orbit.detach import start_with_lock
+from orbit.errors import OrbitError
 from orbit.record import Frozen
 from orbit.store.childenv import child_environ
 from orbit.store.home import Home
@@ -105,7 +106,8 @@ def worker_main(
     *,
     stoppable: bool = True,
 ) -> int:
-    """The child side of a worker: run `body` while holding the lock of `worker_of(home)`; 0.
+    """The child side of a worker: run `body` while holding the lock of `worker_of(home)`; 0,
+    or the exit code of the OrbitError that ended it.
 
     `home` defaults to ORBIT_HOME's. Without `stoppable`, SIGTERM and SIGINT keep their default
     action (the body has no stop to honour) instead of setting the stop request."""
@@ -123,7 +125,11 @@ def worker_main(
     if stoppable:
         stop_on_signals(stop)
     ignore_hangup()
-    log.info("%s", body(home, handle, stop))
+    try:
+        log.info("%s", body(home, handle, stop))
+    except OrbitError as exc:  # said in one line, as a command would (a bug keeps its traceback)
+        log.warning("stopped: %s", exc)
+        return int(exc.exit_code)
     return 0
 
 
