@@ -113,7 +113,7 @@ def worker_main(
     action (the body has no stop to honour) instead of setting the stop request."""
     import threading
 
-    home = home or Home.from_environ(os.environ)
+    home = Home.from_environ(os.environ) if home is None else home
     home.apply_umask()
     worker = worker_of(home)
     fmt = f"%(asctime)s {worker.name} %(process)d %(message)s"
