@@ -1,6 +1,7 @@
 """Detaching a process from the command that starts it (no Orbit imports).
 
-The shepherd, the ticker and the notification sender outlive the command that starts them:
+The shepherd and the single-instance workers (store/worker.py: the ticker, the notification
+sender, a node's probe, a bench job's driver) outlive the command that starts them:
 each is the grandchild of a double fork, in a new session (no terminal can hang it up, no
 zombie is left), with stdin on /dev/null, stdout and stderr on its own log, and none of the
 caller's descriptors, which could hold the caller's locks.
@@ -68,8 +69,9 @@ LOCK_FD = 3  # where a process started by start_with_lock finds the lock its sta
 
 
 def start_with_lock(argv: list[str], env: dict[str, str], log_path: str, cwd: str,
-                    lock_fd: int) -> None:  # fmt: skip
-    """Exec `argv` detached (double fork, new session, stdio on `log_path`) with none of the
+                    lock_fd: int, log_mode: int = 0o600) -> None:  # fmt: skip
+    """Exec `argv` detached (double fork, new session, stdio on `log_path`, created with
+    `log_mode`) with none of the
     caller's descriptors but the lock open at `lock_fd`, handed over as LOCK_FD: of racing
     starters, only the one that took the lock starts a process. Returns in the caller once
     the short-lived middle child has exited; the started process adopts the lock
@@ -77,7 +79,7 @@ def start_with_lock(argv: list[str], env: dict[str, str], log_path: str, cwd: st
     if not double_fork():
         return
     try:
-        detach_stdio(log_path)
+        detach_stdio(log_path, log_mode)
         if lock_fd == LOCK_FD:
             os.set_inheritable(LOCK_FD, True)
         else:

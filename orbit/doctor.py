@@ -27,7 +27,6 @@ PACKAGES = (
     "pyyaml",
     "jsonlines",
     "bottle",
-    "apscheduler",
 )
 
 

@@ -23,7 +23,7 @@ import logging
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from orbit import harnesses
 from orbit.bench import collect as collecting
@@ -357,16 +357,12 @@ class Driver:
         jobs.drop_secrets(self.home, self.job.id)
 
 
-def drive(home: Home, job_id: str) -> str:
-    """Drive the job while holding its driver lock; returns at once when another holds it."""
-    from orbit.store.locks import note_holder, release, try_lock
+def drive(home: Home, job_id: str, handle: IO[str]) -> str:
+    """Drive the job with its driver lock held in `handle` (released here); why it stopped."""
+    from orbit.store.locks import note_holder, release
 
-    lock = jobs.driver_lock(home, job_id)
-    handle = try_lock(lock)
-    if handle is None:
-        return "another driver drives it"
     try:
-        note_holder(lock, f"orbit bench _drive {job_id}")
+        note_holder(jobs.driver_lock(home, job_id), f"orbit bench _drive {job_id}")
         secrets = jobs.read_secrets(home, job_id)
         driven = Home(home.root, {**home.environ, **secrets})
         try:

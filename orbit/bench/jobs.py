@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,17 +33,17 @@ from orbit.bench.model import (
     save_trial,
     trial_id,
 )
-from orbit.detach import close_inherited, detach_stdio, double_fork
 from orbit.errors import ConflictError, CorruptError, DockerError, NotFoundError, UsageError
-from orbit.store.childenv import child_environ
 from orbit.store.files import atomic_write, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.locks import is_locked, locked
 from orbit.store.model import now_iso
+from orbit.store.worker import Worker
 
 JOB_ID = re.compile(r"^j[0-9]+$")
 DRIVER_LOCK = "driver.lock"
 DRIVER_LOG = "driver.log"
+DRIVER_MODULE = "orbit.bench.driver"  # a job's driver process: `python -m` this, JOB
 
 
 # --- finding jobs -----------------------------------------------------------------------------
@@ -201,21 +200,19 @@ def driver_alive(home: Home, job_id: str) -> bool:
     return is_locked(driver_lock(home, job_id))
 
 
+def driver_worker(home: Home, job_id: str) -> Worker:
+    """The job's driver, as store/worker.py starts it (its log as the job's other files, by
+    the umask)."""
+    folder = job_dir(home, job_id)
+    return Worker("driver", f"the driver of job {job_id}", DRIVER_MODULE, folder / DRIVER_LOCK,
+                  folder / DRIVER_LOG, (job_id,), 0o666)  # fmt: skip
+
+
 def start_driver(home: Home, job_id: str, environ: Mapping[str, str]) -> None:
-    """Start `python -m orbit bench _drive JOB` detached (own session, stdio on the job's
-    driver.log, the scrubbed environment of store/childenv.py). It exits at once when another
-    driver holds the lock."""
-    log_path = str(job_dir(home, job_id) / DRIVER_LOG)
-    env = child_environ(home, environ)
-    if not double_fork():
-        return
-    try:
-        close_inherited()
-        detach_stdio(log_path, 0o666)
-        argv = [sys.executable, "-m", "orbit", "bench", "_drive", job_id]
-        os.execve(sys.executable, argv, env)
-    finally:
-        os._exit(1)
+    """Start the job's driver detached, unless one drives it (`environ` scrubbed as for every
+    child process, store/childenv.py). A failure to start is logged: the next `orbit bench`
+    command starts it again."""
+    driver_worker(home, job_id).wake(home, environ)
 
 
 def revive(home: Home, environ: Mapping[str, str]) -> list[str]:

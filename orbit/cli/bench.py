@@ -468,11 +468,6 @@ def _add_drive(sub: argparse._SubParsersAction) -> None:
 
 
 def run_drive(args: argparse.Namespace, env: Env) -> int:
-    import logging
+    from orbit.bench.driver import drive_job
 
-    from orbit.bench.engine import drive
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s driver %(process)d %(message)s")
-    why = drive(env.home, args.job)
-    logging.info("job %s: %s", args.job, why)
-    return ExitCode.OK
+    return drive_job(args.job, env.home)

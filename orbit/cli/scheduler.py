@@ -1,7 +1,7 @@
 """orbit scheduler: run one tick, tick in the foreground, or install what ticks on a clock.
 
-`tick` once; `run` ticks in the foreground (APScheduler); `install`/`uninstall` a systemd user
-timer or a cron line; `status` says which is installed and when the last tick ran
+`tick` once; `run` ticks in the foreground (service/tickloop.py); `install`/`uninstall` a
+systemd user timer or a cron line; `status` says which is installed and when the last tick ran
 (docs/supervisor.md).
 """
 
@@ -112,8 +112,6 @@ def run_loop(args: argparse.Namespace, env: Env) -> int:
 
     interval = supervisor.interval_of(env.home, args.interval)
     logging.basicConfig(stream=env.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-    # APScheduler says "running job…" twice a tick at INFO; its warnings (a skipped tick) stay.
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
 
     def on_tick(report: TickReport) -> None:
         if not (report.admitted or report.repaired or report.problems):

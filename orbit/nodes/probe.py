@@ -1,29 +1,32 @@
 """Read one node and remember it: `orbit _node info` over SSH into nodes/<name>.json.
 
 Started by the tick (sched/remote.py) when a node's reading is stale and runs may go there, as
-`python -m orbit.nodes.probe HOME NAME`, detached, holding locks/node-<name>.probe.lock for
-its life (one probe per node at a time). After writing the reading it ticks, so a run waiting
-for that node is placed at once.
+`python -m orbit.nodes.probe HOME NAME`, a worker of store/worker.py, holding
+locks/node-<name>.probe.lock for its life (one probe per node at a time). After writing the
+reading it ticks, so a run waiting for that node is placed at once.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
-import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
-from orbit.errors import NodeError, NodeUnreachable, OrbitError
+from orbit.detach import exit_from
+from orbit.errors import NodeError, NodeUnreachable
 from orbit.execute.spawn import spawn
 from orbit.nodes import ssh
+from orbit.sched.remote import probe_worker
 from orbit.sched.tick import tick
 from orbit.store import nodes
 from orbit.store.home import Home
-from orbit.store.locks import adopt_lock, release
+from orbit.store.locks import release
+from orbit.store.worker import worker_main
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from orbit.store.worker import Body
 
 PROBE_TIMEOUT_S = 30.0
 
@@ -44,26 +47,27 @@ def read_node(home: Home, node: nodes.Node, timeout: float = PROBE_TIMEOUT_S) ->
     return nodes.write_state(home, node.name, info=info)
 
 
+def _probe(name: str) -> Body:
+    def body(home: Home, handle: IO[str], stop: threading.Event) -> str:
+        try:  # an unknown node (an OrbitError) ends it, said in the log
+            node = nodes.get(home, name)
+            state = read_node(home, node)
+        finally:
+            release(handle)  # before the tick, which may start the next probe
+        tick(home, spawn=spawn, actor=f"probe:{name}")
+        return f"node {node.name}: {'reachable' if state.ok else state.error}"
+
+    return body
+
+
 def main(argv: list[str]) -> int:
+    """`python -m orbit.nodes.probe HOME NAME`: read node NAME into HOME's nodes/NAME.json,
+    then tick."""
     if len(argv) != 2:
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s probe %(process)d %(message)s")
-    home = Home(Path(argv[0]), os.environ)
-    handle = adopt_lock(nodes.probe_lock(home, argv[1]))
-    if handle is None:
-        return 0
-    try:
-        node = nodes.get(home, argv[1])
-        state = read_node(home, node)
-        log.info("node %s: %s", node.name, "reachable" if state.ok else state.error)
-    except OrbitError as exc:
-        log.warning("%s", exc)
-        return 1
-    finally:
-        release(handle)
-    tick(home, spawn=spawn, actor=f"probe:{argv[1]}")
-    return 0
+    home, name = Home(Path(argv[0]), os.environ), argv[1]
+    return worker_main(lambda h: probe_worker(h, name), _probe(name), home, stoppable=False)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_from(main)

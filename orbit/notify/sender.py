@@ -1,27 +1,26 @@
 """The sender: one short-lived process per home that delivers notifications. No daemon.
 
 Started by whoever settles a run (store/outbox.py:wake_sender) and by every tick while work
-waits, it holds notify/sender.lock for its whole life (the lock is its liveness, as the
-ticker's is), turns ready outbox events into deliveries (fanout.py), and sends each profile's
-queue in a thread of its own, so a slow or dead endpoint delays only its own messages. Each
-endpoint is posted to no faster than its platform allows (RATES, as a minimum spacing between
-requests); run messages that queue up meanwhile are merged into one (batch_of). A message
-that failed waits for its retry without holding back the others of its profile; only a
-rate-limit answer holds back the whole endpoint. It exits once no event is ready and no
-delivery is queued: an event still pending (its run not settled yet) does not keep it alive,
-its settle starts a sender again.
+waits, as a worker of store/worker.py, it holds notify/sender.lock for its whole life (the lock
+is its liveness, as the ticker's is), turns ready outbox events into deliveries (fanout.py),
+and sends each profile's queue in a thread of its own, so a slow or dead endpoint delays only
+its own messages. Each endpoint is posted to no faster than its platform allows (RATES, as a
+minimum spacing between requests); run messages that queue up meanwhile are merged into one
+(batch_of). A message that failed waits for its retry without holding back the others of its
+profile; only a rate-limit answer holds back the whole endpoint. It exits once no event is
+ready and no delivery is queued: an event still pending (its run not settled yet) does not keep
+it alive, its settle starts a sender again.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import signal
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
+from orbit.detach import exit_from
 from orbit.notify import journal, queue
 from orbit.notify.fanout import fan_out
 from orbit.notify.message import merge
@@ -29,15 +28,15 @@ from orbit.notify.platforms import RATES
 from orbit.notify.post import post, request_for
 from orbit.notify.profiles import Profile, load, scrub
 from orbit.store.home import Home
-from orbit.store.locks import adopt_lock, release, try_lock
-from orbit.store.outbox import sender_lock, work_waiting
+from orbit.store.locks import release, try_lock
+from orbit.store.outbox import sender_lock, sender_worker, work_waiting
+from orbit.store.worker import worker_main
 
 log = logging.getLogger(__name__)
 
 POLL_S = 0.5  # how often the outbox is looked at while the sender lives
 MAX_ATTEMPTS = 10  # then the message is given up (about 25 minutes of backoff)
 BACKOFF_S = (2, 5, 15, 30, 60, 120, 300, 300, 600)  # before attempt 2, 3, …
-MAX_RETRY_AFTER_S = 600.0
 
 
 def spacing(kind: str) -> float:
@@ -168,10 +167,10 @@ class Worker(threading.Thread):
 class Sender:
     """The loop, with the lock `handle` already held."""
 
-    def __init__(self, home: Home, handle: IO[str]) -> None:
+    def __init__(self, home: Home, handle: IO[str], stop: threading.Event) -> None:
         self.home = home
         self.handle: IO[str] | None = handle
-        self.stop = threading.Event()
+        self.stop = stop
         self.profiles: dict[str, Profile] = {}
         self.workers: dict[str, Worker] = {}
         self.warned: set[Path] = set()  # outbox events that cannot be read, named in the log
@@ -233,29 +232,19 @@ class Sender:
             self.handle = None
 
 
-def main() -> None:
-    """`python -m orbit.notify.sender`: deliver ORBIT_HOME's notifications, then exit."""
-    home = Home.from_environ(os.environ)
-    home.apply_umask()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s sender %(process)d %(message)s")
-    handle = adopt_lock(sender_lock(home))
-    if handle is None:
-        return  # another sender delivers this home's messages
-    sender = Sender(home, handle)
-
-    def stop(signum: int, frame: Any) -> None:
-        sender.stop.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+def _deliver(home: Home, handle: IO[str], stop: threading.Event) -> str:
+    sender = Sender(home, handle, stop)
     log.info("sending for %s", home.root)
     try:
-        why = sender.run()
+        return f"stopped: {sender.run()}"
     finally:
         sender.close()
-    log.info("stopped: %s", why)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m orbit.notify.sender`: deliver ORBIT_HOME's notifications, then exit."""
+    return worker_main(sender_worker, _deliver)
 
 
 if __name__ == "__main__":
-    main()
+    exit_from(main)

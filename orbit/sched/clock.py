@@ -4,8 +4,9 @@ Every orbit command and every shepherd's exit ticks inline. On a clock, three th
 systemd timer and the cron line (both run `orbit scheduler tick --clock S`, which notes each
 tick in runtime/clock.json) and `orbit scheduler run` (alive while it holds
 locks/scheduler-run.lock). When none of them ticks this home, a tick that leaves runs queued
-starts the ticker (orbit/service/ticker.py): one detached process per home, alive while it holds
-locks/ticker.lock, that ticks every few seconds until the queue is empty and then exits.
+starts the ticker (orbit/service/ticker.py): one detached process per home (a worker of
+store/worker.py), alive while it holds locks/ticker.lock, that ticks every few seconds until
+the queue is empty and then exits.
 
 This module decides and starts; it never imports the ticker (a layer above): the ticker is a
 fresh `python -m orbit.service.ticker` process.
@@ -14,28 +15,22 @@ fresh `python -m orbit.service.ticker` process.
 from __future__ import annotations
 
 import json
-import logging
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
-from orbit.detach import start_with_lock
-from orbit.store.childenv import child_environ
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
-from orbit.store.locks import is_locked, try_lock
-
-log = logging.getLogger(__name__)
+from orbit.store.locks import is_locked
+from orbit.store.worker import Worker
 
 FOREGROUND_LOCK = "scheduler-run.lock"  # in locks/: held by `orbit scheduler run`
 TICKER_LOCK = "ticker.lock"  # in locks/: held by the ticker for its whole life
 TICKER_INFO = "ticker.json"  # in runtime/: the ticker's pid and start, for people
 TICKER_LOG = "ticker.log"  # in runtime/: the ticker's stdout and stderr
 CLOCK_RECORD = "clock.json"  # in runtime/: the last tick of the timer or the cron line
-TICKER_MODULE = "orbit.service.ticker"
+TICKER_MODULE = "orbit.service.ticker"  # the ticker process: `python -m` this
 # A clock tick is expected every `every_s`: one that missed two of them (plus a margin for a
 # slow tick) no longer counts, so a timer that stopped (or units left behind) moves nothing.
 CLOCK_GRACE_S = 30.0
@@ -92,34 +87,14 @@ def queued(home: Home) -> bool:
         return False
 
 
+def ticker_worker(home: Home) -> Worker:
+    """The ticker, as store/worker.py starts it."""
+    lock, log_path = ticker_lock(home), home.runtime_dir / TICKER_LOG
+    return Worker("ticker", "the ticker", TICKER_MODULE, lock, log_path)
+
+
 def keep_moving(home: Home) -> bool:
     """Start the ticker when runs are queued, nothing ticks this home on a clock and no ticker
     lives; True when one was started. Cheap otherwise: a directory listing and two lock checks.
-
-    The lock is taken here and handed to the ticker (descriptor LOCK_FD), so that of any
-    number of racing callers exactly one starts a ticker. A failure to start is logged, never
-    raised: the inline ticks still move the queue.
-    """
-    try:
-        if not queued(home) or is_locked(ticker_lock(home)) or clock_ticks(home):
-            return False
-        handle = try_lock(ticker_lock(home))
-        if handle is None:
-            return False  # another caller is starting one this instant
-        try:
-            _start(home, handle)
-        finally:
-            handle.close()  # only this process's descriptor: the ticker's copy keeps the lock
-    except OSError as exc:  # a full disk, a home this user may not write
-        log.warning("could not start the ticker: %s", exc)
-        return False
-    return True
-
-
-def _start(home: Home, handle: IO[str]) -> None:
-    """The ticker, detached, with the lock (detach.start_with_lock); the caller waits only for
-    the short-lived middle child."""
-    argv = [sys.executable, "-m", TICKER_MODULE]
-    log_path = str(home.runtime_dir / TICKER_LOG)
-    start_with_lock(argv, child_environ(home, home.environ), log_path, str(home.root),
-                    handle.fileno())  # fmt: skip
+    A failure to start is logged, never raised: the inline ticks still move the queue."""
+    return queued(home) and ticker_worker(home).wake(home, needed=lambda: not clock_ticks(home))

@@ -1,31 +1,25 @@
 """What the tick does for other nodes: offer them the runs that wait here, and keep their
 readings fresh. It never reaches a node itself: it reads nodes/<name>.json (store/nodes.py),
 and when a reading is stale it starts that node's probe (`python -m orbit.nodes.probe HOME
-NAME`, one per node at a time, detached), which reads the node over SSH, writes the file and
-ticks. So no tick ever waits on a slow or vanished node.
+NAME`, one per node at a time, a worker of store/worker.py), which reads the node over SSH,
+writes the file and ticks. So no tick ever waits on a slow or vanished node.
 """
 
 from __future__ import annotations
 
-import logging
-import sys
 from collections.abc import Sequence
 from datetime import datetime
 
-from orbit.detach import start_with_lock
 from orbit.errors import OrbitError
 from orbit.sched.nodeplace import USABLE_S, Place, Target, place, pool_from_dict
 from orbit.sched.plan import Admit, Demand, Wait
 from orbit.sched.resources import Amount
 from orbit.store import nodes
-from orbit.store.childenv import child_environ
 from orbit.store.home import Home
-from orbit.store.locks import is_locked, try_lock
 from orbit.store.model import Run, parse_iso
+from orbit.store.worker import Worker
 
-log = logging.getLogger(__name__)
-
-PROBE_MODULE = "orbit.nodes.probe"
+PROBE_MODULE = "orbit.nodes.probe"  # a node's probe process: `python -m` this, HOME NAME
 RETRY_S = 3.0  # an unreachable node is tried again this often while runs may go to it
 
 
@@ -80,24 +74,16 @@ def portable(run: Run) -> str | None:
     return None
 
 
+def probe_worker(home: Home, name: str) -> Worker:
+    """The node's probe, as store/worker.py starts it."""
+    lock, log_path = nodes.probe_lock(home, name), home.runtime_dir / f"probe-{name}.log"
+    args = (str(home.root), name)
+    return Worker("probe", f"the probe of node {name}", PROBE_MODULE, lock, log_path, args)
+
+
 def wake_probe(home: Home, name: str) -> None:
     """Start the node's probe unless one is running. Never raises."""
-    try:
-        path = nodes.probe_lock(home, name)
-        if is_locked(path):
-            return
-        handle = try_lock(path)
-        if handle is None:
-            return
-        try:
-            argv = [sys.executable, "-m", PROBE_MODULE, str(home.root), name]
-            log_path = str(home.runtime_dir / f"probe-{name}.log")
-            start_with_lock(argv, child_environ(home, home.environ), log_path, str(home.root),
-                            handle.fileno())  # fmt: skip
-        finally:
-            handle.close()
-    except OSError as exc:
-        log.warning("could not start the probe of node %s: %s", name, exc)
+    probe_worker(home, name).wake(home)
 
 
 def _since(state: nodes.NodeState) -> str:

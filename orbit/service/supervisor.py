@@ -21,8 +21,9 @@ from pathlib import Path
 from orbit.errors import OrbitError, UsageError
 from orbit.sched.clock import last_clock_tick
 from orbit.service import cron, units
-from orbit.service.foreground import ForegroundStatus, foreground_status
-from orbit.service.ticker import TickerStatus, ticker_status
+from orbit.service.foreground import foreground_status
+from orbit.service.ticker import ticker_status
+from orbit.service.tickloop import LoopStatus
 from orbit.service.units import Data, Installed, Removed, systemctl, unit_home, user_unit_dir
 from orbit.store.childenv import child_environ
 from orbit.store.home import Home
@@ -197,8 +198,8 @@ class Status(Data):
     supervised: bool  # something ticks this home on a clock
     systemd: SystemdStatus
     cron: CronStatus
-    foreground: ForegroundStatus
-    ticker: TickerStatus
+    foreground: LoopStatus
+    ticker: LoopStatus
 
 
 def _count(folder: Path) -> int:

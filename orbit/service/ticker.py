@@ -2,35 +2,32 @@
 ticks it on a clock. No daemon: it exists only while runs wait.
 
 Started by sched/clock.py:keep_moving (at the end of a tick that leaves runs queued, when no
-timer, cron line or `orbit scheduler run` ticks this home), it holds locks/ticker.lock for its
-whole life (the lock is its liveness, as a shepherd's is), describes itself in
-runtime/ticker.json, ticks every few seconds and exits once no run is queued, when a clock takes
-over, or when its home is gone. Its starter runs it as `python -m orbit.service.ticker` in a new
-session with only the lock (descriptor 3) and stdio on runtime/ticker.log.
+timer, cron line or `orbit scheduler run` ticks this home), it is a worker of store/worker.py:
+`python -m orbit.service.ticker` in a new session with only the lock (descriptor 3) and stdio on
+runtime/ticker.log. It holds locks/ticker.lock for its whole life (the lock is its liveness, as a
+shepherd's is), describes itself in runtime/ticker.json, ticks every few seconds in the loop of
+service/tickloop.py and exits once no run is queued, when a clock takes over, or when its home
+is gone.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import signal
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING
 
-from orbit.sched.clock import (
-    TICKER_INFO,
-    clock_ticks,
-    queued,
-    ticker_lock,
-)
-from orbit.service.units import Data, holder_info
-from orbit.store.files import atomic_write, unlink_quiet
+from orbit.detach import exit_from
+from orbit.sched.clock import TICKER_INFO, clock_ticks, queued, ticker_lock, ticker_worker
+from orbit.service.tickloop import LoopStatus, TickLoop, describe, loop_status
+from orbit.store.files import unlink_quiet
 from orbit.store.home import Home
-from orbit.store.locks import adopt_lock, release, try_lock
-from orbit.store.model import now_iso
+from orbit.store.locks import release, try_lock
+from orbit.store.worker import worker_main
+
+if TYPE_CHECKING:
+    from orbit.sched.tick import TickReport
 
 log = logging.getLogger(__name__)
 
@@ -43,25 +40,8 @@ def info_path(home: Home) -> Path:
     return home.runtime_dir / TICKER_INFO
 
 
-@dataclass
-class TickerStatus(Data):
-    state: str
-    running: bool
-    pid: int | None
-    started_at: str | None
-    interval_s: float | None
-
-
-def ticker_status(home: Home) -> TickerStatus:
-    """The ticker holds its lock for as long as it lives: the lock is the liveness."""
-    info = holder_info(ticker_lock(home), info_path(home))
-    if info is None:
-        return TickerStatus("not running", False, None, None, None)
-    pid, since, interval = info.get("pid"), info.get("started_at"), info.get("interval_s")
-    if pid is None:
-        return TickerStatus("starting", True, None, None, None)
-    state = f"running (pid {pid}, since {since}, every {interval:g} s)"
-    return TickerStatus(state, True, pid, since, interval)
+def ticker_status(home: Home) -> LoopStatus:
+    return loop_status(ticker_lock(home), info_path(home))
 
 
 def interval_of(home: Home) -> float:
@@ -73,12 +53,13 @@ def interval_of(home: Home) -> float:
 
 
 class Ticker:
-    """The loop, with the lock `handle` already held."""
+    """The loop, with the lock `handle` already held, until there is nothing to do or `stop`
+    is set."""
 
-    def __init__(self, home: Home, handle: IO[str]) -> None:
+    def __init__(self, home: Home, handle: IO[str], stop: threading.Event) -> None:
         self.home = home
         self.handle: IO[str] | None = handle
-        self.stop = threading.Event()
+        self.stop = stop
         self.inode = os.fstat(handle.fileno()).st_ino
 
     def run(self) -> str:
@@ -106,37 +87,20 @@ class Ticker:
             log.info("a run was queued as the ticker stopped: ticking on")
 
     def _loop(self) -> str:
-        from orbit.execute.spawn import spawn
-        from orbit.sched.tick import tick
+        describe(info_path(self.home), interval_of(self.home))
+        actor = f"ticker:{os.getpid()}"
+        loop = TickLoop(self.home, actor, self.stop, interval_of, _said, _failed, self._ended)
+        return loop.run()
 
-        self._describe()
-        while not self.stop.is_set():
-            gone = self._home_gone()
-            if gone:
-                return gone
-            clock = clock_ticks(self.home)
-            if clock:
-                return f"{clock} ticks this home"
-            home = Home(self.home.root, self.home.environ)  # config changes apply at once
-            try:
-                report = tick(home, spawn=spawn, actor=f"ticker:{os.getpid()}")
-                if report.admitted or report.repaired:
-                    log.info("admitted %s, repaired %s", report.admitted, report.repaired)
-            except Exception as exc:  # the next tick tries again, as `scheduler run` does
-                log.warning("tick failed: %s", exc)
-            if not queued(self.home):
-                return "queue empty"
-            self.stop.wait(interval_of(home))
-        return "stopped by a signal"
-
-    def _describe(self) -> None:
-        info = {
-            "format": 1,
-            "pid": os.getpid(),
-            "started_at": now_iso(),
-            "interval_s": interval_of(self.home),
-        }
-        atomic_write(info_path(self.home), json.dumps(info).encode(), durable=False)
+    def _ended(self) -> str | None:
+        """Why the ticker is done: its home is gone, a clock ticks it, or nothing waits."""
+        gone = self._home_gone()
+        if gone:
+            return gone
+        clock = clock_ticks(self.home)
+        if clock:
+            return f"{clock} ticks this home"
+        return None if queued(self.home) else "queue empty"
 
     def _home_gone(self) -> str | None:
         """Why this ticker's home is no longer the one it ticks: deleted (a test's temporary
@@ -158,29 +122,28 @@ class Ticker:
         self.handle = None
 
 
-def main() -> None:
-    """`python -m orbit.service.ticker`: tick ORBIT_HOME's queue until it is empty."""
-    home = Home.from_environ(os.environ)
-    home.apply_umask()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s ticker %(process)d %(message)s")
-    handle = adopt_lock(ticker_lock(home))
-    if handle is None:
-        return  # another ticker moves this queue
-    ticker = Ticker(home, handle)
+def _said(report: TickReport) -> None:
+    if report.admitted or report.repaired:
+        log.info("admitted %s, repaired %s", report.admitted, report.repaired)
 
-    def stop(signum: int, frame: Any) -> None:
-        ticker.stop.set()
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # no terminal may end it
+def _failed(exc: Exception) -> None:
+    log.warning("tick failed: %s", exc)
+
+
+def _tick_queue(home: Home, handle: IO[str], stop: threading.Event) -> str:
+    loop = Ticker(home, handle, stop)
     log.info("ticking %s", home.root)
     try:
-        why = ticker.run()
+        return f"stopped: {loop.run()}"
     finally:
-        ticker.close()
-    log.info("stopped: %s", why)
+        loop.close()
+
+
+def main(argv: list[str]) -> int:
+    """`python -m orbit.service.ticker`: tick ORBIT_HOME's queue until it is empty."""
+    return worker_main(ticker_worker, _tick_queue)
 
 
 if __name__ == "__main__":
-    main()
+    exit_from(main)

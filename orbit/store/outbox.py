@@ -7,7 +7,8 @@
     ORBIT_HOME/notify/sender.lock     held by the sender for its whole life
 
 The store cannot know about chat tools (orbit.notify sits above it): it only records the fact
-and starts `python -m orbit.notify.sender`, which turns facts into messages. The event is
+and starts `python -m orbit.notify.sender` (a worker of store/worker.py), which turns facts into
+messages. The event is
 written *before* status.yaml (RunStore.update), so a crash between the two loses nothing: the
 event is then "pending" (its run is not finished yet), the sender leaves it alone, and the
 process that settles the run later writes it again. The sender acts on an event only once the
@@ -17,28 +18,18 @@ run's status.yaml says it is finished, and only in the state the event names (do
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
-import sys
 from pathlib import Path
 
-from orbit.detach import start_with_lock
 from orbit.record import Frozen
-from orbit.store.childenv import child_environ
 from orbit.store.files import atomic_write, read_yaml
 from orbit.store.home import Home
-from orbit.store.locks import is_locked, try_lock
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import IO
-
-log = logging.getLogger(__name__)
+from orbit.store.worker import Worker
 
 PROFILES_FILE = "notify.yaml"  # in ORBIT_HOME
 NOTIFY_DIR = "notify"  # in ORBIT_HOME
-SENDER_MODULE = "orbit.notify.sender"
+SENDER_MODULE = "orbit.notify.sender"  # the sender process: `python -m` this
 FINISHED = ("succeeded", "failed", "cancelled", "lost")
 _EVENT_NAME = re.compile(rf"(\d+)-({'|'.join(FINISHED)})\.json")
 
@@ -159,6 +150,12 @@ def work_waiting(home: Home) -> bool:
     return any(ready(home, p) for p in _entries(outbox_dir(home)))
 
 
+def sender_worker(home: Home) -> Worker:
+    """The sender, as store/worker.py starts it."""
+    log_path = notify_dir(home) / "sender.log"
+    return Worker("sender", "the notification sender", SENDER_MODULE, sender_lock(home), log_path)
+
+
 def wake_sender(home: Home) -> bool:
     """Start the sender when notifications are on, work waits and no sender lives; True when
     one was started. Cheap when there is nothing to do: a stat, then a listing or two.
@@ -167,25 +164,6 @@ def wake_sender(home: Home) -> bool:
     sender that died is replaced. A failure to start is logged, never raised: a run's settle
     must not fail for a notification.
     """
-    try:
-        if not enabled(home) or is_locked(sender_lock(home)) or not work_waiting(home):
-            return False
-        handle = try_lock(sender_lock(home))
-        if handle is None:
-            return False  # another caller is starting one this instant
-        try:
-            _start(home, handle)
-        finally:
-            handle.close()  # only this process's descriptor: the sender's copy keeps the lock
-    except OSError as exc:
-        log.warning("could not start the notification sender: %s", exc)
+    if not enabled(home):
         return False
-    return True
-
-
-def _start(home: Home, handle: IO[str]) -> None:
-    """The sender, detached, with the lock (as the ticker is started, sched/clock.py)."""
-    argv = [sys.executable, "-m", SENDER_MODULE]
-    log_path = str(notify_dir(home) / "sender.log")
-    start_with_lock(argv, child_environ(home, home.environ), log_path, str(home.root),
-                    handle.fileno())  # fmt: skip
+    return sender_worker(home).wake(home, needed=lambda: work_waiting(home))
