@@ -139,7 +139,7 @@ def test_concurrent_adds_all_land(orbit: Orbit, data: Path) -> None:
 # --- the commands -------------------------------------------------------------------------------
 def test_data_commands_and_their_json(orbit: Orbit, data: Path) -> None:
     res = orbit("data", "ls")
-    assert res.code == 0 and "no datasets; name one with `orbit data add NAME PATH`" in res.out
+    assert res.code == 0 and "no datasets; add one with `orbit data add NAME PATH`" in res.out
     assert orbit("data", "ls", "--json").json() == {"datasets": []}
 
     (orbit.cwd / "rel").symlink_to(data)

@@ -128,37 +128,6 @@ def describe(profile: Profile) -> dict[str, Any]:
     }
 
 
-# --- reading a secret ---------------------------------------------------------------------
-def read_key(
-    *,
-    key_env: str | None,
-    key_stdin: bool,
-    key_file: str | None,
-    environ: Mapping[str, str],
-    stdin_text: str | None,
-) -> tuple[str | None, str]:
-    """The secret from the one source given, and a description of that source."""
-    if key_env:
-        value = environ.get(key_env)
-        if not value:
-            raise UsageError(f"--key-env {key_env}: not set in this environment")
-        return value.strip(), f"env:{key_env}"
-    if key_stdin:
-        value = (stdin_text or "").strip()
-        if not value:
-            raise UsageError("--key-stdin: nothing on stdin")
-        return value, "stdin"
-    if key_file:
-        try:
-            value = Path(key_file).expanduser().read_text().strip()
-        except OSError as exc:
-            raise UsageError(f"--key-file {key_file}: {exc.strerror or exc}") from None
-        if not value:
-            raise UsageError(f"--key-file {key_file}: the file is empty")
-        return value, "file"
-    return None, ""
-
-
 def from_environment(harness: str, kind: str, environ: Mapping[str, str]) -> Profile:
     """A profile's secret, URL and models taken from this environment (and for Claude Code,
     the `env` block of its user settings, which is where a relay is usually configured)."""

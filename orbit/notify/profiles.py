@@ -13,7 +13,6 @@ as `https://host/…last4`. Nothing in this module prints.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -157,25 +156,3 @@ def scrub(text: str, profiles: list[Profile] | Profile) -> str:
         if p.secret and len(p.secret) >= 4:
             text = text.replace(p.secret, "[secret]")
     return text
-
-
-def read_value(
-    flag: str,
-    *,
-    env_var: str | None,
-    from_stdin: bool,
-    environ: Mapping[str, str],
-    stdin_text: str | None,
-) -> tuple[str | None, str]:
-    """A URL or secret from the one source given, and a description of that source."""
-    if env_var:
-        value = (environ.get(env_var) or "").strip()
-        if not value:
-            raise UsageError(f"--{flag}-env {env_var}: not set in this environment")
-        return value, f"env:{env_var}"
-    if from_stdin:
-        value = (stdin_text or "").strip()
-        if not value:
-            raise UsageError(f"--{flag}-stdin: nothing on stdin")
-        return value, "stdin"
-    return None, ""

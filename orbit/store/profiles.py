@@ -146,7 +146,7 @@ class ProfileStore(Generic[T]):
         return records[name]
 
     def not_found(self, name: str, records: dict[str, T], prefix: str = "") -> NotFoundError:
-        """"no dataset 'x' (known: a, b)": the error for an unknown name, naming the known."""
+        """The error for an unknown name, naming the known: "no dataset 'x' (known: a, b)"."""
         if records:
             known = "known: " + ", ".join(sorted(records))
         else:
