@@ -97,11 +97,7 @@ STORE: ProfileStore[Profile] = ProfileStore(
     secret=True,
     stamp="created_at",
 )
-auth_path = STORE.path
-load = STORE.load
-get = STORE.get
-add = STORE.add
-remove = STORE.remove
+auth_path, load, get, add, remove = STORE.path, STORE.load, STORE.get, STORE.add, STORE.remove
 
 
 def masked(secret: str | None) -> str:

@@ -73,10 +73,7 @@ STORE: ProfileStore[Profile] = ProfileStore(
     # `profile` of a damaged outbox event).
     reserved=("outbox",),
 )
-path_of = STORE.path
-load = STORE.load
-get = STORE.get
-remove = STORE.remove
+path_of, load, get, remove = STORE.path, STORE.load, STORE.get, STORE.remove
 
 
 def add(home: Home, profile: Profile, *, replace: bool = False) -> Profile:

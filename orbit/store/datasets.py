@@ -14,7 +14,6 @@ a `datasets` entry saying which dataset it was (docs/run-directory.md). Nothing 
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,18 +93,12 @@ STORE: ProfileStore[Dataset] = ProfileStore(
     file="datasets.yaml",
     kind="dataset",
     command="orbit data",
-    top="datasets",
     parse=_parse,
     dump=Dataset.entry,
-    # A name is also the last part of its default mount point (/data/NAME).
-    name_pattern=re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$"),
-    name_rule="letters, digits, `.`, `_` and `-`, at most 64, not starting with `.` or `-`",
+    underscore_first=True,  # a name is also the last part of its mount point (/data/NAME)
     add_usage="orbit data add NAME PATH",
 )
-path_of = STORE.path
-load = STORE.load
-get = STORE.get
-check_name = STORE.check_name
+path_of, load, check_name = STORE.path, STORE.load, STORE.check_name
 
 
 def add(

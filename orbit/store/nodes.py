@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 from datetime import datetime
 from pathlib import Path
@@ -123,7 +122,12 @@ def parse_url(name: str, url: str, **fields: Any) -> Node:
         # ssh would read it as one of its options (`-oProxyCommand=…` runs a command here)
         raise UsageError(f"bad host or user in node URL {url!r}: it starts with '-'")
     return Node(
-        check_name(name), parts.scheme, parts.hostname, user=parts.username, port=port, **fields
+        STORE.check_name(name),
+        parts.scheme,
+        parts.hostname,
+        user=parts.username,
+        port=port,
+        **fields,
     )
 
 
@@ -172,19 +176,14 @@ STORE: ProfileStore[Node] = ProfileStore(
     file="nodes.yaml",
     kind="node",
     command="orbit node",
-    top="nodes",
     parse=_parse,
     dump=Node.as_dict,
     sort=False,  # `orbit node ls` lists them in the order they were added
     stamp="added_at",
-    name_pattern=re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"),
-    name_rule="letters, digits, `.`, `_` and `-`, at most 63, starting with a letter or digit",
+    longest=63,
     add_usage="orbit node add NAME ssh://[user@]host",
 )
-registry_path = STORE.path
-load = STORE.load
-get = STORE.get
-check_name = STORE.check_name
+registry_path, load, get = STORE.path, STORE.load, STORE.get
 
 
 def check_new(home: Home, name: str, *, replace: bool = False) -> None:

@@ -28,9 +28,6 @@ from orbit.store.home import Home
 from orbit.store.locks import locked
 from orbit.store.model import now_iso
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-NAME_RULE = "letters, digits, `.`, `_` and `-`, at most 64, starting with a letter or digit"
-
 
 class Malformed(Exception):
     """Raised by a kind's `parse`: why one entry cannot be read (the store names the file,
@@ -56,7 +53,6 @@ class ProfileStore(Generic[T]):
         file: str,
         kind: str,
         command: str,
-        top: str,
         parse: Callable[[str, dict[str, Any]], T],
         dump: Callable[[T], dict[str, Any]],
         json_format: bool = False,
@@ -64,15 +60,16 @@ class ProfileStore(Generic[T]):
         secret: bool = False,
         sort: bool = True,
         stamp: str | None = None,
-        name_pattern: re.Pattern[str] = NAME,
-        name_rule: str = NAME_RULE,
+        top: str = "",
+        longest: int = 64,
+        underscore_first: bool = False,
         reserved: tuple[str, ...] = (),
         add_usage: str = "",
     ) -> None:
         self.file = file
         self.kind = kind  # "auth profile": what its messages call one record
         self.command = command  # "orbit auth": the command that manages them
-        self.top = top
+        self.top = top or Path(file).stem  # the key of the records' mapping
         self.parse = parse
         self.dump = dump
         self.json_format = json_format
@@ -80,8 +77,16 @@ class ProfileStore(Generic[T]):
         self.secret = secret  # the file is mode 0600 (it holds credentials)
         self.sort = sort  # saved in name order; else in the order they were added
         self.stamp = stamp  # the field set to the time of `add` when it is empty
-        self.name_pattern = name_pattern
-        self.name_rule = name_rule
+        # Letters, digits, `.`, `_` and `-`, at most `longest`, not starting with `.` or `-`
+        # (nor `_` unless `underscore_first`): a name is also a file or folder name here.
+        first = "A-Za-z0-9_" if underscore_first else "A-Za-z0-9"
+        self.name_pattern = re.compile(rf"^[{first}][A-Za-z0-9._-]{{0,{longest - 1}}}$")
+        start = (
+            "not starting with `.` or `-`"
+            if underscore_first
+            else "starting with a letter or digit"
+        )
+        self.name_rule = f"letters, digits, `.`, `_` and `-`, at most {longest}, {start}"
         self.reserved = reserved  # names Orbit uses itself beside the records' own
         self.add_usage = add_usage or f"{command} add"
 
