@@ -47,6 +47,8 @@ class ProfileStore(Generic[T]):
     (a mapping; raising Malformed, or any OrbitError, ValueError, TypeError or KeyError, for one
     it cannot read) and `dump(record)` makes its entry again, without the name (the key)."""
 
+    VERSION = 1  # every kind's file is at version 1
+
     def __init__(
         self,
         *,
@@ -89,8 +91,6 @@ class ProfileStore(Generic[T]):
         self.name_rule = f"letters, digits, `.`, `_` and `-`, at most {longest}, {start}"
         self.reserved = reserved  # names Orbit uses itself beside the records' own
         self.add_usage = add_usage or f"{command} add"
-
-    VERSION = 1
 
     def path(self, home: Home) -> Path:
         return home.root / self.file
