@@ -7,7 +7,7 @@ import os
 import time
 
 from orbit.cli.common import print_json
-from orbit.cli.profiles import Commands, read_secret, secret_options, show_list, show_removed
+from orbit.cli.profiles import Commands, read_secret, secret_options, show, show_list, show_removed
 from orbit.env import Env
 from orbit.errors import ExitCode
 
@@ -78,15 +78,12 @@ def add(args: argparse.Namespace, env: Env) -> int:
     auth.check(profile)
     auth.add(env.home, profile, replace=args.replace)
     shown = auth.describe(profile)
-    if args.json:
-        print_json(env, shown)
-    else:
-        print(
-            f"auth profile {profile.name}: {profile.harness}, {profile.kind}, secret "
-            f"{shown['secret']} (from {profile.source}); try it with `orbit auth test "
-            f"{profile.name} --image IMAGE`",
-            file=env.stdout,
-        )
+    line = (
+        f"auth profile {profile.name}: {profile.harness}, {profile.kind}, secret "
+        f"{shown['secret']} (from {profile.source}); try it with `orbit auth test "
+        f"{profile.name} --image IMAGE`"
+    )
+    show(env, args, shown, line)
     return ExitCode.OK
 
 

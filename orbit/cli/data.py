@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from orbit.cli.common import ago, print_json
-from orbit.cli.profiles import Commands, show_list, show_removed
+from orbit.cli.common import ago
+from orbit.cli.profiles import Commands, show, show_list, show_removed
 from orbit.env import Env
 from orbit.errors import ExitCode
 
@@ -76,11 +76,9 @@ def add(args: argparse.Namespace, env: Env) -> int:
         words += ["--description", args.description] if args.description else []
         words += ["--replace"] if args.replace else []
         row = _on_node(args, env, words)
-        if args.json:
-            print_json(env, {**row, "node": args.node})
-        else:
-            text = f"dataset {row['name']} on node {args.node}: {row['path']}"
-            print(f"{text}; runs with `-d {row['name']}` go to nodes that have it", file=env.stdout)
+        text = f"dataset {row['name']} on node {args.node}: {row['path']}"
+        line = f"{text}; runs with `-d {row['name']}` go to nodes that have it"
+        show(env, args, {**row, "node": args.node}, line)
         return ExitCode.OK
     from orbit.store import datasets
 
@@ -91,14 +89,11 @@ def add(args: argparse.Namespace, env: Env) -> int:
         description=args.description,
         replace=args.replace,
     )
-    if args.json:
-        print_json(env, shown(dataset))
-    else:
-        print(
-            f"dataset {dataset.name}: {dataset.path}; mount it with "
-            f"`orbit run -d {dataset.name}` (read-only at /data/{dataset.name})",
-            file=env.stdout,
-        )
+    line = (
+        f"dataset {dataset.name}: {dataset.path}; mount it with "
+        f"`orbit run -d {dataset.name}` (read-only at /data/{dataset.name})"
+    )
+    show(env, args, shown(dataset), line)
     return ExitCode.OK
 
 

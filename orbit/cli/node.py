@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from orbit.cli.common import print_json
-from orbit.cli.profiles import Commands, show_list, show_removed
+from orbit.cli.profiles import Commands, show, show_list, show_removed
 from orbit.env import Env
 from orbit.errors import ConflictError, ExitCode, NodeError, UsageError
 
@@ -172,16 +172,13 @@ def add(args: argparse.Namespace, env: Env) -> int:
             raise NodeError(f"{state.error}; node not added")
     nodes.add(home, node, replace=args.replace)
     row = _row(node, state, [])
-    if args.json:
-        print_json(env, row)
-        return ExitCode.OK
     free = row["free"]
-    print(
+    line = (
         f"added node {node.name} ({node.url}): Orbit {row['version']}, "
         f"{_pair(free.get('cpus'))} CPUs, {_pair(free.get('mem_gb'), ' GiB')} memory, "
-        f"{_pair(free.get('gpus'))} GPUs free; reached in {took:.2f} s",
-        file=env.stdout,
+        f"{_pair(free.get('gpus'))} GPUs free; reached in {took:.2f} s"
     )
+    show(env, args, row, line)
     return ExitCode.OK
 
 

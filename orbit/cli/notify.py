@@ -7,7 +7,7 @@ import socket
 import time
 
 from orbit.cli.common import add_json, metric_options, non_negative_int, print_json, table
-from orbit.cli.profiles import Commands, read_secret, secret_options, show_list, show_removed
+from orbit.cli.profiles import Commands, read_secret, secret_options, show, show_list, show_removed
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
 
@@ -97,15 +97,12 @@ def add(args: argparse.Namespace, env: Env) -> int:
     )
     pf.add(env.home, profile, replace=args.replace)
     shown = pf.describe(profile)
-    if args.json:
-        print_json(env, shown)
-    else:
-        scope = f" of group {', '.join(profile.groups)}" if profile.groups else ""
-        print(
-            f"notify profile {profile.name}: {profile.kind} {shown['url']}, on "
-            f"{','.join(profile.on)}{scope}; try it with `orbit notify test {profile.name}`",
-            file=env.stdout,
-        )
+    scope = f" of group {', '.join(profile.groups)}" if profile.groups else ""
+    line = (
+        f"notify profile {profile.name}: {profile.kind} {shown['url']}, on "
+        f"{','.join(profile.on)}{scope}; try it with `orbit notify test {profile.name}`"
+    )
+    show(env, args, shown, line)
     return ExitCode.OK
 
 

@@ -108,6 +108,14 @@ def read_secret(
     return value.strip(), source
 
 
+def show(env: Env, args: argparse.Namespace, body: Any, line: str) -> None:
+    """What an action did: `body` as JSON with --json, else `line` for a person."""
+    if args.json:
+        print_json(env, body)
+    else:
+        print(line, file=env.stdout)
+
+
 def show_list(
     env: Env,
     args: argparse.Namespace,
@@ -136,7 +144,4 @@ def show_removed(
     detail: str = "",
 ) -> None:
     """`rm`: `body` as JSON with --json, else `removed KIND NAME DETAIL`."""
-    if args.json:
-        print_json(env, body)
-    else:
-        print(f"removed {store.kind} {name}{detail}", file=env.stdout)
+    show(env, args, body, f"removed {store.kind} {name}{detail}")
