@@ -168,26 +168,34 @@ def test_a_malformed_entry_says_which(tmp_path: Path) -> None:
         auth.load(home)
 
 
-def test_a_node_cannot_take_this_machines_name(tmp_path: Path) -> None:
+def test_a_node_is_refused_before_it_is_reached(tmp_path: Path) -> None:
+    """`orbit node add` asks check_new before it reaches the node: this machine's own name
+    never, a taken one only with --replace."""
     home = home_of(tmp_path)
-    with pytest.raises(ConflictError, match="'here' is this machine's own node name"):
-        nodes.add(home, nodes.parse_url("here", "ssh://h"))
+    for refuse in (nodes.check_new, lambda h, n: nodes.add(h, nodes.parse_url(n, "ssh://h"))):
+        with pytest.raises(ConflictError, match="'here' is this machine's own node name"):
+            refuse(home, "here")
     assert not nodes.registry_path(home).exists()
+    nodes.add(home, nodes.parse_url("b", "ssh://h"))
+    with pytest.raises(ConflictError, match="`orbit node rm b` first, or add it again with"):
+        nodes.check_new(home, "b")
+    nodes.check_new(home, "b", replace=True)
+    nodes.add(home, nodes.parse_url("b", "ssh://other:2222"), replace=True)
+    assert nodes.get(home, "b").url == "ssh://other:2222"
 
 
 # --- the commands ------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("command", "actions", "empty"),
+    ("command", "what", "actions", "usage"),
     [
-        ("auth", "add, ls, test or rm", "no auth profiles; add one with `orbit auth add`"),
-        ("notify", "add, ls, test, rm or log",
-         "no notify profiles; add one with `orbit notify add`"),
-        ("node", "add, ls, test or rm", "no nodes; add one with `orbit node add NAME ssh://[user@]host`"),
-        ("data", "add, ls or rm", "no datasets; add one with `orbit data add NAME PATH`"),
+        ("auth", "auth profile", "add, ls, test or rm", "orbit auth add"),
+        ("notify", "notify profile", "add, ls, test, rm or log", "orbit notify add"),
+        ("node", "node", "add, ls, test or rm", "orbit node add NAME ssh://[user@]host"),
+        ("data", "dataset", "add, ls or rm", "orbit data add NAME PATH"),
     ],
-)  # fmt: skip
+)
 def test_the_four_commands_have_one_shape(
-    orbit: Orbit, command: str, actions: str, empty: str
+    orbit: Orbit, command: str, what: str, actions: str, usage: str
 ) -> None:
     bare = orbit(command)
     assert (bare.code, bare.err) == (
@@ -196,13 +204,11 @@ def test_the_four_commands_have_one_shape(
     )
     for ls in ("ls", "list"):
         res = orbit(command, ls, *(["--cached"] if command == "node" else []))
-        assert (res.code, res.out) == (0, empty + "\n"), res.err
-    what = {"auth": "auth profile", "notify": "notify profile"}.get(command, command)
-    what = "dataset" if command == "data" else what
+        assert (res.code, res.out) == (0, f"no {what}s; add one with `{usage}`\n"), res.err
     gone = orbit(command, "rm", "x")
     assert (gone.code, gone.err) == (
         3,
-        f"orbit: no {what} 'x' (none yet: add one with `{empty.split('`')[1]}`)\n",
+        f"orbit: no {what} 'x' (none yet: add one with `{usage}`)\n",
     )
     (add,) = [a for a in subparsers(build_parser())[command]._actions if a.dest == "action"]
     assert "--replace" in add.choices["add"]._option_string_actions

@@ -110,16 +110,8 @@ def list_nodes(args: argparse.Namespace, env: Env) -> int:
     placed = _runs_here(env)
     rows = [_row(node, states[name], placed.get(name, [])) for name, node in registry.items()]
     body = {"here": nodes.local_name(env.home), "nodes": rows}
-    headers = [
-        "NAME",
-        "URL",
-        "STATE",
-        "ORBIT",
-        "CPUS FREE",
-        "MEMORY FREE",
-        "GPUS FREE",
-        "RUNS HERE",
-    ]
+    headers = ["NAME", "URL", "STATE", "ORBIT", "CPUS FREE", "MEMORY FREE", "GPUS FREE"]
+    headers.append("RUNS HERE")
     show_list(env, args, nodes.STORE, body, headers, [_cells(r) for r in rows])
     return ExitCode.OK
 

@@ -189,15 +189,19 @@ registry_path, load, get = STORE.path, STORE.load, STORE.get
 def check_new(home: Home, name: str, *, replace: bool = False) -> None:
     """What `add` refuses, said before the node is reached: this machine's own name, and
     (unless `replace`) a name that is taken."""
-    if name == local_name(home):
-        raise ConflictError(f"{name!r} is this machine's own node name (ORBIT_NODE)")
+    _not_this_machine(home, name)
     if not replace and name in load(home):
         raise STORE.conflict(name)
 
 
+def _not_this_machine(home: Home, name: str) -> None:
+    if name == local_name(home):
+        raise ConflictError(f"{name!r} is this machine's own node name (ORBIT_NODE)")
+
+
 def add(home: Home, node: Node, *, replace: bool = False) -> Node:
-    check_new(home, node.name, replace=True)  # a taken name is refused under the lock
-    return STORE.add(home, node, replace=replace)
+    _not_this_machine(home, node.name)
+    return STORE.add(home, node, replace=replace)  # a taken name is refused under the lock
 
 
 def remove(home: Home, name: str) -> Node:
