@@ -26,9 +26,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     a = cmds.add("add a profile", add, "profile name")
     a.add_argument("--kind", required=True, choices=KINDS)
-    url = secret_options(a, "url", "webhook URL (stdin: its first line)", required=True)
+    note = " (first line; the secret on the second with --secret-stdin)"
+    url = secret_options(a, "url", "webhook URL", required=True, stdin_note=note)
     url.add_argument("--url", help="the URL itself (warns: process arguments are visible)")
-    secret_options(a, "secret", "signing secret (stdin: after the URL's line)")
+    secret_options(a, "secret", "signing secret")
     a.add_argument(
         "--on",
         default="failed,group",

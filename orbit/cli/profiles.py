@@ -71,11 +71,13 @@ def secret_options(
     *,
     file: bool = False,
     required: bool = False,
+    stdin_note: str = "",
 ) -> argparse._MutuallyExclusiveGroup:
     """`--FLAG-env VAR`, `--FLAG-stdin` and (with `file`) `--FLAG-file FILE`, one at most."""
     group = parser.add_mutually_exclusive_group(required=required)
     group.add_argument(f"--{flag}-env", metavar="VAR", help=f"take the {what} from this variable")
-    group.add_argument(f"--{flag}-stdin", action="store_true", help=f"read the {what} from stdin")
+    stdin_help = f"read the {what} from stdin{stdin_note}"
+    group.add_argument(f"--{flag}-stdin", action="store_true", help=stdin_help)
     if file:
         group.add_argument(f"--{flag}-file", metavar="FILE", help=f"read the {what} from FILE")
     return group
