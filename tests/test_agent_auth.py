@@ -157,7 +157,7 @@ def test_from_env_reads_the_environment_and_claude_settings(orbit: Orbit, tmp_pa
             ["auth", "add", "x y", "--harness", "codex", "--kind", "api-key", "--key-stdin"],
             "k" * 20,
             2,
-            "bad profile name",
+            "bad auth profile name",
         ),
         (["auth", "add", "x", "--harness", "gemini", "--kind", "api-key"], "", 2, "invalid choice"),
         (

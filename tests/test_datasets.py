@@ -53,7 +53,7 @@ def test_add_load_remove(tmp_path: Path, data: Path) -> None:
     assert datasets.remove(home, "corpus").name == "corpus"
     assert set(datasets.load(home)) == {"one.file_v2-x"}
     assert data.exists()  # forgetting a name never touches the data
-    with pytest.raises(NotFoundError, match=r"no dataset 'corpus' \(datasets: one.file_v2-x\)"):
+    with pytest.raises(NotFoundError, match=r"no dataset 'corpus' \(known: one.file_v2-x\)"):
         datasets.remove(home, "corpus")
 
 
@@ -139,7 +139,7 @@ def test_concurrent_adds_all_land(orbit: Orbit, data: Path) -> None:
 # --- the commands -------------------------------------------------------------------------------
 def test_data_commands_and_their_json(orbit: Orbit, data: Path) -> None:
     res = orbit("data", "ls")
-    assert res.code == 0 and "no datasets; name one with `orbit data add NAME PATH`" in res.out
+    assert res.code == 0 and "no datasets; add one with `orbit data add NAME PATH`" in res.out
     assert orbit("data", "ls", "--json").json() == {"datasets": []}
 
     (orbit.cwd / "rel").symlink_to(data)
@@ -174,7 +174,7 @@ def test_data_commands_and_their_json(orbit: Orbit, data: Path) -> None:
     assert removed.code == 0 and set(removed.json()) == {"removed"}
     assert removed.json()["removed"]["name"] == "file1"
     res = orbit("data", "rm", "file1")
-    assert (res.code, res.err) == (3, "orbit: no dataset 'file1' (datasets: corpus)\n")
+    assert (res.code, res.err) == (3, "orbit: no dataset 'file1' (known: corpus)\n")
     res = orbit("data", "rm", "corpus")
     assert res.out == f"removed dataset corpus (its data stays at {data})\n"
     assert data.is_dir()
@@ -265,7 +265,7 @@ def test_refused_at_submit(orbit: Orbit, busybox: str, data: Path, tmp_path: Pat
     assert orbit("data", "add", "gone", str(gone)).code == 0
     res = orbit("run", *SMALL, "--image", busybox, "-d", "imagenet", "--", "true")
     assert res.code == 3
-    assert res.err == "orbit: -d imagenet: no dataset 'imagenet' (datasets: corpus, gone)\n"
+    assert res.err == "orbit: -d imagenet: no dataset 'imagenet' (known: corpus, gone)\n"
     gone.rmdir()
     res = orbit("run", *SMALL, "--image", busybox, "-d", "gone:rw", "--", "true")
     assert res.code == 2

@@ -251,7 +251,7 @@ def test_a_run_on_a_node_has_its_record_here(
 
 def test_run_refusals_for_a_node(primary: Orbit, busybox: str, tmp_path: Path) -> None:
     res = primary("run", "--node", "nope", "--image", busybox, *SMALL, "--", "true")
-    assert res.code == 3 and "no node named 'nope'" in res.err
+    assert res.code == 3 and "no node 'nope' (known: b)" in res.err
     res = primary("run", "--node", "b", "--image", busybox, *SMALL, "-m", f"{tmp_path}:/x",
                   "--", "true")  # fmt: skip
     assert res.code == 2 and res.err.startswith("orbit: --node b: -m mounts a path of this machine")

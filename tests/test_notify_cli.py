@@ -165,11 +165,11 @@ def test_bad_input_is_one_line_and_stores_nothing(
 def test_names_duplicates_and_unknown_profiles(orbit: Orbit) -> None:
     orbit.environ["HOOK"] = "http://127.0.0.1:9/x"
     bad = orbit("notify", "add", "../x", "--kind", "slack", "--url-env", "HOOK")
-    assert bad.code == 2 and "bad profile name" in bad.err
+    assert bad.code == 2 and "bad notify profile name" in bad.err
     own = orbit("notify", "add", "outbox", "--kind", "slack", "--url-env", "HOOK")
     assert (own.code, own.err) == (
         2,
-        "orbit: bad profile name 'outbox': Orbit uses it itself; choose another\n",
+        "orbit: bad notify profile name 'outbox': Orbit uses it itself; choose another\n",
     )
     assert orbit("notify", "add", "a", "--kind", "slack", "--url-env", "HOOK").code == 0
     again = orbit("notify", "add", "a", "--kind", "slack", "--url-env", "HOOK")

@@ -17,19 +17,16 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orbit import harnesses
-from orbit.errors import ConflictError, CorruptError, NotFoundError, UsageError
-from orbit.store.files import atomic_write
+from orbit.errors import UsageError
 from orbit.store.home import Home
-from orbit.store.model import now_iso
+from orbit.store.profiles import Malformed, ProfileStore, entry_of, fields_of
 
 KINDS = ("login", "api-key", "relay")
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-VERSION = 1
 
 
 @dataclass
@@ -71,73 +68,25 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
-def auth_path(home: Home) -> Path:
-    return home.root / "auth.json"
+def _parse(name: str, entry: dict[str, Any]) -> Profile:
+    if entry.get("harness") not in harnesses.ids():
+        raise Malformed("is malformed")
+    return Profile(name=name, **fields_of(Profile, entry))
 
 
-def load(home: Home) -> dict[str, Profile]:
-    path = auth_path(home)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        raise CorruptError(f"{path} cannot be read ({exc}); fix or remove it") from None
-    profiles = data.get("profiles") if isinstance(data, dict) else None
-    if not isinstance(profiles, dict):
-        raise CorruptError(f"{path} has no `profiles` object; fix or remove it")
-    out = {}
-    for name, entry in profiles.items():
-        if not isinstance(entry, dict) or entry.get("harness") not in harnesses.ids():
-            raise CorruptError(f"{path}: profile {name!r} is malformed; fix or remove it")
-        known = {k: v for k, v in entry.items() if k in Profile.__dataclass_fields__}
-        known.pop("name", None)
-        out[str(name)] = Profile(name=str(name), **known)
-    return out
-
-
-def save(home: Home, profiles: dict[str, Profile]) -> None:
-    body = {
-        "version": VERSION,
-        "profiles": {
-            name: {k: v for k, v in asdict(p).items() if k != "name"}
-            for name, p in sorted(profiles.items())
-        },
-    }
-    home.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    atomic_write(auth_path(home), (json.dumps(body, indent=2) + "\n").encode(), mode=0o600)
-
-
-def get(home: Home, name: str) -> Profile:
-    profiles = load(home)
-    if name not in profiles:
-        known = ", ".join(sorted(profiles)) or "none; add one with `orbit auth add`"
-        raise NotFoundError(f"no auth profile {name!r} (profiles: {known})")
-    return profiles[name]
-
-
-def add(home: Home, profile: Profile, *, replace: bool = False) -> None:
-    if not NAME.match(profile.name):
-        raise UsageError(
-            f"bad profile name {profile.name!r}: letters, digits, `.`, `_` and `-`, at most 64"
-        )
-    profiles = load(home)
-    if profile.name in profiles and not replace:
-        raise ConflictError(
-            f"auth profile {profile.name!r} exists; `orbit auth rm {profile.name}` first, "
-            "or add it again with --replace"
-        )
-    profile.created_at = profile.created_at or now_iso()
-    profiles[profile.name] = profile
-    save(home, profiles)
-
-
-def remove(home: Home, name: str) -> Profile:
-    profiles = load(home)
-    profile = get(home, name)
-    del profiles[name]
-    save(home, profiles)
-    return profile
+STORE: ProfileStore[Profile] = ProfileStore(
+    file="auth.json",
+    kind="auth profile",
+    command="orbit auth",
+    top="profiles",
+    parse=_parse,
+    dump=entry_of,
+    json_format=True,
+    version_key="version",
+    secret=True,
+    stamp="created_at",
+)
+auth_path, load, get, add, remove = STORE.path, STORE.load, STORE.get, STORE.add, STORE.remove
 
 
 def masked(secret: str | None) -> str:
@@ -162,37 +111,6 @@ def describe(profile: Profile) -> dict[str, Any]:
         "source": profile.source,
         "created_at": profile.created_at,
     }
-
-
-# --- reading a secret ---------------------------------------------------------------------
-def read_key(
-    *,
-    key_env: str | None,
-    key_stdin: bool,
-    key_file: str | None,
-    environ: Mapping[str, str],
-    stdin_text: str | None,
-) -> tuple[str | None, str]:
-    """The secret from the one source given, and a description of that source."""
-    if key_env:
-        value = environ.get(key_env)
-        if not value:
-            raise UsageError(f"--key-env {key_env}: not set in this environment")
-        return value.strip(), f"env:{key_env}"
-    if key_stdin:
-        value = (stdin_text or "").strip()
-        if not value:
-            raise UsageError("--key-stdin: nothing on stdin")
-        return value, "stdin"
-    if key_file:
-        try:
-            value = Path(key_file).expanduser().read_text().strip()
-        except OSError as exc:
-            raise UsageError(f"--key-file {key_file}: {exc.strerror or exc}") from None
-        if not value:
-            raise UsageError(f"--key-file {key_file}: the file is empty")
-        return value, "file"
-    return None, ""
 
 
 def from_environment(harness: str, kind: str, environ: Mapping[str, str]) -> Profile:

@@ -1,4 +1,4 @@
-"""orbit auth add|list|test|rm: profiles for agents that run inside a run's container."""
+"""orbit auth add|ls|test|rm: profiles for agents that run inside a run's container."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import os
 import time
 
 from orbit import harnesses
-from orbit.cli.common import add_json, print_json, table
+from orbit.cli.common import print_json
+from orbit.cli.profiles import Commands, read_secret, secret_options, show, show_list, show_removed
 from orbit.env import Env
-from orbit.errors import ExitCode, UsageError
+from orbit.errors import ExitCode
 from orbit.harnesses.base import spoken
 
 # The answer `auth test` asks for: a model that reads the prompt can give it, nothing else can.
@@ -18,24 +19,24 @@ TEST_PROMPT = f"Reply with exactly: {TEST_ANSWER}"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    cmds = Commands(
+        sub,
         "auth",
+        "orbit.agents.auth",
         help="credentials for agents inside containers (orbit run --auth)",
         description=f"Auth profiles for {spoken([h.display for h in harnesses.in_container()])} "
         "running inside a run's container. "
         "Secrets are read from an environment variable, stdin or a file, never from "
         "arguments, and kept in ORBIT_HOME/auth.json (mode 0600). See docs/agents.md.",
     )
-    p.set_defaults(func=no_action)
-    asub = p.add_subparsers(dest="action", metavar="ACTION")
-    a = asub.add_parser("add", help="add a profile (login, API key or relay)")
-    a.add_argument("name", help="profile name, used as `orbit run --auth NAME`")
+    a = cmds.add(
+        "add a profile (login, API key or relay)",
+        add,
+        "profile name, used as `orbit run --auth NAME`",
+    )
     a.add_argument("--harness", required=True, choices=harnesses.ids())
     a.add_argument("--kind", required=True, choices=("login", "api-key", "relay"))
-    src = a.add_mutually_exclusive_group()
-    src.add_argument("--key-env", metavar="VAR", help="take the secret from this variable")
-    src.add_argument("--key-stdin", action="store_true", help="read the secret from stdin")
-    src.add_argument("--key-file", metavar="FILE", help="read the secret from this file")
+    src = secret_options(a, "key", "secret", file=True)
     src.add_argument(
         "--from-env",
         action="store_true",
@@ -48,26 +49,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="runs with this profile share the host's network (a proxy on 127.0.0.1)",
     )
-    a.add_argument("--replace", action="store_true", help="replace a profile of this name")
-    add_json(a)
-    a.set_defaults(func=add)
-    ls = asub.add_parser("list", help="the profiles, secrets masked")
-    add_json(ls)
-    ls.set_defaults(func=list_profiles)
-    t = asub.add_parser("test", help="a real small run in which the agent must answer")
-    t.add_argument("name")
+    cmds.ls("the profiles, secrets masked", list_profiles)
+    t = cmds.named("test", "a real small run in which the agent must answer", test)
     t.add_argument("--image", help="image to run the agent in (default: default_image)")
     t.add_argument("--timeout", type=float, default=5.0, metavar="MIN", help="default 5")
-    add_json(t)
-    t.set_defaults(func=test)
-    r = asub.add_parser("rm", help="remove a profile")
-    r.add_argument("name")
-    add_json(r)
-    r.set_defaults(func=rm)
-
-
-def no_action(args: argparse.Namespace, env: Env) -> int:
-    raise UsageError("choose an action: add, list, test or rm (see `orbit auth --help`)")
+    cmds.named("rm", "remove a profile", rm)
 
 
 def add(args: argparse.Namespace, env: Env) -> int:
@@ -77,13 +63,8 @@ def add(args: argparse.Namespace, env: Env) -> int:
     if args.from_env:
         profile = auth.from_environment(args.harness, args.kind, env.environ)
     else:
-        key, source = auth.read_key(
-            key_env=args.key_env,
-            key_stdin=args.key_stdin,
-            key_file=args.key_file,
-            environ=env.environ,
-            stdin_text=env.stdin.read() if args.key_stdin else None,
-        )
+        stdin_text = env.stdin.read() if args.key_stdin else None
+        key, source = read_secret(args, "key", env.environ, stdin_text)
         profile = auth.Profile(name="", harness=args.harness, kind=args.kind, source=source)
         if not log_in(env.home, profile, key, env.environ, env.stderr):
             profile.key = key
@@ -93,15 +74,12 @@ def add(args: argparse.Namespace, env: Env) -> int:
     auth.check(profile)
     auth.add(env.home, profile, replace=args.replace)
     shown = auth.describe(profile)
-    if args.json:
-        print_json(env, shown)
-    else:
-        print(
-            f"auth profile {profile.name}: {profile.harness}, {profile.kind}, secret "
-            f"{shown['secret']} (from {profile.source}); try it with `orbit auth test "
-            f"{profile.name} --image IMAGE`",
-            file=env.stdout,
-        )
+    line = (
+        f"auth profile {profile.name}: {profile.harness}, {profile.kind}, secret "
+        f"{shown['secret']} (from {profile.source}); try it with `orbit auth test "
+        f"{profile.name} --image IMAGE`"
+    )
+    show(env, args, shown, line)
     return ExitCode.OK
 
 
@@ -109,12 +87,6 @@ def list_profiles(args: argparse.Namespace, env: Env) -> int:
     from orbit.agents import auth
 
     shown = [auth.describe(p) for p in auth.load(env.home).values()]
-    if args.json:
-        print_json(env, shown)
-        return ExitCode.OK
-    if not shown:
-        print("no auth profiles; add one with `orbit auth add` (docs/agents.md)", file=env.stdout)
-        return ExitCode.OK
     rows = [
         [
             p["name"],
@@ -126,7 +98,8 @@ def list_profiles(args: argparse.Namespace, env: Env) -> int:
         ]
         for p in shown
     ]
-    table(env.stdout, ["NAME", "HARNESS", "KIND", "SECRET", "BASE URL", "NETWORK"], rows)
+    headers = ["NAME", "HARNESS", "KIND", "SECRET", "BASE URL", "NETWORK"]
+    show_list(env, args, auth.STORE, shown, headers, rows)
     return ExitCode.OK
 
 
@@ -134,10 +107,7 @@ def rm(args: argparse.Namespace, env: Env) -> int:
     from orbit.agents import auth
 
     profile = auth.remove(env.home, args.name)
-    if args.json:
-        print_json(env, {"removed": profile.name})
-    else:
-        print(f"auth profile {profile.name} removed", file=env.stdout)
+    show_removed(env, args, auth.STORE, {"removed": profile.name}, profile.name)
     return ExitCode.OK
 
 

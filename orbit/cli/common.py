@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 from collections.abc import Callable, Iterable, Sequence
+from importlib import import_module
 from typing import TYPE_CHECKING, Any, TextIO
 
 from orbit.env import Env
@@ -147,19 +148,26 @@ def complete_groups(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> l
     return sorted(g for g in groups if g.startswith(prefix))
 
 
-def complete_datasets(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
-    """Dataset names for `-d` and `orbit data rm` (none when datasets.yaml cannot be read)."""
-    import os
+def complete_names(module: str) -> Callable[..., list[str]]:
+    """A completer of the names `module`'s STORE (a store.profiles.ProfileStore) holds; none
+    when its file cannot be read. The module is imported only when a shell completes."""
 
-    from orbit.errors import OrbitError
-    from orbit.store import datasets
-    from orbit.store.home import Home
+    def complete(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
+        import os
 
-    try:
-        names = datasets.load(Home.from_environ(os.environ))
-    except OrbitError:
-        return []
-    return sorted(n for n in names if n.startswith(prefix))
+        from orbit.errors import OrbitError
+        from orbit.store.home import Home
+
+        try:
+            names = import_module(module).STORE.load(Home.from_environ(os.environ))
+        except OrbitError:
+            return []
+        return sorted(n for n in names if n.startswith(prefix))
+
+    return complete
+
+
+complete_datasets = complete_names("orbit.store.datasets")  # `-d` and `orbit data rm`
 
 
 def runs_argument(parser: argparse.ArgumentParser, nargs: str = "+", help: str = "run id") -> None:

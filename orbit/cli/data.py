@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from orbit.cli.common import add_json, ago, complete_datasets, print_json, table
+from orbit.cli.common import ago
+from orbit.cli.profiles import Commands, show, show_list, show_removed
 from orbit.env import Env
-from orbit.errors import ExitCode, UsageError
+from orbit.errors import ExitCode
 
 if TYPE_CHECKING:
     from orbit.store.datasets import Dataset
@@ -17,33 +18,23 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    cmds = Commands(
+        sub,
         "data",
+        "orbit.store.datasets",
         help="named datasets: a name for a host path that runs mount with -d NAME",
         description="Named datasets of this home (ORBIT_HOME/datasets.yaml). A dataset is a "
         "directory or file on this machine; `orbit run -d NAME` mounts it read-only at "
         "/data/NAME. Orbit never copies, walks or deletes the data.",
     )
-    p.set_defaults(func=no_action)
-    dsub = p.add_subparsers(dest="action", metavar="ACTION")
-    a = dsub.add_parser("add", help="name a directory or file")
-    a.add_argument("name", help="letters, digits, `.`, `_` and `-`")
+    a = cmds.add("name a directory or file", add, "letters, digits, `.`, `_` and `-`")
     a.add_argument("path", help="the directory or file (relative to the current directory)")
     a.add_argument("--description", metavar="TEXT", help="one line saying what it is")
-    a.add_argument("--replace", action="store_true", help="replace a dataset of this name")
     _node_option(a, "the node that has the data (PATH is then a path there)")
-    add_json(a)
-    a.set_defaults(func=add)
-    ls = dsub.add_parser("ls", help="the datasets, and whether their paths still exist")
+    ls = cmds.ls("the datasets, and whether their paths still exist", list_datasets)
     _node_option(ls, "list that node's datasets")
-    add_json(ls)
-    ls.set_defaults(func=list_datasets)
-    r = dsub.add_parser("rm", help="forget a dataset's name (the data stays)")
-    name = r.add_argument("name")
-    name.completer = complete_datasets
+    r = cmds.named("rm", "forget a dataset's name (the data stays)", rm)
     _node_option(r, "forget it on that node")
-    add_json(r)
-    r.set_defaults(func=rm)
 
 
 def _node_option(parser: argparse.ArgumentParser, help: str) -> None:
@@ -63,10 +54,6 @@ def _on_node(args: argparse.Namespace, env: Env, words: list[str]) -> Any:
     answer = json.loads(ssh.call(node, env.environ, "data", [*words, "--json"]))
     read_node(env.home, node)
     return answer
-
-
-def no_action(args: argparse.Namespace, env: Env) -> int:
-    raise UsageError("choose an action: add, ls or rm (see `orbit data --help`)")
 
 
 def shown(dataset: Dataset) -> dict[str, Any]:
@@ -89,11 +76,9 @@ def add(args: argparse.Namespace, env: Env) -> int:
         words += ["--description", args.description] if args.description else []
         words += ["--replace"] if args.replace else []
         row = _on_node(args, env, words)
-        if args.json:
-            print_json(env, {**row, "node": args.node})
-        else:
-            text = f"dataset {row['name']} on node {args.node}: {row['path']}"
-            print(f"{text}; runs with `-d {row['name']}` go to nodes that have it", file=env.stdout)
+        text = f"dataset {row['name']} on node {args.node}: {row['path']}"
+        line = f"{text}; runs with `-d {row['name']}` go to nodes that have it"
+        show(env, args, {**row, "node": args.node}, line)
         return ExitCode.OK
     from orbit.store import datasets
 
@@ -104,30 +89,21 @@ def add(args: argparse.Namespace, env: Env) -> int:
         description=args.description,
         replace=args.replace,
     )
-    if args.json:
-        print_json(env, shown(dataset))
-    else:
-        print(
-            f"dataset {dataset.name}: {dataset.path}; mount it with "
-            f"`orbit run -d {dataset.name}` (read-only at /data/{dataset.name})",
-            file=env.stdout,
-        )
+    line = (
+        f"dataset {dataset.name}: {dataset.path}; mount it with "
+        f"`orbit run -d {dataset.name}` (read-only at /data/{dataset.name})"
+    )
+    show(env, args, shown(dataset), line)
     return ExitCode.OK
 
 
 def list_datasets(args: argparse.Namespace, env: Env) -> int:
+    from orbit.store import datasets
+
     if args.node:
         rows = list(_on_node(args, env, ["ls"])["datasets"])
     else:
-        from orbit.store import datasets
-
         rows = [shown(d) for _, d in sorted(datasets.load(env.home).items())]
-    if args.json:
-        print_json(env, {"datasets": rows})
-        return ExitCode.OK
-    if not rows:
-        print("no datasets; name one with `orbit data add NAME PATH`", file=env.stdout)
-        return ExitCode.OK
     body = [
         [
             r["name"],
@@ -138,21 +114,19 @@ def list_datasets(args: argparse.Namespace, env: Env) -> int:
         ]
         for r in rows
     ]
-    table(env.stdout, ["NAME", "PATH", "EXISTS", "ADDED", "DESCRIPTION"], body)
+    headers = ["NAME", "PATH", "EXISTS", "ADDED", "DESCRIPTION"]
+    show_list(env, args, datasets.STORE, {"datasets": rows}, headers, body)
     return ExitCode.OK
 
 
 def rm(args: argparse.Namespace, env: Env) -> int:
+    from orbit.store import datasets
+
     if args.node:
         removed = _on_node(args, env, ["rm", args.name])["removed"]
     else:
-        from orbit.store import datasets
-
         removed = shown(datasets.remove(env.home, args.name))
-    if args.json:
-        print_json(env, {"removed": removed})
-    else:
-        where = f" on node {args.node}" if args.node else ""
-        print(f"removed dataset {removed['name']}{where} (its data stays at {removed['path']})",
-              file=env.stdout)  # fmt: skip
+    where = f" on node {args.node}" if args.node else ""
+    detail = f"{where} (its data stays at {removed['path']})"
+    show_removed(env, args, datasets.STORE, {"removed": removed}, removed["name"], detail)
     return ExitCode.OK

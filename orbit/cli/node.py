@@ -1,4 +1,4 @@
-"""orbit node add|ls|rm|check: the other machines this home places runs on (docs/nodes.md)."""
+"""orbit node add|ls|test|rm: the other machines this home places runs on (docs/nodes.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from orbit.cli.common import add_json, print_json, table
+from orbit.cli.common import print_json
+from orbit.cli.profiles import Commands, show, show_list, show_removed
 from orbit.env import Env
 from orbit.errors import ConflictError, ExitCode, NodeError, UsageError
 
@@ -17,35 +18,28 @@ if TYPE_CHECKING:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("node", help="add, list, check and remove the nodes runs may go to")
-    nsub = p.add_subparsers(dest="node_command", metavar="SUBCOMMAND", required=True)
-
-    a = nsub.add_parser("add", help="add a node reached over SSH (or a Slurm login host)")
-    a.add_argument("name", help="a name for the node (letters, digits, . _ -)")
+    cmds = Commands(
+        sub,
+        "node",
+        "orbit.store.nodes",
+        help="add, list, test and remove the nodes runs may go to",
+    )
+    a = cmds.add(
+        "add a node reached over SSH (or a Slurm login host)",
+        add,
+        "a name for the node (letters, digits, . _ -)",
+    )
     a.add_argument("url", help="ssh://[user@]host[:port] or slurm://[user@]login-host[:port]")
     a.add_argument("--home", help="ORBIT_HOME on the node (default: the node's ~/.orbit)")
     a.add_argument("--orbit", default="orbit", metavar="CMD",
                    help="the command that runs Orbit on the node (default: orbit)")  # fmt: skip
     a.add_argument("--partition", help="Slurm partition (slurm:// nodes)")
     a.add_argument("--account", help="Slurm account (slurm:// nodes)")
-    add_json(a)
-    a.set_defaults(func=add)
-
-    ls = nsub.add_parser("ls", help="the nodes: reachable, Orbit version, what is free, runs")
+    ls = cmds.ls("the nodes: reachable, Orbit version, what is free, runs", list_nodes)
     ls.add_argument("--cached", action="store_true", help="show the last readings; reach no node")
-    add_json(ls)
-    ls.set_defaults(func=list_nodes)
-
-    c = nsub.add_parser("check", help="reach one node and say what works there")
-    c.add_argument("name")
-    add_json(c)
-    c.set_defaults(func=check)
-
-    r = nsub.add_parser("rm", help="forget a node (its runs and store stay on it)")
-    r.add_argument("name")
+    cmds.named("test", "reach one node and say what works there", check, aliases=["check"])
+    r = cmds.named("rm", "forget a node (its runs and store stay on it)", remove)
     r.add_argument("--force", action="store_true", help="even while runs of this home are on it")
-    add_json(r)
-    r.set_defaults(func=remove)
 
 
 def _free(info: dict[str, Any]) -> dict[str, Any]:
@@ -115,34 +109,29 @@ def list_nodes(args: argparse.Namespace, env: Env) -> int:
             states = dict(zip(registry, found, strict=True))
     placed = _runs_here(env)
     rows = [_row(node, states[name], placed.get(name, [])) for name, node in registry.items()]
-    if args.json:
-        print_json(env, {"here": nodes.local_name(env.home), "nodes": rows})
-        return ExitCode.OK
-    if not rows:
-        print("no nodes; add one with `orbit node add NAME ssh://[user@]host`", file=env.stdout)
-        return ExitCode.OK
-    body = []
-    for r in rows:
-        if r["reachable"]:
-            state = "ok"
-        elif r["reachable"] is None:
-            state = "never reached"
-        else:
-            state = f"unreachable: {r.get('error')}"
-        free = r["free"]
-        there = r["runs"]["there"]
-        runs = (
-            f"{len(r['runs']['here'])} (node: {there.get('active', '-')} active, "
-            f"{there.get('queued', '-')} queued)"
-        )
-        body.append([r["name"], r["url"], state, r["version"] or "-", _pair(free.get("cpus")),
-                     _pair(free.get("mem_gb"), " GiB"), _pair(free.get("gpus")), runs])  # fmt: skip
-    table(
-        env.stdout,
-        ["NAME", "URL", "STATE", "ORBIT", "CPUS FREE", "MEMORY FREE", "GPUS FREE", "RUNS HERE"],
-        body,
-    )
+    body = {"here": nodes.local_name(env.home), "nodes": rows}
+    headers = ["NAME", "URL", "STATE", "ORBIT", "CPUS FREE", "MEMORY FREE", "GPUS FREE"]
+    headers.append("RUNS HERE")
+    show_list(env, args, nodes.STORE, body, headers, [_cells(r) for r in rows])
     return ExitCode.OK
+
+
+def _cells(r: dict[str, Any]) -> list[str]:
+    """A row of `orbit node ls`."""
+    if r["reachable"]:
+        state = "ok"
+    elif r["reachable"] is None:
+        state = "never reached"
+    else:
+        state = f"unreachable: {r.get('error')}"
+    free = r["free"]
+    there = r["runs"]["there"]
+    runs = (
+        f"{len(r['runs']['here'])} (node: {there.get('active', '-')} active, "
+        f"{there.get('queued', '-')} queued)"
+    )
+    return [r["name"], r["url"], state, r["version"] or "-", _pair(free.get("cpus")),
+            _pair(free.get("mem_gb"), " GiB"), _pair(free.get("gpus")), runs]  # fmt: skip
 
 
 def add(args: argparse.Namespace, env: Env) -> int:
@@ -158,10 +147,7 @@ def add(args: argparse.Namespace, env: Env) -> int:
         raise UsageError(f"--home must be an absolute path on the node, got {args.home!r}")
     if node.kind != "slurm" and (args.partition or args.account):
         raise NodeError("--partition and --account are for slurm:// nodes")
-    if args.name in nodes.load(home):
-        raise ConflictError(f"a node named {args.name!r} exists; remove it first (`orbit node rm`)")
-    if args.name == nodes.local_name(home):
-        raise ConflictError(f"{args.name!r} is this machine's own node name (ORBIT_NODE)")
+    nodes.check_new(home, node.name, replace=args.replace)
     started = time.monotonic()
     state = read_node(home, node)
     took = time.monotonic() - started
@@ -176,18 +162,15 @@ def add(args: argparse.Namespace, env: Env) -> int:
         state = read_node(home, node)
         if not state.ok:
             raise NodeError(f"{state.error}; node not added")
-    nodes.add(home, node)
+    nodes.add(home, node, replace=args.replace)
     row = _row(node, state, [])
-    if args.json:
-        print_json(env, row)
-        return ExitCode.OK
     free = row["free"]
-    print(
+    line = (
         f"added node {node.name} ({node.url}): Orbit {row['version']}, "
         f"{_pair(free.get('cpus'))} CPUs, {_pair(free.get('mem_gb'), ' GiB')} memory, "
-        f"{_pair(free.get('gpus'))} GPUs free; reached in {took:.2f} s",
-        file=env.stdout,
+        f"{_pair(free.get('gpus'))} GPUs free; reached in {took:.2f} s"
     )
+    show(env, args, row, line)
     return ExitCode.OK
 
 
@@ -260,8 +243,6 @@ def remove(args: argparse.Namespace, env: Env) -> int:
         )
     node = nodes.remove(env.home, args.name)
     _give_up(env, node.name, there)
-    if args.json:
-        print_json(env, {"removed": node.name, "url": node.url, "runs": there})
-    else:
-        print(f"removed node {node.name} ({node.url})", file=env.stdout)
+    body = {"removed": node.name, "url": node.url, "runs": there}
+    show_removed(env, args, nodes.STORE, body, node.name, f" ({node.url})")
     return ExitCode.OK

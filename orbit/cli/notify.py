@@ -1,4 +1,4 @@
-"""orbit notify add|list|test|rm|log: messages to chat tools when runs and groups finish."""
+"""orbit notify add|ls|test|rm|log: messages to chat tools when runs and groups finish."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import socket
 import time
 
 from orbit.cli.common import add_json, metric_options, non_negative_int, print_json, table
+from orbit.cli.profiles import Commands, read_secret, secret_options, show, show_list, show_removed
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
 
@@ -14,29 +15,21 @@ KINDS = ("feishu", "dingtalk", "wecom", "slack", "webhook")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    cmds = Commands(
+        sub,
         "notify",
+        "orbit.notify.profiles",
         help="messages to Feishu, DingTalk, WeCom, Slack or a webhook when runs finish",
         description="Notification profiles: a message when a run succeeds or fails, and one "
         "summary when a group has finished. URLs and secrets are read from an environment "
         "variable or stdin and kept in ORBIT_HOME/notify.yaml (mode 0600). See docs/notify.md.",
     )
-    p.set_defaults(func=no_action)
-    nsub = p.add_subparsers(dest="action", metavar="ACTION")
-    a = nsub.add_parser("add", help="add a profile")
-    a.add_argument("name", help="profile name")
+    a = cmds.add("add a profile", add, "profile name")
     a.add_argument("--kind", required=True, choices=KINDS)
-    url = a.add_mutually_exclusive_group(required=True)
-    url.add_argument("--url-env", metavar="VAR", help="take the webhook URL from this variable")
-    url.add_argument(
-        "--url-stdin",
-        action="store_true",
-        help="read the URL from stdin (first line; the secret on the second with --secret-stdin)",
-    )
+    note = " (first line; the secret on the second with --secret-stdin)"
+    url = secret_options(a, "url", "webhook URL", required=True, stdin_note=note)
     url.add_argument("--url", help="the URL itself (warns: process arguments are visible)")
-    secret = a.add_mutually_exclusive_group()
-    secret.add_argument("--secret-env", metavar="VAR", help="the signing secret from a variable")
-    secret.add_argument("--secret-stdin", action="store_true", help="the signing secret from stdin")
+    secret_options(a, "secret", "signing secret")
     a.add_argument(
         "--on",
         default="failed,group",
@@ -48,29 +41,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="only runs and summaries of this group (repeatable; default all)",
     )  # fmt: skip
     metric_options(a, "the group summary's best run by this metric (default: its objective)")
-    a.add_argument("--replace", action="store_true", help="replace a profile of this name")
-    add_json(a)
-    a.set_defaults(func=add)
-    ls = nsub.add_parser("list", help="the profiles, URLs and secrets masked")
-    add_json(ls)
-    ls.set_defaults(func=list_profiles)
-    t = nsub.add_parser("test", help="send a real sample message and show the endpoint's answer")
-    t.add_argument("name")
-    add_json(t)
-    t.set_defaults(func=test)
-    r = nsub.add_parser("rm", help="remove a profile (and the messages queued for it)")
-    r.add_argument("name")
-    add_json(r)
-    r.set_defaults(func=rm)
-    lg = nsub.add_parser("log", help="recent deliveries: sent, retrying, given up")
+    cmds.ls("the profiles, URLs and secrets masked", list_profiles)
+    cmds.named("test", "send a real sample message and show the endpoint's answer", test)
+    cmds.named("rm", "remove a profile (and the messages queued for it)", rm)
+    lg = cmds.actions.add_parser("log", help="recent deliveries: sent, retrying, given up")
     lg.add_argument("name", nargs="?", help="only this profile's")
     lg.add_argument("-n", type=non_negative_int, default=20, metavar="N", help="default 20")
     add_json(lg)
     lg.set_defaults(func=show_log)
-
-
-def no_action(args: argparse.Namespace, env: Env) -> int:
-    raise UsageError("choose an action: add, list, test, rm or log (see `orbit notify --help`)")
 
 
 def add(args: argparse.Namespace, env: Env) -> int:
@@ -93,15 +71,10 @@ def add(args: argparse.Namespace, env: Env) -> int:
         )
         url, source = args.url.strip(), "argument"
     else:
-        url_value, source = pf.read_value(
-            "url", env_var=args.url_env, from_stdin=args.url_stdin, environ=env.environ,
-            stdin_text=url_text,
-        )  # fmt: skip
+        url_value, source = read_secret(args, "url", env.environ, url_text)
         url = url_value or ""
-    secret, _ = pf.read_value(
-        "secret", env_var=args.secret_env, from_stdin=args.secret_stdin, environ=env.environ,
-        stdin_text=secret_lines[0] if secret_lines else None,
-    )  # fmt: skip
+    secret_text = secret_lines[0] if secret_lines else None
+    secret, _ = read_secret(args, "secret", env.environ, secret_text)
     from orbit.review.objective import direction_by_name, parse_metric_option
 
     metric, direction = parse_metric_option(args.metric, args.maximize)
@@ -125,15 +98,12 @@ def add(args: argparse.Namespace, env: Env) -> int:
     )
     pf.add(env.home, profile, replace=args.replace)
     shown = pf.describe(profile)
-    if args.json:
-        print_json(env, shown)
-    else:
-        scope = f" of group {', '.join(profile.groups)}" if profile.groups else ""
-        print(
-            f"notify profile {profile.name}: {profile.kind} {shown['url']}, on "
-            f"{','.join(profile.on)}{scope}; try it with `orbit notify test {profile.name}`",
-            file=env.stdout,
-        )
+    scope = f" of group {', '.join(profile.groups)}" if profile.groups else ""
+    line = (
+        f"notify profile {profile.name}: {profile.kind} {shown['url']}, on "
+        f"{','.join(profile.on)}{scope}; try it with `orbit notify test {profile.name}`"
+    )
+    show(env, args, shown, line)
     return ExitCode.OK
 
 
@@ -141,14 +111,6 @@ def list_profiles(args: argparse.Namespace, env: Env) -> int:
     from orbit.notify import profiles as pf
 
     shown = [pf.describe(p) for p in pf.load(env.home).values()]
-    if args.json:
-        print_json(env, shown)
-        return ExitCode.OK
-    if not shown:
-        print(
-            "no notify profiles; add one with `orbit notify add` (docs/notify.md)", file=env.stdout
-        )
-        return ExitCode.OK
     rows = [
         [
             p["name"],
@@ -160,7 +122,7 @@ def list_profiles(args: argparse.Namespace, env: Env) -> int:
         ]
         for p in shown
     ]
-    table(env.stdout, ["NAME", "KIND", "URL", "SECRET", "ON", "GROUPS"], rows)
+    show_list(env, args, pf.STORE, shown, ["NAME", "KIND", "URL", "SECRET", "ON", "GROUPS"], rows)
     return ExitCode.OK
 
 
@@ -214,11 +176,9 @@ def rm(args: argparse.Namespace, env: Env) -> int:
 
     profile = pf.remove(env.home, args.name)
     dropped = drop_profile(env.home, profile.name)
-    if args.json:
-        print_json(env, {"removed": profile.name, "dropped": dropped})
-    else:
-        extra = f" ({dropped} queued message(s) dropped)" if dropped else ""
-        print(f"notify profile {profile.name} removed{extra}", file=env.stdout)
+    extra = f" ({dropped} queued message(s) dropped)" if dropped else ""
+    body = {"removed": profile.name, "dropped": dropped}
+    show_removed(env, args, pf.STORE, body, profile.name, extra)
     return ExitCode.OK
 
 

@@ -13,26 +13,17 @@ as `https://host/…last4`. Nothing in this module prints.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from orbit.errors import ConflictError, CorruptError, NotFoundError, UsageError
+from orbit.errors import UsageError
 from orbit.notify.platforms import KINDS
-from orbit.store.files import atomic_write, dump_yaml, read_yaml
 from orbit.store.home import Home
-from orbit.store.model import now_iso
 from orbit.store.outbox import PROFILES_FILE
+from orbit.store.profiles import Malformed, ProfileStore, entry_of, fields_of
 
-FORMAT = 1
 EVENTS = ("succeeded", "failed", "group")
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-# Names Orbit uses for itself beside the profiles' own (notify/damaged/outbox/, the log's
-# `profile` of a damaged outbox event).
-RESERVED = ("outbox",)
 
 
 @dataclass
@@ -59,87 +50,40 @@ class Profile:
     def covers(self, group: str | None) -> bool:
         return not self.groups or group in self.groups
 
-    def hidden(self) -> list[str]:
-        """The strings no output, log or other file may show."""
-        return [s for s in (self.url, self.secret) if s]
+
+def _parse(name: str, entry: dict[str, Any]) -> Profile:
+    if entry.get("kind") not in KINDS or not entry.get("url"):
+        raise Malformed("is malformed")
+    known = fields_of(Profile, entry)
+    if entry.get("metric_mode") == "min" and "metric_direction" not in entry:
+        known["metric_direction"] = "min"  # written before directions: only --min was said
+    return Profile(name=name, **known)
 
 
-def path_of(home: Home) -> Path:
-    return home.root / PROFILES_FILE
+STORE: ProfileStore[Profile] = ProfileStore(
+    file=PROFILES_FILE,
+    kind="notify profile",
+    command="orbit notify",
+    top="profiles",
+    parse=_parse,
+    dump=entry_of,
+    secret=True,
+    stamp="created_at",
+    # Names Orbit uses for itself beside the profiles' own (notify/damaged/outbox/, the log's
+    # `profile` of a damaged outbox event).
+    reserved=("outbox",),
+)
+path_of, load, get, remove = STORE.path, STORE.load, STORE.get, STORE.remove
 
 
-def load(home: Home) -> dict[str, Profile]:
-    path = path_of(home)
-    if not path.exists():
-        return {}
-    data = read_yaml(path)
-    version = data.get("format")
-    if version != FORMAT:
-        raise CorruptError(f"{path}: format {version!r} is not one this Orbit reads ({FORMAT})")
-    entries = data.get("profiles") or {}
-    if not isinstance(entries, dict):
-        raise CorruptError(f"{path}: `profiles` is not a mapping; fix or remove it")
-    out = {}
-    for name, entry in entries.items():
-        if not isinstance(entry, dict) or entry.get("kind") not in KINDS or not entry.get("url"):
-            raise CorruptError(f"{path}: profile {name!r} is malformed; fix or remove it")
-        known = {k: v for k, v in entry.items() if k in Profile.__dataclass_fields__}
-        known.pop("name", None)
-        if entry.get("metric_mode") == "min" and "metric_direction" not in entry:
-            known["metric_direction"] = "min"  # written before directions: only --min was said
-        out[str(name)] = Profile(name=str(name), **known)
-    return out
-
-
-def save(home: Home, profiles: dict[str, Profile]) -> None:
-    body = {
-        "format": FORMAT,
-        "profiles": {
-            name: {k: v for k, v in asdict(p).items() if k != "name"}
-            for name, p in sorted(profiles.items())
-        },
-    }
-    home.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    atomic_write(path_of(home), dump_yaml(body).encode(), mode=0o600)
-
-
-def get(home: Home, name: str) -> Profile:
-    profiles = load(home)
-    if name not in profiles:
-        known = ", ".join(sorted(profiles)) or "none; add one with `orbit notify add`"
-        raise NotFoundError(f"no notify profile {name!r} (profiles: {known})")
-    return profiles[name]
-
-
-def add(home: Home, profile: Profile, *, replace: bool = False) -> None:
+def add(home: Home, profile: Profile, *, replace: bool = False) -> Profile:
     check(profile)
-    profiles = load(home)
-    if profile.name in profiles and not replace:
-        raise ConflictError(
-            f"notify profile {profile.name!r} exists; `orbit notify rm {profile.name}` first, "
-            "or add it again with --replace"
-        )
-    profile.created_at = profile.created_at or now_iso()
-    profiles[profile.name] = profile
-    save(home, profiles)
-
-
-def remove(home: Home, name: str) -> Profile:
-    profiles = load(home)
-    profile = get(home, name)
-    del profiles[name]
-    save(home, profiles)
-    return profile
+    return STORE.add(home, profile, replace=replace)
 
 
 def check(profile: Profile) -> None:
     """Everything a profile needs, said before anything is stored."""
-    if not NAME.match(profile.name):
-        raise UsageError(
-            f"bad profile name {profile.name!r}: letters, digits, `.`, `_` and `-`, at most 64"
-        )
-    if profile.name in RESERVED:
-        raise UsageError(f"bad profile name {profile.name!r}: Orbit uses it itself; choose another")
+    STORE.check_name(profile.name)
     if profile.kind not in KINDS:
         raise UsageError(f"--kind must be one of {', '.join(KINDS)}, got {profile.kind!r}")
     parts = urlsplit(profile.url)
@@ -209,25 +153,3 @@ def scrub(text: str, profiles: list[Profile] | Profile) -> str:
         if p.secret and len(p.secret) >= 4:
             text = text.replace(p.secret, "[secret]")
     return text
-
-
-def read_value(
-    flag: str,
-    *,
-    env_var: str | None,
-    from_stdin: bool,
-    environ: Mapping[str, str],
-    stdin_text: str | None,
-) -> tuple[str | None, str]:
-    """A URL or secret from the one source given, and a description of that source."""
-    if env_var:
-        value = (environ.get(env_var) or "").strip()
-        if not value:
-            raise UsageError(f"--{flag}-env {env_var}: not set in this environment")
-        return value, f"env:{env_var}"
-    if from_stdin:
-        value = (stdin_text or "").strip()
-        if not value:
-            raise UsageError(f"--{flag}-stdin: nothing on stdin")
-        return value, "stdin"
-    return None, ""

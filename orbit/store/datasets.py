@@ -1,6 +1,6 @@
 """Named datasets of one home: a name for a host path that runs mount with `-d NAME`.
 
-    ORBIT_HOME/datasets.yaml   (replaced atomically, under locks/datasets.lock)
+    ORBIT_HOME/datasets.yaml   (store/profiles.py: replaced atomically, under locks/datasets.lock)
     format: 1
     datasets:
       NAME: {path, added_at, added_by, description}
@@ -14,24 +14,16 @@ a `datasets` entry saying which dataset it was (docs/run-directory.md). Nothing 
 from __future__ import annotations
 
 import os
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orbit.errors import ConflictError, CorruptError, NotFoundError, UsageError
-from orbit.store.files import read_yaml, write_yaml
+from orbit.errors import UsageError
 from orbit.store.home import Home
-from orbit.store.locks import locked
 from orbit.store.model import now_iso
+from orbit.store.profiles import Malformed, ProfileStore
 
-FORMAT = 1
-FILE = "datasets.yaml"
-LOCK = "datasets.lock"
-# Letters, digits, `.`, `_` and `-`, not starting with a dot or dash: a name is also the last
-# part of its default mount point (/data/NAME) and an argument of `orbit data rm`.
-NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
 DEFAULT_TARGET = "/data"  # `-d NAME` mounts at /data/NAME
 
 
@@ -81,53 +73,13 @@ class Use:
         return {"source": self.path, "target": self.target, "rw": self.rw}
 
 
-def path_of(home: Home) -> Path:
-    return home.root / FILE
-
-
-def check_name(name: str) -> None:
-    if not NAME.match(name):
-        raise UsageError(
-            f"bad dataset name {name!r}: letters, digits, `.`, `_` and `-`, at most 64, "
-            "not starting with `.` or `-`"
-        )
-
-
-def load(home: Home) -> dict[str, Dataset]:
-    """Every dataset of the home, by name; none when datasets.yaml does not exist. A damaged
-    file raises one CorruptError naming it (exit 6)."""
-    path = path_of(home)
-    if not path.exists():
-        return {}
-    data = read_yaml(path)
-    version = data.get("format")
-    if version != FORMAT:
-        raise CorruptError(f"{path}: format {version!r} is not one this Orbit reads ({FORMAT})")
-    entries = data.get("datasets")
-    if entries is None:
-        return {}
-    if not isinstance(entries, dict):
-        raise CorruptError(f"{path}: `datasets` is not a mapping; fix or remove it")
-    out = {}
-    for name, entry in entries.items():
-        out[str(name)] = _parse(path, name, entry)
-    return out
-
-
-def _parse(path: Path, name: Any, entry: Any) -> Dataset:
-    def bad(why: str) -> CorruptError:
-        return CorruptError(f"{path}: dataset {name!r} {why}; fix or remove it")
-
-    if not isinstance(name, str) or not NAME.match(name):
-        raise bad("has a name Orbit does not accept")
-    if not isinstance(entry, dict):
-        raise bad("is not a mapping")
+def _parse(name: str, entry: dict[str, Any]) -> Dataset:
     where = entry.get("path")
     if not isinstance(where, str) or not where.startswith("/"):
-        raise bad("has no absolute `path`")
+        raise Malformed("has no absolute `path`")
     description = entry.get("description")
     if description is not None and not isinstance(description, str):
-        raise bad("has a `description` that is not text")
+        raise Malformed("has a `description` that is not text")
     return Dataset(
         name=name,
         path=where,
@@ -137,17 +89,16 @@ def _parse(path: Path, name: Any, entry: Any) -> Dataset:
     )
 
 
-def get(home: Home, name: str) -> Dataset:
-    datasets = load(home)
-    if name not in datasets:
-        raise NotFoundError(f"no dataset {name!r} ({_known(datasets)})")
-    return datasets[name]
-
-
-def _known(datasets: dict[str, Dataset]) -> str:
-    if not datasets:
-        return "none yet: add one with `orbit data add NAME PATH`"
-    return "datasets: " + ", ".join(sorted(datasets))
+STORE: ProfileStore[Dataset] = ProfileStore(
+    file="datasets.yaml",
+    kind="dataset",
+    command="orbit data",
+    parse=_parse,
+    dump=Dataset.entry,
+    underscore_first=True,  # a name is also the last part of its mount point (/data/NAME)
+    add_usage="orbit data add NAME PATH",
+)
+path_of, load, check_name = STORE.path, STORE.load, STORE.check_name
 
 
 def add(
@@ -175,38 +126,10 @@ def add(
         added_by=_user(home),
         description=description.strip() if description else None,
     )
-    with _locked(home):
-        datasets = load(home)
-        old = datasets.get(name)
-        if old is not None and not replace:
-            raise ConflictError(
-                f"dataset {name!r} exists ({old.path}); add it again with --replace, "
-                f"or `orbit data rm {name}` first"
-            )
-        datasets[name] = dataset
-        _save(home, datasets)
-    return dataset
+    return STORE.add(home, dataset, replace=replace)
 
 
-def remove(home: Home, name: str) -> Dataset:
-    """Forget the name (the data stays where it is); NotFoundError for an unknown name."""
-    with _locked(home):
-        datasets = load(home)
-        if name not in datasets:
-            raise NotFoundError(f"no dataset {name!r} ({_known(datasets)})")
-        dataset = datasets.pop(name)
-        _save(home, datasets)
-    return dataset
-
-
-def _locked(home: Home) -> Any:
-    home.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return locked(home.locks_dir / LOCK)
-
-
-def _save(home: Home, datasets: dict[str, Dataset]) -> None:
-    body = {"format": FORMAT, "datasets": {n: d.entry() for n, d in sorted(datasets.items())}}
-    write_yaml(path_of(home), body)
+remove = STORE.remove  # forgets the name only: the data stays where it is
 
 
 def _user(home: Home) -> str:
@@ -257,7 +180,7 @@ def resolve(home: Home, items: list[str]) -> list[Use]:
         name, target, rw = parse_use(text)
         dataset = datasets.get(name)
         if dataset is None:
-            raise NotFoundError(f"-d {text}: no dataset {name!r} ({_known(datasets)})")
+            raise STORE.not_found(name, datasets, prefix=f"-d {text}: ")
         if dataset.kind() is None:
             raise UsageError(
                 f"-d {text}: dataset {name!r} is registered at {dataset.path}, which no longer "

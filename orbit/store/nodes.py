@@ -14,25 +14,22 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from orbit.errors import CorruptError, NotFoundError, UsageError
+from orbit.errors import ConflictError, UsageError
 from orbit.record import Frozen, Record
-from orbit.store.files import atomic_write, read_yaml, write_yaml
+from orbit.store.files import atomic_write
 from orbit.store.home import Home
-from orbit.store.locks import locked
 from orbit.store.model import now_iso, parse_iso
+from orbit.store.profiles import Malformed, ProfileStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-FORMAT = 1
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 KINDS = ("ssh", "slurm")
 # A node's state older than this is read again before runs are placed on it.
 FRESH_S = 15.0
@@ -110,14 +107,6 @@ def local_name(home: Home) -> str:
     return home.environ.get("ORBIT_NODE") or socket.gethostname().split(".")[0]
 
 
-def check_name(name: str) -> str:
-    if not NAME.match(name):
-        raise UsageError(
-            f"bad node name {name!r}: use letters, digits, '.', '_' and '-' (at most 63)"
-        )
-    return name
-
-
 def parse_url(name: str, url: str, **fields: Any) -> Node:
     """A node from `ssh://[user@]host[:port]` or `slurm://[user@]login-host[:port]`."""
     parts = urlsplit(url)
@@ -133,7 +122,12 @@ def parse_url(name: str, url: str, **fields: Any) -> Node:
         # ssh would read it as one of its options (`-oProxyCommand=…` runs a command here)
         raise UsageError(f"bad host or user in node URL {url!r}: it starts with '-'")
     return Node(
-        check_name(name), parts.scheme, parts.hostname, user=parts.username, port=port, **fields
+        STORE.check_name(name),
+        parts.scheme,
+        parts.hostname,
+        user=parts.username,
+        port=port,
+        **fields,
     )
 
 
@@ -159,10 +153,6 @@ def home_id(home: Home) -> str:
     return value
 
 
-def registry_path(home: Home) -> Path:
-    return home.root / "nodes.yaml"
-
-
 def probe_lock(home: Home, name: str) -> Path:
     """Held by the node's probe for its life: one probe per node at a time."""
     return home.locks_dir / f"node-{name}.probe.lock"
@@ -172,62 +162,52 @@ def state_path(home: Home, name: str) -> Path:
     return home.root / "nodes" / f"{name}.json"
 
 
-def load(home: Home) -> dict[str, Node]:
-    """The registered nodes by name ({} when none). A damaged nodes.yaml is one CorruptError."""
-    path = registry_path(home)
-    if not path.exists():
-        return {}
-    data = read_yaml(path)
-    nodes: dict[str, Node] = {}
-    try:
-        for name, entry in (data.get("nodes") or {}).items():
-            fields = {k: entry.get(k) for k in ("home", "partition", "account", "added_at")}
-            node = parse_url(str(name), str(entry["url"]), **fields)
-            node.orbit = str(entry.get("orbit") or "orbit")
-            nodes[node.name] = node
-    except (AttributeError, KeyError, TypeError, UsageError) as exc:
-        raise CorruptError(f"{path} is damaged: {exc}") from None
-    return nodes
-
-
-def get(home: Home, name: str) -> Node:
-    nodes = load(home)
-    if name not in nodes:
-        known = ", ".join(sorted(nodes)) or "none; add one with `orbit node add`"
-        raise NotFoundError(f"no node named {name!r} (known: {known})")
-    return nodes[name]
-
-
-def _write(home: Home, nodes: dict[str, Node]) -> None:
-    doc = {"format": FORMAT, "nodes": {n.name: n.as_dict() for n in nodes.values()}}
-    write_yaml(registry_path(home), doc)
-
-
-def add(home: Home, node: Node, *, replace: bool = False) -> Node:
-    if node.name == local_name(home):
-        raise UsageError(f"{node.name!r} is this machine's own node name (ORBIT_NODE)")
-    home.ensure()
-    with locked(home.locks_dir / "nodes.lock"):
-        nodes = load(home)
-        if node.name in nodes and not replace:
-            raise UsageError(f"a node named {node.name!r} exists; remove it first")
-        node.added_at = node.added_at or now_iso()
-        nodes[node.name] = node
-        _write(home, nodes)
+def _parse(name: str, entry: dict[str, Any]) -> Node:
+    url = entry.get("url")
+    if not isinstance(url, str):
+        raise Malformed("has no `url`")
+    fields = {k: entry.get(k) for k in ("home", "partition", "account", "added_at")}
+    node = parse_url(name, url, **fields)
+    node.orbit = str(entry.get("orbit") or "orbit")
     return node
 
 
+STORE: ProfileStore[Node] = ProfileStore(
+    file="nodes.yaml",
+    kind="node",
+    command="orbit node",
+    parse=_parse,
+    dump=Node.as_dict,
+    sort=False,  # `orbit node ls` lists them in the order they were added
+    stamp="added_at",
+    longest=63,
+    add_usage="orbit node add NAME ssh://[user@]host",
+)
+registry_path, load, get = STORE.path, STORE.load, STORE.get
+
+
+def check_new(home: Home, name: str, *, replace: bool = False) -> None:
+    """What `add` refuses, said before the node is reached: this machine's own name, and
+    (unless `replace`) a name that is taken."""
+    _not_this_machine(home, name)
+    if not replace and name in load(home):
+        raise STORE.conflict(name)
+
+
+def _not_this_machine(home: Home, name: str) -> None:
+    if name == local_name(home):
+        raise ConflictError(f"{name!r} is this machine's own node name (ORBIT_NODE)")
+
+
+def add(home: Home, node: Node, *, replace: bool = False) -> Node:
+    _not_this_machine(home, node.name)
+    return STORE.add(home, node, replace=replace)  # a taken name is refused under the lock
+
+
 def remove(home: Home, name: str) -> Node:
-    with locked(home.locks_dir / "nodes.lock"):
-        nodes = load(home)
-        if name not in nodes:
-            raise NotFoundError(f"no node named {name!r}")
-        node = nodes.pop(name)
-        _write(home, nodes)
-    try:
-        os.unlink(state_path(home, name))
-    except FileNotFoundError:
-        pass
+    """Forget the node, and what was last learnt of it."""
+    node = STORE.remove(home, name)
+    state_path(home, name).unlink(missing_ok=True)
     return node
 
 
