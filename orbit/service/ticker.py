@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from orbit.errors import CorruptError
 from orbit.sched.clock import (
     TICKER_INFO,
     clock_ticks,
@@ -66,8 +67,8 @@ def ticker_status(home: Home) -> TickerStatus:
 
 def interval_of(home: Home) -> float:
     try:
-        configured = float(home.config["scheduler_interval_s"])
-    except Exception:  # a broken config.yaml: the tick reports it; keep the default pace
+        configured = home.settings.scheduler_interval_s
+    except CorruptError:  # a broken config.yaml: the tick reports it; keep the default pace
         configured = TICKER_INTERVAL_S
     return max(MIN_INTERVAL_S, min(TICKER_INTERVAL_S, configured))
 
