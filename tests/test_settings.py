@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ORBIT_PY, REPO_ROOT, Orbit
+from conftest import REPO_ROOT, Orbit
 
 from orbit.errors import CorruptError, ExitCode
 from orbit.store.home import Home
@@ -130,30 +130,3 @@ def test_config_set_help_lists_every_setting(
         assert setting.help in out
     assert "  docker_log_mb: a whole number ≥ 3; default 150\n" in out
     assert "  total_cpus: a positive number, or null; default null\n" in out
-
-
-def _complete(orbit: Orbit, line: str, tmp_path: Path) -> list[str]:
-    out = tmp_path / "completions"
-    env = {
-        **orbit.environ,
-        "_ARGCOMPLETE": "1",
-        "_ARGCOMPLETE_SUPPRESS_SPACE": "1",
-        "COMP_LINE": line,
-        "COMP_POINT": str(len(line)),
-        "_ARGCOMPLETE_STDOUT_FILENAME": str(out),
-        "_ARGCOMPLETE_IFS": "\n",
-    }
-    subprocess.run([sys.executable, ORBIT_PY], env=env, capture_output=True, timeout=60)
-    words = [w.strip() for w in out.read_text().split("\n")] if out.exists() else []
-    return [w for w in words if not w.startswith("-")]  # not the options (-h, --help)
-
-
-def test_completion_offers_the_settings_and_their_values(orbit: Orbit, tmp_path: Path) -> None:
-    assert _complete(orbit, "orbit config set slurm_", tmp_path) == [
-        "slurm_account",
-        "slurm_extra_args",
-        "slurm_partition",
-    ]
-    assert _complete(orbit, "orbit config set executor ", tmp_path) == ["local", "slurm", "null"]
-    assert _complete(orbit, "orbit config set count_outside_use f", tmp_path) == ["false"]
-    assert _complete(orbit, "orbit config set default_cpus ", tmp_path) == ["null"]
