@@ -204,7 +204,7 @@ BUILT_PREFIX = "orbit-build/"  # what `--dockerfile` builds (execute/build.py): 
 def check_image(home: Home, client: Any) -> Check:
     """Whether runs have an image without pulling: the configured `default_image` is local, or,
     with none configured, which images are. Nothing is pulled."""
-    wanted = home.config.get("default_image")
+    wanted = home.settings.default_image
     if wanted:
         if client.image(wanted) is not None:
             return Check("image", OK, f"default image {wanted} is local")
@@ -494,14 +494,16 @@ def check_capacity(home: Home) -> list[Check]:
     from orbit.sched.resources import GIB
 
     checks = []
-    have = {"total_cpus": float(machine.cpu_count()), "total_mem_gb": machine.memory()[0] / GIB}
-    unit = {"total_cpus": "CPUs", "total_mem_gb": "GiB"}
-    for key, real in have.items():
-        value = home.config.get(key)
+    settings = home.settings
+    totals = (
+        ("total_cpus", settings.total_cpus, float(machine.cpu_count()), "CPUs"),
+        ("total_mem_gb", settings.total_mem_gb, machine.memory()[0] / GIB, "GiB"),
+    )
+    for key, value, real, unit in totals:
         if value is not None and value > real + 1e-9:
             detail = (
                 f"{key} {fmt_num(value)} is more than this machine's {fmt_num(real)} "
-                f"{unit[key]}: runs lease more than it has"
+                f"{unit}: runs lease more than it has"
                 + (f", each at most {fmt_num(real)}" if key == "total_cpus" else "")
             )
             checks.append(Check(key, WARN, detail, f"`orbit config set {key} null`"))

@@ -96,6 +96,18 @@ def test_tab_completion_offers_commands_ids_names_and_groups(
     assert _complete(orbit, "orbit wait -g g-t", tmp_path) == ["g-two"]
 
 
+def test_completion_offers_the_settings_and_their_values(orbit: Orbit, tmp_path: Path) -> None:
+    # From the settings' schema (orbit/store/settings.py); not the options (-h, --help).
+    def words(line: str) -> list[str]:
+        return [w for w in _complete(orbit, line, tmp_path) if not w.startswith("-")]
+
+    slurm = ["slurm_account", "slurm_extra_args", "slurm_partition"]
+    assert words("orbit config set slurm_") == slurm
+    assert words("orbit config set executor ") == ["local", "slurm", "null"]
+    assert words("orbit config set count_outside_use f") == ["false"]
+    assert words("orbit config set default_cpus ") == ["null"]
+
+
 def test_container_is_named_labelled_capped_and_reaped(orbit: Orbit, busybox: str) -> None:
     run_id = orbit.submit(
         "--image", busybox, "--no-project", "--cpus", "0.5", "--mem", "0.25", "--", "sleep", "30"

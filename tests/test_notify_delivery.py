@@ -289,6 +289,23 @@ def test_profile_filters_by_event_and_group(world: World) -> None:
     assert body["state"] == "failed" and "exit code 3" in body["title"]
 
 
+def test_the_web_url_setting_links_each_message_to_its_page(world: World) -> None:
+    e = world.endpoint(OK, OK)
+    world.profile("team", e, "--on", "failed")
+    world.orbit.configure(web_url="http://gpu1:7777/")
+    run = world.new_run(group=None)
+    world.settle(run)
+    e.wait_for(lambda got: len(got) >= 1)
+    wait_sender(world.orbit.home)
+    assert json.loads(e.received[0].body)["link"] == f"http://gpu1:7777/runs/{run}"
+    assert world.orbit("config", "set", "web_url", "null").code == 0  # read again: no link
+    second = world.new_run(group=None)
+    world.settle(second)
+    e.wait_for(lambda got: len(got) >= 2)
+    wait_sender(world.orbit.home)
+    assert json.loads(e.received[1].body)["link"] is None
+
+
 def test_no_profiles_no_outbox(world: World, tmp_path: Path) -> None:
     run = world.new_run()
     world.settle(run)

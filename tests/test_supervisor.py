@@ -22,8 +22,8 @@ from conftest import Orbit
 
 from orbit.errors import ExitCode
 from orbit.store.childenv import PACKAGE_PARENT
-from orbit.store.home import DEFAULTS
 from orbit.store.locks import release, try_lock
+from orbit.store.settings import SCHEMA
 
 FAKE_CRONTAB = """#!/bin/sh
 # crontab -l / crontab -, with the table in a file beside this script.
@@ -78,7 +78,7 @@ def two_cpus(orbit: Orbit) -> None:
     """A budget of 2 CPUs, leased whatever else loads the test machine (these tests are about
     admission, not about measuring outside use)."""
     settings: dict[str, object] = {"total_cpus": 2}
-    if "count_outside_use" in DEFAULTS:
+    if "count_outside_use" in SCHEMA:
         settings["count_outside_use"] = False
     orbit.configure(**settings)
 

@@ -124,7 +124,7 @@ def image_defaults(home: Home, phase: Phase) -> tuple[str, str]:
         tag = build.build_image(client, home, Path(phase.dockerfile), home.environ, _quiet).tag
     else:
         tag = str(phase.image)
-        docker_ops.ensure_image(client, tag, float(home.config["pull_timeout_s"]))
+        docker_ops.ensure_image(client, tag, home.settings.pull_timeout_s)
     config = (client.image(tag) or {}).get("Config") or {}
     return str(config.get("WorkingDir") or ""), str(config.get("User") or "")
 

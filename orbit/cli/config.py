@@ -13,7 +13,8 @@ from typing import Any
 from orbit.cli.common import add_json, print_json
 from orbit.env import Env
 from orbit.errors import ConflictError, ExitCode, UsageError
-from orbit.store.home import DEFAULTS, Home
+from orbit.store.home import Home
+from orbit.store.settings import SCHEMA, Choice, Flag
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,9 +28,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     d.add_argument("dir")
     d.add_argument("--move", action="store_true", help="move existing finished runs there")
     d.set_defaults(func=set_data)
-    s = csub.add_parser("set", help="set a setting")
-    s.add_argument("key", choices=sorted(DEFAULTS))
-    s.add_argument("value", help="a YAML value; `null` restores the default")
+    s = csub.add_parser(
+        "set",
+        help="set a setting",
+        epilog=settings_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    key = s.add_argument("key", choices=sorted(SCHEMA))
+    key.completer = complete_keys
+    value = s.add_argument("value", help="a YAML value; `null` restores the default")
+    value.completer = complete_values
     s.set_defaults(func=set_value)
     r = csub.add_parser(
         "reset",
@@ -39,11 +47,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=reset)
 
 
+def settings_help() -> str:
+    """`orbit config set --help`'s list of the settings: what each takes, its default, and
+    what it is for (docs/configuration.md tells more)."""
+    lines = ["settings (docs/configuration.md):"]
+    for setting in SCHEMA.values():
+        accepts = setting.kind.phrase + (", or null" if setting.nullable else "")
+        lines.append(f"  {setting.name}: {accepts}; default {setting.default_text}")
+        lines.append(f"      {setting.help}")
+    return "\n".join(lines)
+
+
+def complete_keys(prefix: str, **_: Any) -> dict[str, str]:
+    """The settings' names, each with its one line (shells that show descriptions do)."""
+    return {name: SCHEMA[name].help for name in sorted(SCHEMA) if name.startswith(prefix)}
+
+
+def complete_values(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
+    """What the setting takes when it is a choice or a flag, and `null` (its default)."""
+    setting = SCHEMA.get(getattr(parsed_args, "key", "") or "")
+    if setting is None:
+        return []
+    values = ["true", "false"] if isinstance(setting.kind, Flag) else []
+    if isinstance(setting.kind, Choice):
+        values = list(setting.kind.choices)
+    return [v for v in [*values, "null"] if v.startswith(prefix)]
+
+
 def show(args: argparse.Namespace, env: Env) -> int:
     settings: dict[str, Any] = {
         "home": str(env.home.root),
         "data_dir": str(env.home.data_dir),
-        **{k: v for k, v in env.home.config.items() if k != "data_dir"},
+        **{k: v for k, v in env.home.settings.as_written().items() if k != "data_dir"},
     }
     if getattr(args, "json", False):
         print_json(env, settings)
@@ -79,16 +114,17 @@ def set_value(args: argparse.Namespace, env: Env) -> int:
             f"(copy settings back from it): {args.key} is set, the others are the defaults",
             file=env.stderr,
         )
+    value = env.home.settings.as_written()[args.key]
     if getattr(args, "json", False):  # `orbit config --json set K V`
-        print_json(env, {"key": args.key, "value": env.home.config[args.key]})
+        print_json(env, {"key": args.key, "value": value})
     else:
-        print(f"{args.key}: {yaml_text(env.home.config[args.key])}", file=env.stdout)
+        print(f"{args.key}: {yaml_text(value)}", file=env.stdout)
     return ExitCode.OK
 
 
 def reset(args: argparse.Namespace, env: Env) -> int:
     moved = env.home.move_config_aside()
-    data_dir = env.home.config.get("data_dir")
+    data_dir = env.home.settings.data_dir
     if getattr(args, "json", False):
         print_json(env, {"moved_to": None if moved is None else str(moved), "data_dir": data_dir})
     elif moved is None:

@@ -145,8 +145,8 @@ def run(args: argparse.Namespace, env: Env) -> int:
         got = [values.get(str(r.get("id"))) for r in found]
         extra = (name.upper(), ["-" if v is None else f"{v:.6g}" for v in got])
     render(env.stdout, cells, now_us, extra)
-    if not args.all and env.home.config.get("executor") == "slurm":
-        partition = env.home.config.get("slurm_partition")
+    if not args.all and env.home.settings.executor == "slurm":
+        partition = env.home.settings.slurm_partition
         where = f"partition {partition}" if partition else "the default partition"
         print(f"executor: Slurm ({where}); queued runs wait with Slurm's reason", file=env.stdout)
     return ExitCode.OK

@@ -110,7 +110,7 @@ def cdi_spec() -> Path | None:
 def gpu_mode(home: Home) -> str:
     """How leased GPUs reach a container: "fake" (the stand-in: environment only), "cdi"
     (CDI device names) or "nvidia" (device requests for the NVIDIA runtime)."""
-    if home.environ.get("ORBIT_FAKE_GPUS") or home.config.get("fake_gpus"):
+    if home.environ.get("ORBIT_FAKE_GPUS") or home.settings.fake_gpus:
         return "fake"
     return "cdi" if cdi_spec() is not None else "nvidia"
 
@@ -179,7 +179,7 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
             "Memory": mem_bytes,
             "MemorySwap": mem_bytes,
             # A fork bomb would otherwise stop every user of the machine from forking.
-            "PidsLimit": int(home.config["pids_limit"]),
+            "PidsLimit": home.settings.pids_limit,
             "NetworkMode": network,
             "Init": True,
             "DeviceRequests": device_requests or None,
@@ -201,7 +201,7 @@ DEFAULT_LOG_FILE = 20 << 20  # a container made before docker_log_mb (or without
 def log_config(home: Home) -> dict[str, str]:
     """Docker's json-file options for a run's container: `docker_log_mb` in LOG_FILES files.
     What Docker keeps is what a new shepherd can still copy after its predecessor died."""
-    size = max(1, int(home.config["docker_log_mb"]) // LOG_FILES)
+    size = max(1, home.settings.docker_log_mb // LOG_FILES)
     return {"max-size": f"{size}m", "max-file": str(LOG_FILES)}
 
 

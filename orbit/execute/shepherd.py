@@ -538,7 +538,7 @@ class Shepherd:
     def _ahead(self) -> Prespawned | None:
         """When runs are queued, the next run's shepherd, started now so that it imports
         while this one settles and ticks (the tick hands it the run it admits first)."""
-        if self.home.config.get("executor") == "slurm":
+        if self.home.settings.executor == "slurm":
             return None  # queued runs start as Slurm jobs, never through a shepherd of ours
         try:
             with os.scandir(self.home.queue_dir) as entries:

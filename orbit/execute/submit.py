@@ -144,12 +144,12 @@ def _node_slots(home: Home, names: list[str] | None) -> list[tuple[Amount, tuple
 
 
 def _resources(home: Home, req: Request) -> Amount:
-    if home.config.get("executor") == "slurm":
+    if home.settings.executor == "slurm":
         return _slurm_resources(home, req)
     totals = one_run_most(machine_totals(home))
-    cfg = home.config
-    cpus = req.cpus if req.cpus is not None else min(float(cfg["default_cpus"]), totals.cpus)
-    mem = req.mem_gb if req.mem_gb is not None else min(float(cfg["default_mem_gb"]), totals.mem_gb)
+    settings = home.settings
+    cpus = req.cpus if req.cpus is not None else min(settings.default_cpus, totals.cpus)
+    mem = req.mem_gb if req.mem_gb is not None else min(settings.default_mem_gb, totals.mem_gb)
     need = Amount(float(cpus), float(mem))
     if req.gpus < 0:
         raise UsageError("--gpus must be 0 or more")
@@ -191,9 +191,9 @@ def _slurm_resources(home: Home, req: Request) -> Amount:
     """A Slurm home's request: this machine is not where the run goes, so nothing is checked
     against it (Slurm refuses at sbatch what no node can hold, and the run fails with its
     message); defaults as configured. Slurm chooses the GPUs: no --gpu-ids or --gpu-mem."""
-    cfg = home.config
-    cpus = req.cpus if req.cpus is not None else float(cfg["default_cpus"])
-    mem = req.mem_gb if req.mem_gb is not None else float(cfg["default_mem_gb"])
+    settings = home.settings
+    cpus = req.cpus if req.cpus is not None else settings.default_cpus
+    mem = req.mem_gb if req.mem_gb is not None else settings.default_mem_gb
     if req.gpus < 0:
         raise UsageError("--gpus must be 0 or more")
     if req.gpu_ids or req.gpu_mem_gb:
@@ -250,7 +250,7 @@ def _check(
     _check_targets([*mounts, *(u.mount() for u in uses)])
     if req.timeout_min is not None and req.timeout_min <= 0:
         raise UsageError("--timeout must be a positive number of minutes")
-    if not (req.image or home.config.get("default_image")) and not req.dockerfile:
+    if not (req.image or home.settings.default_image) and not req.dockerfile:
         raise UsageError("no image: give --image or --dockerfile (or set default_image)")
     return need, env, secrets, mounts, uses
 
@@ -320,7 +320,7 @@ def _project(home: Home, req: Request, cwd: Path) -> tuple[dict[str, Any], dict[
     snap = snapshot.take(
         path,
         home.snapshots_dir,
-        max_mb=float(home.config["snapshot_max_mb"]),
+        max_mb=home.settings.snapshot_max_mb,
         cache_dir=home.snapshot_cache_dir,
     )
     project = {
@@ -350,7 +350,7 @@ def _image(
         return  # the node makes sure of the image when the run is sent there
     client = docker_ops.connect()
     if not req.dockerfile:
-        docker_ops.ensure_image(client, str(spec["image"]), float(home.config["pull_timeout_s"]))
+        docker_ops.ensure_image(client, str(spec["image"]), home.settings.pull_timeout_s)
         return
     dockerfile = (cwd / req.dockerfile).resolve()
     spec["dockerfile"] = str(dockerfile)
@@ -395,7 +395,7 @@ def prepare(
         "folder": req.folder,
         "tags": req.tags,
         "params": req.params,
-        "image": req.image or home.config.get("default_image"),
+        "image": req.image or home.settings.default_image,
         "dockerfile": None,
         "command": req.command,
         "resources": {

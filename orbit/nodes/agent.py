@@ -79,7 +79,7 @@ def info(home: Home, *, must_exist: bool = False) -> dict[str, Any]:
         "version": __version__,
         "node": nodes.local_name(home),
         "home": str(home.root),
-        "executor": str(home.config.get("executor") or "local"),
+        "executor": home.settings.executor,
         "pool": pool_to_dict(reading.pool),
         "gpu_kind": reading.gpu_kind,
         "problems": reading.problems,
@@ -143,9 +143,7 @@ def submit(home: Home, request: dict[str, Any]) -> dict[str, Any]:
         image = spec.get("image")
         if not image:
             raise UsageError("the run names no image")
-        docker_ops.ensure_image(
-            docker_ops.connect(), str(image), float(home.config["pull_timeout_s"])
-        )
+        docker_ops.ensure_image(docker_ops.connect(), str(image), home.settings.pull_timeout_s)
         _own_datasets(home, spec)
         spec["node"] = nodes.local_name(home)
         spec.pop("pin_node", None)  # it is on its node now

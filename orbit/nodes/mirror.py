@@ -161,7 +161,7 @@ class Mirror:
                 "files": self._files(run),
             }
         ).encode()
-        timeout = float(self.home.config["pull_timeout_s"]) + 60
+        timeout = self.home.settings.pull_timeout_s + 60
         attempt = 0
         heard = False  # whether the node may have received the request
         while True:
@@ -391,7 +391,7 @@ class Mirror:
         if self.down_since is None:
             self.down_since, self.down_at = now, now_iso()
         nodes.write_state(self.home, node.name, error=problem)
-        wait = float(self.home.config.get("node_unknown_after_s") or 30)
+        wait = self.home.settings.node_unknown_after_s
         run = self.store.load(self.run_id)
         if now - self.down_since < wait or run.state in (RunState.UNKNOWN,) or run.state.finished:
             return

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO
 
 from orbit.detach import exit_from
+from orbit.errors import CorruptError
 from orbit.notify import journal, queue
 from orbit.notify.fanout import fan_out
 from orbit.notify.message import merge
@@ -217,10 +218,9 @@ class Sender:
 
     def _web_url(self) -> str | None:
         try:
-            value = Home(self.home.root, self.home.environ).config.get("web_url")
-        except Exception:  # a broken config.yaml: messages without links
+            return Home(self.home.root, self.home.environ).settings.web_url
+        except CorruptError:  # a broken config.yaml: messages without links
             return None
-        return str(value) if value else None
 
     def close(self) -> None:
         for worker in self.workers.values():

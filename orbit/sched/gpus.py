@@ -273,7 +273,7 @@ class FakeGpus:
 
 def open_gpus(home: Home) -> GpuReader:
     """The stand-in when one is configured, else NVML when it works, else no GPUs."""
-    fake = home.environ.get("ORBIT_FAKE_GPUS") or home.config.get("fake_gpus")
+    fake = home.environ.get("ORBIT_FAKE_GPUS") or home.settings.fake_gpus
     if fake:
         return FakeGpus(Path(os.path.expanduser(str(fake))))
     try:
@@ -286,10 +286,8 @@ def allowed_indices(home: Home) -> set[int] | None:
     """GPUs Orbit may use (ORBIT_GPUS or the `allowed_gpus` setting); None means all."""
     raw = home.environ.get("ORBIT_GPUS")
     if raw is None:
-        value = home.config.get("allowed_gpus")
-        if value is None:
-            return None
-        raw = ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
+        allowed = home.settings.allowed_gpus
+        return None if allowed is None else set(allowed)
     raw = raw.strip()
     if raw in ("", "none"):
         return set()

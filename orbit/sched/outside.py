@@ -75,7 +75,7 @@ def _lines(path: Path) -> list[str]:
 
 
 def measure(home: Home, leased: list[Run], totals: Amount) -> Outside:
-    if not home.config.get("count_outside_use", True):
+    if not home.settings.count_outside_use:
         return NONE
     from orbit.sched import machine
 
@@ -126,9 +126,9 @@ def measure(home: Home, leased: list[Run], totals: Amount) -> Outside:
     machine_cpus = float(machine.cpu_count())
     machine_mem = total / GIB
     outside_mem = max(0.0, (total - available - orbit_rss) / GIB)
-    cfg = home.config
-    cpu_floor = max(float(cfg["outside_cpu_min"]), machine_cpus - totals.cpus)
-    mem_floor = max(float(cfg["outside_mem_min_gb"]), machine_mem - totals.mem_gb)
+    settings = home.settings
+    cpu_floor = max(settings.outside_cpu_min, machine_cpus - totals.cpus)
+    mem_floor = max(settings.outside_mem_min_gb, machine_mem - totals.mem_gb)
     counted = Amount(max(0.0, outside_cpu - cpu_floor), max(0.0, outside_mem - mem_floor))
     return Outside(
         counted, outside_cpu, outside_mem, machine_cpus, machine_mem, load, True, cpu_measured

@@ -108,7 +108,7 @@ def build(home: Home, leased: list[Run], *, with_gpus: bool = True) -> Reading:
         try:
             gpus, kind = read_gpus(home)
             allowed = allowed_indices(home)
-            slots = gpu_slots(gpus, allowed, leased, float(home.config["gpu_outside_min_gb"]))
+            slots = gpu_slots(gpus, allowed, leased, home.settings.gpu_outside_min_gb)
         except OrbitError as exc:
             problems.append(f"GPUs unreadable: {exc}")
     outside = measure(home, leased, totals)

@@ -59,8 +59,8 @@ def report(home: Home) -> dict[str, Any]:
             }
         )
     return {
-        "executor": home.config.get("executor") or "local",
-        "slurm_partition": home.config.get("slurm_partition"),
+        "executor": home.settings.executor,
+        "slurm_partition": home.settings.slurm_partition,
         "gpu_source": reading.gpu_kind,
         "gpus": gpus,
         "gpus_free": sum(1 for g in gpus if g["free"]),

@@ -23,9 +23,7 @@ class Amount(Frozen):
 
 
 def machine_totals(home: Home) -> Amount:
-    cfg = home.config
-    cpus = cfg.get("total_cpus")
-    mem = cfg.get("total_mem_gb")
+    cpus, mem = home.settings.total_cpus, home.settings.total_mem_gb
     if cpus is None or mem is None:
         from orbit.sched import machine
 

@@ -76,7 +76,7 @@ TRANSIENT = (
 
 
 def enabled(home: Home) -> bool:
-    return home.config.get("executor") == "slurm"
+    return home.settings.executor == "slurm"
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,7 @@ def sbatch_argv(home: Home, run: Run) -> list[str]:
     """sbatch's options for the run: its resources, the home's partition and account, the job's
     name, its log in the run directory, and the settings' extra options last."""
     res = run.resources
-    cfg = home.config
+    settings = home.settings
     log_path = str(run.path(SLURM_LOG))
     argv = [
         "sbatch",
@@ -213,11 +213,11 @@ def sbatch_argv(home: Home, run: Run) -> list[str]:
         # The shepherd stops the run at its timeout; Slurm's limit (a partition's default may
         # be shorter) must not come first: the timeout and a little time to stop and settle.
         argv.append(f"--time={math.ceil(run.timeout_min) + TIME_GRACE_MIN}")
-    if cfg.get("slurm_partition"):
-        argv.append(f"--partition={cfg['slurm_partition']}")
-    if cfg.get("slurm_account"):
-        argv.append(f"--account={cfg['slurm_account']}")
-    argv.extend(cfg.get("slurm_extra_args") or [])
+    if settings.slurm_partition:
+        argv.append(f"--partition={settings.slurm_partition}")
+    if settings.slurm_account:
+        argv.append(f"--account={settings.slurm_account}")
+    argv.extend(settings.slurm_extra_args or ())
     return argv
 
 
@@ -298,7 +298,7 @@ def _submit(
             report.problems.append(f"run {run.id}: {exc}")
             _reason(store, run, f"waiting to be submitted to Slurm: {exc}", actor, report)
             return None
-        event, partition = "slurm-submitted", home.config.get("slurm_partition")
+        event, partition = "slurm-submitted", home.settings.slurm_partition
     else:
         job_id, partition = job.job_id, job.partition
     record = {"job_id": job_id, "partition": partition, "submitted_at": now_iso()}

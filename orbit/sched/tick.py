@@ -216,7 +216,7 @@ def _reconcile_and_admit(
         slurm.advance(home, store, state.queued, actor, report)
         return
     if not state.queued:
-        if home.config.get("count_outside_use", True):
+        if home.settings.count_outside_use:
             # Keep the CPU baseline fresh, so the next submit is judged on a recent measurement.
             pool.measure_outside(home, state.leased)
         return
@@ -281,7 +281,7 @@ def _plan(
     demands = [demand_of(r) for r in local]
     reading = pool.build(home, state.leased, with_gpus=any(d.gpus > 0 for d in demands))
     when = now or datetime.now(UTC)
-    reserve = float(home.config["reserve_after_s"])
+    reserve = home.settings.reserve_after_s
     decisions: list[Admit | Wait | Place] = [
         *plan(demands, reading.pool, when, reserve),
         *elsewhere,

@@ -37,7 +37,7 @@ CRON_INTERVAL_S = 60.0  # cron's granularity
 
 
 def interval_of(home: Home, requested: float | None) -> float:
-    value = float(home.config["scheduler_interval_s"] if requested is None else requested)
+    value = home.settings.scheduler_interval_s if requested is None else float(requested)
     if value < MIN_INTERVAL_S:
         raise UsageError(f"the tick interval must be at least {MIN_INTERVAL_S:g} s, got {value:g}")
     return value

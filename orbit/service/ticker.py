@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from orbit.detach import exit_from
+from orbit.errors import CorruptError
 from orbit.sched.clock import TICKER_INFO, clock_ticks, queued, ticker_lock, ticker_worker
 from orbit.service.tickloop import LoopStatus, TickLoop, describe, loop_status
 from orbit.store.files import unlink_quiet
@@ -46,8 +47,8 @@ def ticker_status(home: Home) -> LoopStatus:
 
 def interval_of(home: Home) -> float:
     try:
-        configured = float(home.config["scheduler_interval_s"])
-    except Exception:  # a broken config.yaml: the tick reports it; keep the default pace
+        configured = home.settings.scheduler_interval_s
+    except CorruptError:  # a broken config.yaml: the tick reports it; keep the default pace
         configured = TICKER_INTERVAL_S
     return max(MIN_INTERVAL_S, min(TICKER_INTERVAL_S, configured))
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from orbit.errors import CorruptError, UsageError
 from orbit.record import Record
 from orbit.store.files import read_yaml, set_umask, write_yaml
+from orbit.store.settings import SCHEMA, Settings, check_setting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,109 +39,17 @@ CONFIG_REPAIR = (
     "the settings become the defaults)"
 )
 
-# Settings a user may put in config.yaml, with their defaults (docs/configuration.md).
-DEFAULTS: dict[str, Any] = {
-    "data_dir": None,  # where runs/ and snapshots/ live; ORBIT_DATA overrides
-    "default_image": None,  # used when `orbit run` has neither --image nor --dockerfile
-    "default_cpus": 4.0,  # clamped to the machine's CPUs
-    "default_mem_gb": 16.0,  # clamped to the machine's memory
-    "total_cpus": None,  # override psutil's count of schedulable CPUs
-    "total_mem_gb": None,  # override psutil's total memory
-    "snapshot_max_mb": 500,  # refuse larger code snapshots (put data in mounts)
-    "pull_timeout_s": 120,  # give up pulling a missing image after this long
-    "scheduler_interval_s": 30,  # seconds between ticks of the systemd timer and `scheduler run`
-    "pids_limit": 4096,  # most processes (and threads) one container may have at once
-    "docker_log_mb": 150,  # MiB of a container's output Docker keeps (3 files) for its shepherd
-    # Scheduling (docs/scheduling.md)
-    "count_outside_use": True,  # subtract CPU/memory used outside Orbit from what it leases
-    "outside_cpu_min": 0.5,  # cores of outside CPU use that are ignored (noise)
-    "outside_mem_min_gb": 1.0,  # GiB of outside memory use that are ignored
-    "reserve_after_s": 300,  # a run waiting longer reserves resources against backfill
-    # GPUs (docs/gpus.md)
-    "fake_gpus": None,  # path of a YAML stand-in for NVML; ORBIT_FAKE_GPUS overrides
-    "allowed_gpus": None,  # GPU indices Orbit may use, e.g. [0, 1]; ORBIT_GPUS overrides
-    "gpu_outside_min_gb": 1.0,  # a GPU is busy outside Orbit above this much foreign memory
-    # Nodes (docs/nodes.md)
-    "node_unknown_after_s": 30,  # a run on a node unreachable this long becomes `unknown`
-    # Where runs execute (docs/nodes.md)
-    "executor": "local",  # "local": this machine's Docker; "slurm": each run is a Slurm job
-    "slurm_partition": None,  # sbatch -p; null: the cluster's default partition
-    "slurm_account": None,  # sbatch -A; null: the user's default account
-    "slurm_extra_args": None,  # more sbatch options, a list, e.g. ["--qos=short"]
-    # Notifications (docs/notify.md)
-    "web_url": None,  # how people reach `orbit web`, e.g. http://gpu1:7777: messages link to it
-}
-
-
-POSITIVE = (
-    "default_cpus",
-    "default_mem_gb",
-    "snapshot_max_mb",
-    "pull_timeout_s",
-    "reserve_after_s",
-    "scheduler_interval_s",
-    "pids_limit",
-    "node_unknown_after_s",
-    "docker_log_mb",
-)
-OPTIONAL_TEXT = (
-    "data_dir",
-    "default_image",
-    "fake_gpus",
-    "web_url",
-    "slurm_partition",
-    "slurm_account",
-)
-EXECUTORS = ("local", "slurm")
-NON_NEGATIVE = ("outside_cpu_min", "outside_mem_min_gb", "gpu_outside_min_gb")
-BOOLEAN = ("count_outside_use",)
-
-
-def check_setting(key: str, value: Any) -> str | None:
-    """Why `value` is not valid for `key`, or None."""
-    if key not in DEFAULTS:
-        return f"unknown setting {key!r} (known: {', '.join(sorted(DEFAULTS))})"
-    if value is None and key not in (*POSITIVE, *NON_NEGATIVE, *BOOLEAN):
-        return None
-    if key in OPTIONAL_TEXT:
-        return None if isinstance(value, str) and value else f"{key} must be a non-empty string"
-    if key in BOOLEAN:
-        return None if isinstance(value, bool) else f"{key} must be true or false, got {value!r}"
-    if key == "pids_limit":
-        whole = isinstance(value, int) and not isinstance(value, bool)
-        return (
-            None if whole and value > 0 else f"pids_limit must be a whole number > 0, got {value!r}"
-        )
-    if key == "docker_log_mb":
-        whole = isinstance(value, int) and not isinstance(value, bool)
-        ok = whole and value >= 3
-        return None if ok else f"docker_log_mb must be a whole number ≥ 3, got {value!r}"
-    if key == "executor":
-        return None if value in EXECUTORS else f"executor must be local or slurm, got {value!r}"
-    if key == "slurm_extra_args":
-        ok = isinstance(value, list) and all(isinstance(v, str) and v for v in value)
-        return None if ok else f"slurm_extra_args must be a list of sbatch options, got {value!r}"
-    if key == "allowed_gpus":
-        ok = isinstance(value, list) and all(isinstance(v, int) and v >= 0 for v in value)
-        return None if ok else f"allowed_gpus must be a list of GPU indices, got {value!r}"
-    number = isinstance(value, int | float) and not isinstance(value, bool)
-    if key in NON_NEGATIVE:
-        return None if number and value >= 0 else f"{key} must be a number ≥ 0, got {value!r}"
-    if not number or value <= 0:
-        return f"{key} must be a positive number, got {value!r}"
-    return None
-
 
 class Home(Record):
     """An ORBIT_HOME and the environment it was found in; config.yaml is read once, when first
-    asked for. Equal to a home with the same root, environment and settings read."""
+    asked for (`settings`). Equal to a home with the same root, environment and settings read."""
 
-    __slots__ = ("_config", "environ", "root")
+    __slots__ = ("_settings", "environ", "root")
 
     def __init__(self, root: Path, environ: Mapping[str, str] | None = None) -> None:
         self.root = root
         self.environ: Mapping[str, str] = {} if environ is None else environ
-        self._config: dict[str, Any] | None = None
+        self._settings: Settings | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Home:
@@ -154,7 +63,7 @@ class Home(Record):
 
     @property
     def data_dir(self) -> Path:
-        raw = self.environ.get("ORBIT_DATA") or self.config.get("data_dir")
+        raw = self.environ.get("ORBIT_DATA") or self.settings.data_dir
         return Path(raw).expanduser().resolve() if raw else self.root
 
     @property
@@ -242,15 +151,16 @@ class Home(Record):
 
     # --- settings -----------------------------------------------------------------------
     @property
-    def config(self) -> dict[str, Any]:
-        if self._config is None:
-            self._config = self._load_config()
-        return self._config
+    def settings(self) -> Settings:
+        """The settings of config.yaml, typed (orbit/store/settings.py); a file that cannot be
+        read, or holds an unknown key or a bad value, raises CorruptError with its repair."""
+        if self._settings is None:
+            self._settings = self._load_settings()
+        return self._settings
 
-    def _load_config(self) -> dict[str, Any]:
-        settings = dict(DEFAULTS)
+    def _load_settings(self) -> Settings:
         if not os.path.lexists(self.config_path):  # a symlink loop is there, and damaged
-            return settings
+            return Settings()
         try:  # an empty file (or only comments) holds no settings: the defaults
             data = read_yaml(self.config_path, allow_empty=True)
         except CorruptError as exc:
@@ -260,15 +170,16 @@ class Home(Record):
                 continue
             problem = check_setting(key, value)
             if problem:
-                repair = f"`orbit config set {key} null`" if key in DEFAULTS else CONFIG_REPAIR
-                raise CorruptError(f"{self.config_path}: {problem}; fix it, or {repair}")
-            settings[key] = value
-        return settings
+                repair = f"fix it, or `orbit config set {key} null`"
+                raise CorruptError(
+                    f"{self.config_path}: {problem}; {repair if key in SCHEMA else CONFIG_REPAIR}"
+                )
+        return Settings({k: v for k, v in data.items() if k != "format"})
 
     def config_problem(self) -> str | None:
         """Why the settings cannot be read (the one-line error, with its repair), or None."""
         try:
-            _ = self.config  # read (and kept) once
+            _ = self.settings  # read (and kept) once
         except CorruptError as exc:
             return str(exc)
         return None
@@ -277,7 +188,7 @@ class Home(Record):
         """This home with the default settings: what `orbit doctor` checks the rest of a home
         whose config.yaml is damaged with."""
         home = Home(self.root, self.environ)
-        home._config = dict(DEFAULTS)
+        home._settings = Settings()
         return home
 
     def move_config_aside(self) -> Path | None:
@@ -304,7 +215,7 @@ class Home(Record):
         os.rename(path, aside)
         if kept:
             write_yaml(path, {"format": CONFIG_FORMAT, **kept})
-        self._config = None
+        self._settings = None
         return aside
 
     def set_config(self, key: str, value: Any) -> Path | None:
@@ -327,7 +238,7 @@ class Home(Record):
             current[key] = value
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_yaml(self.config_path, {"format": CONFIG_FORMAT, **current})
-        self._config = None
+        self._settings = None
         return moved
 
 

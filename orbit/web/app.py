@@ -153,8 +153,9 @@ def settings() -> str:
     ctx = current()
     home = ctx.home
     checks = run_checks(home)
+    config = home.settings.as_written()
     return ctx.render(
-        "settings", title="Settings", checks=checks, home=str(home.root), config=home.config
+        "settings", title="Settings", checks=checks, home=str(home.root), config=config
     )
 
 
