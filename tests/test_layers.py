@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import itertools
 import re
 from pathlib import Path
 
@@ -215,7 +216,7 @@ def named_modules(source: str) -> set[str]:
                 found.add("orbit.__main__")
         elif isinstance(node, (ast.List, ast.Tuple)):
             texts = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
-            if any(a == "-m" and b == "orbit" for a, b in zip(texts, texts[1:])):
+            if any(a == "-m" and b == "orbit" for a, b in itertools.pairwise(texts)):
                 found.add("orbit.__main__")
     return found
 
