@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -20,15 +21,8 @@ if TYPE_CHECKING:
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_FREE_GB = 10.0
-PACKAGES = (
-    "nvidia-ml-py",
-    "psutil",
-    "argcomplete",
-    "pyyaml",
-    "jsonlines",
-    "bottle",
-    "apscheduler",
-)
+DISTRIBUTION = "orbit-exp"  # pyproject.toml's name: its requirements are what doctor checks
+EXTRA = re.compile(r"\bextra\s*==")  # a requirement of an extra (dev), not of Orbit
 
 
 @dataclass
@@ -301,19 +295,35 @@ def check_gpus(home: Home, runtimes: list[str]) -> list[Check]:
     return checks
 
 
-def check_python() -> list[Check]:
-    checks = [Check("python", OK if sys.version_info >= (3, 11) else FAIL, sys.version.split()[0])]
-    versions = []
-    missing = []
-    for name in PACKAGES:
+def runtime_requirements() -> list[str]:
+    """The distributions Orbit needs to run, as the installed orbit-exp declares them (the
+    `dev` extra's left out). Raises PackageNotFoundError when orbit-exp is not installed."""
+    declared = metadata.requires(DISTRIBUTION) or []
+    return [
+        re.split(r"[\s;<>=!~\[(]", req, maxsplit=1)[0] for req in declared if "extra" not in req
+    ]
+
+
+def check_packages(required: list[str]) -> Check:
+    """OK with the version of each distribution in `required`, or FAIL naming the missing."""
+    versions, missing = [], []
+    for name in required:
         try:
             versions.append(f"{name} {metadata.version(name)}")
         except metadata.PackageNotFoundError:
             missing.append(name)
     if missing:
-        checks.append(Check("packages", FAIL, "missing: " + ", ".join(missing), "pip install -e ."))
-    else:
-        checks.append(Check("packages", OK, ", ".join(versions)))
+        return Check("packages", FAIL, "missing: " + ", ".join(missing), "pip install -e .")
+    return Check("packages", OK, ", ".join(versions))
+
+
+def check_python() -> list[Check]:
+    checks = [Check("python", OK if sys.version_info >= (3, 11) else FAIL, sys.version.split()[0])]
+    try:
+        checks.append(check_packages(runtime_requirements()))
+    except metadata.PackageNotFoundError:
+        detail = f"{DISTRIBUTION} is not installed: its requirements are unknown"
+        checks.append(Check("packages", FAIL, detail, "pip install -e ."))
     return checks
 
 
