@@ -48,7 +48,6 @@ COMMANDS = {
     "completion": "completion",
     "hook": "hook",
     "node": "node",
-    "_shepherd": "shepherd",
     "_node": "node_agent",
 }
 

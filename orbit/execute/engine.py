@@ -151,10 +151,6 @@ class Engine:
             )
         self.tls = parts.scheme == "https" or bool(os.environ.get("DOCKER_TLS_VERIFY"))
 
-    @property
-    def socket_path(self) -> str | None:
-        return self.address if self.scheme == "unix" else None
-
     # --- the connection -------------------------------------------------------------------
     def connect(self, timeout: float | None) -> socket.socket:
         family = socket.AF_UNIX if self.scheme == "unix" else socket.AF_INET

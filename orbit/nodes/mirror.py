@@ -50,7 +50,6 @@ from orbit.store.runs import RunStore
 
 log = logging.getLogger(__name__)
 
-MODULE = "orbit.nodes.mirror"
 PROCESS_NAME = "orbit-mirror"
 STALL_S = 12.0  # no frame (not even a heartbeat) for this long: the connection is dead
 RETRY_MAX_S = 5.0
