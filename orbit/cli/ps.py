@@ -14,6 +14,7 @@ from orbit.cli.common import add_json, group_option, print_json, side_tick
 from orbit.cli.ps_table import cells_of, fill, is_template, render, template
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
+from orbit.store.model import STATUS_YAML
 
 STATES = (
     "queued", "starting", "running", "unknown", "succeeded", "failed", "cancelled", "lost"
@@ -173,7 +174,7 @@ def plain_listing(env: Env) -> tuple[dict[str, Any] | None, list[list[Any]]]:
     watch: dict[str, list[int] | None] = {}
     for r in found:
         if "error" in r:
-            watch[r["id"]] = listing.status_stamp(f"{before.runs_dir}/{r['id']}/status.yaml")
+            watch[r["id"]] = listing.status_stamp(f"{before.runs_dir}/{r['id']}/{STATUS_YAML}")
         elif r.get("state") in STATE_ALIASES["active"]:
             watch[str(r["id"])] = r.get("st")
     listing.save(env.home, before, watch, {"ps": tpl})

@@ -15,7 +15,7 @@ from orbit.execute.engine import START_HINT, Container, Engine, EngineError, Not
 from orbit.sched.resources import GIB
 from orbit.store import secrets
 from orbit.store.home import Home
-from orbit.store.model import Run
+from orbit.store.model import METRICS, OUTPUT, Run
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -160,8 +160,8 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
         **secrets,
     }
     mounts = [
-        _bind("/orbit/output", run.path("output"), read_only=False),
-        _bind("/orbit/metrics.jsonl", run.path("metrics.jsonl"), read_only=False),
+        _bind("/orbit/output", run.path(OUTPUT), read_only=False),
+        _bind("/orbit/metrics.jsonl", run.path(METRICS), read_only=False),
         *(_mount(home, run, m) for m in spec.get("mounts") or []),
     ]
     project = run.project

@@ -29,6 +29,7 @@ from orbit.store.childenv import child_environ
 from orbit.store.files import atomic_write, read_yaml
 from orbit.store.home import Home
 from orbit.store.locks import is_locked, try_lock
+from orbit.store.model import STATUS_YAML
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ def read_event(path: Path) -> Event | None:
 def run_state(home: Home, run_id: str) -> str | None:
     """The state status.yaml records, or None when the run is gone or unreadable."""
     try:
-        return str(read_yaml(home.runs_dir / run_id / "status.yaml").get("state"))
+        return str(read_yaml(home.runs_dir / run_id / STATUS_YAML).get("state"))
     except Exception:  # a removed or damaged run: the sender drops its event
         return None
 
