@@ -2,22 +2,36 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import secrets
 import shutil
 import sys
+import tarfile
+import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from orbit.agents import auth, plugin
+from orbit.agents.incontainer import locate
+from orbit.agents.skill_copy import package_docs
+from orbit.errors import DockerError, OrbitError, from_os_error
+from orbit.execute.docker_ops import cdi_spec, connect, gpu_mode
+from orbit.execute.engine import NotFound
+from orbit.human import fmt_num
+from orbit.notify import profiles
+from orbit.notify.queue import damaged_dir
+from orbit.notify.status import Backlog, backlog
+from orbit.sched import machine
+from orbit.sched.gpus import open_gpus
+from orbit.sched.resources import GIB
+from orbit.store import datasets, nodes
 from orbit.store.home import Home
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from orbit.notify.status import Backlog
+from orbit.store.locks import stuck_scheduler
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_FREE_GB = 10.0
@@ -44,8 +58,6 @@ def _device(path: Path) -> int | None:
 
 def check_docker() -> tuple[list[Check], dict[str, Any], Any]:
     """The engine's checks, its `info` and a client (None when it cannot be reached)."""
-    from orbit.errors import DockerError
-    from orbit.execute.docker_ops import connect
 
     sock = Path("/var/run/docker.sock")
     checks = []
@@ -84,10 +96,6 @@ def check_paths(home: Home, client: Any) -> Check:
     output/ and metrics.jsonl from there): a nonce written under it must read back the same
     through a container that bind-mounts it. The container is created, never started, and
     removed; the probe directory is removed too."""
-    import shutil
-    import tempfile
-
-    from orbit.errors import from_os_error
 
     runs = home.runs_dir
     try:
@@ -121,11 +129,6 @@ def _engine_place() -> str:
 
 def _read_through_docker(client: Any, probe: Path) -> tuple[str | None, str | None]:
     """The nonce as a container bind-mounting `probe` sees it, or None and why not."""
-    import io
-    import tarfile
-
-    from orbit.errors import DockerError
-    from orbit.execute.engine import NotFound
 
     created = None
     try:
@@ -163,8 +166,6 @@ PROBE_IMAGE = "orbit-doctor/empty:1"  # an image without files, for an engine th
 def _probe_image(client: Any) -> str:
     """Any local image (a container that is never started needs no particular one), else an
     empty one imported from an empty tar (no network)."""
-    import io
-    import tarfile
 
     images = client.call("GET", "/images/json") or []
     if images:
@@ -220,7 +221,6 @@ def check_image(home: Home, client: Any) -> Check:
 
 def doc(name: str) -> str:
     """Where docs/NAME is on this machine: the package ships Orbit's docs."""
-    from orbit.agents.skill_copy import package_docs
 
     path = package_docs() / name
     return str(path) if path.is_file() else f"docs/{name}"
@@ -244,9 +244,6 @@ def check_disk(label: str, path: Path) -> Check:
 
 def check_gpus(home: Home, runtimes: list[str]) -> list[Check]:
     """The GPU source (stand-in or NVML) and how GPUs would reach containers (CDI or runtime)."""
-    from orbit.errors import OrbitError
-    from orbit.execute.docker_ops import cdi_spec, gpu_mode
-    from orbit.sched.gpus import open_gpus
 
     try:
         reader = open_gpus(home)
@@ -354,8 +351,6 @@ def check_privacy(home: Home) -> list[Check]:
 
 
 def check_scheduler_lock(home: Home) -> Check:
-    from orbit.store.locks import stuck_scheduler
-
     stuck = stuck_scheduler(home.locks_dir)
     if stuck:
         detail, _, fix = stuck.partition(": ")
@@ -366,11 +361,9 @@ def check_scheduler_lock(home: Home) -> Check:
 def check_agents(home: Home, environ: Mapping[str, str]) -> list[Check]:
     """Which agents have Orbit's skills and hooks (`orbit plugin`), and which copy is stale.
     An agent without them is information, not a problem."""
-    from orbit.agents.plugin import status
-    from orbit.errors import OrbitError
 
     try:
-        rows = status(home, environ)["agents"]
+        rows = plugin.status(home, environ)["agents"]
     except OrbitError as exc:
         return [Check("agent plugin", WARN, str(exc), "`orbit plugin update`")]
     installed = [r for r in rows if r["installed"]]
@@ -394,9 +387,6 @@ def check_agents(home: Home, environ: Mapping[str, str]) -> list[Check]:
 def check_auth(home: Home, environ: Mapping[str, str]) -> list[Check]:
     """Auth profiles (`orbit auth`): a private auth.json, and the CLI each profile's runs mount
     installed on this machine. Without profiles: nothing to say."""
-    from orbit.agents import auth
-    from orbit.agents.incontainer import locate
-    from orbit.errors import OrbitError
 
     path = auth.auth_path(home)
     try:
@@ -422,10 +412,6 @@ def check_auth(home: Home, environ: Mapping[str, str]) -> list[Check]:
 
 def check_notify(home: Home) -> list[Check]:
     """The notification profiles and what waits to be sent (only once there are profiles)."""
-    from orbit.errors import OrbitError
-    from orbit.notify import profiles
-    from orbit.notify.queue import damaged_dir
-    from orbit.notify.status import backlog
 
     path = profiles.path_of(home)
     try:
@@ -467,8 +453,6 @@ def _backlog_check(names: str, waiting: Backlog) -> Check:
 def check_datasets(home: Home) -> list[Check]:
     """The named datasets (only once there are some): each path must still exist. One stat
     each, never a walk of the data."""
-    from orbit.errors import OrbitError
-    from orbit.store import datasets
 
     path = datasets.path_of(home)
     try:
@@ -500,9 +484,6 @@ def check_config(home: Home) -> tuple[list[Check], Home]:
 def check_capacity(home: Home) -> list[Check]:
     """A total_cpus or total_mem_gb above the machine: leases add up to more than it has, and
     no run gets more CPUs than it has (`orbit config set KEY null` uses what it has)."""
-    from orbit.human import fmt_num
-    from orbit.sched import machine
-    from orbit.sched.resources import GIB
 
     checks = []
     have = {"total_cpus": float(machine.cpu_count()), "total_mem_gb": machine.memory()[0] / GIB}
@@ -522,8 +503,6 @@ def check_capacity(home: Home) -> list[Check]:
 def check_nodes(home: Home) -> list[Check]:
     """The registered nodes' file (only once there are nodes): it must be readable. Nodes are
     not reached from here (`orbit node ls` does that)."""
-    from orbit.errors import OrbitError
-    from orbit.store import nodes
 
     path = nodes.registry_path(home)
     try:

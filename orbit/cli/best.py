@@ -6,10 +6,18 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from orbit.cli.common import add_json, group_option, metric_options, print_json, table
+from orbit.cli.common import (
+    add_json,
+    group_members,
+    group_option,
+    metric_options,
+    print_json,
+    table,
+)
 from orbit.env import Env
 from orbit.errors import ExitCode, NotFoundError, UsageError
 from orbit.human import fmt_metric
+from orbit.store.model import Run
 
 if TYPE_CHECKING:
     from orbit.review.objective import Objective
@@ -43,10 +51,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.cli.common import group_members
     from orbit.review.best import SEED_KEYS, best_run, by_params, objective_of, settings_json
     from orbit.review.objective import declared_of, parse_metric_option
-    from orbit.store.model import Run
     from orbit.store.runs import RunStore
 
     if not args.group:

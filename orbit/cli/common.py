@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from orbit.env import Env
-from orbit.errors import NotFoundError, UsageError, from_os_error
+from orbit.errors import NotFoundError, OrbitError, UsageError, from_os_error
 from orbit.human import human_seconds
+from orbit.store.home import Home
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -124,9 +126,6 @@ def ago(stamp: str | None, now: datetime | None = None) -> str:
 
 # --- tab completion ---------------------------------------------------------------------------
 def _rows(parsed_args: argparse.Namespace) -> list[dict[str, Any]]:
-    import os
-
-    from orbit.store.home import Home
     from orbit.store.runs import RunStore
 
     rows = RunStore(Home.from_environ(os.environ)).list_rows()
@@ -149,11 +148,7 @@ def complete_groups(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> l
 
 def complete_datasets(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
     """Dataset names for `-d` and `orbit data rm` (none when datasets.yaml cannot be read)."""
-    import os
-
-    from orbit.errors import OrbitError
     from orbit.store import datasets
-    from orbit.store.home import Home
 
     try:
         names = datasets.load(Home.from_environ(os.environ))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from orbit.cli.common import (
@@ -15,6 +16,7 @@ from orbit.cli.runopts import add_run_options
 from orbit.cli.watch import QueueNotes, follow_until_done
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
+from orbit.store.model import RunState
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -82,7 +84,6 @@ def _in_container(args: argparse.Namespace, env: Env) -> InContainer | None:
     """The agent CLI of `--auth PROFILE` (orbit/agents/incontainer.py), or None."""
     if not args.auth:
         return None
-    import os
 
     from orbit.agents import auth
     from orbit.agents.incontainer import setup
@@ -204,7 +205,6 @@ def exit_code_of(run: Run) -> int:
     128+n included), or Orbit's code for a run whose command did not end by itself. The order
     is that of the run's reason (store/exitrecord.outcome), so the code and the reason agree."""
     from orbit.store.exitrecord import read_exit
-    from orbit.store.model import RunState
 
     if run.state is RunState.SUCCEEDED:
         return int(ExitCode.OK)

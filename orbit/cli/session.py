@@ -10,6 +10,7 @@ from typing import Any
 from orbit.cli.common import add_json, print_json, runs_argument
 from orbit.env import Env
 from orbit.errors import ExitCode, NotFoundError
+from orbit.human import human_count
 
 SHORT = 400  # characters of a tool input or result shown in the terminal
 DIFF_SHOWN = 40  # lines of a diff shown in the terminal
@@ -72,8 +73,6 @@ def run(args: argparse.Namespace, env: Env) -> int:
 
 
 def header(label: str, rel: str, conv: Any) -> str:
-    from orbit.human import human_count
-
     h = conv.header
     who = {"claude": "Claude Code", "codex": "Codex"}.get(conv.format, "transcript")
     parts = [f"{who} {h['version']}" if h.get("version") else who]

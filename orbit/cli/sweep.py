@@ -14,7 +14,7 @@ from orbit.cli.common import add_json, build_progress, print_json, side_tick, ta
 from orbit.cli.run import request_from
 from orbit.cli.runopts import add_run_options, parse_params
 from orbit.env import Env
-from orbit.errors import ExitCode, OrbitError, UsageError
+from orbit.errors import CorruptError, ExitCode, NotFoundError, OrbitError, UsageError
 
 if TYPE_CHECKING:
     from orbit.execute.submit import Prepared, Request
@@ -210,7 +210,6 @@ def submit_all(
 def current(store: RunStore, runs: list[Run]) -> list[Run]:
     """The runs as they are now: only those whose status.yaml changed since they were
     written (admitted by the tick, say) are read again."""
-    from orbit.errors import CorruptError, NotFoundError
     from orbit.store.index import status_stamp
 
     out = []
