@@ -6,10 +6,9 @@ import argparse
 import os
 import time
 
-from orbit.cli.common import add_json, print_json, side_tick, table
+from orbit.cli.common import add_json, print_json, table
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
-from orbit.store.model import LOG, RunState
 
 # The answer `auth test` asks for: a model that reads the prompt can give it, nothing else can.
 TEST_ANSWER = "orbit-auth-ok"
@@ -150,8 +149,10 @@ def test(args: argparse.Namespace, env: Env) -> int:
     """Run the profile's agent with a one-line prompt and check it answered."""
     from orbit.agents import auth
     from orbit.agents.incontainer import setup
+    from orbit.cli.common import side_tick
     from orbit.cli.watch import follow_until_done
     from orbit.execute.submit import Request, prepare, submit
+    from orbit.store.model import LOG, RunState
     from orbit.store.runs import RunStore
 
     profile = auth.get(env.home, args.name)

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orbit.cli.bench_review import add_compare_parser, add_usage_parser
 from orbit.cli.common import add_json, key_value, non_negative_int, print_json, side_tick, table
 from orbit.env import Env
-from orbit.errors import ConflictError, ExitCode, OrbitError, UsageError
-from orbit.human import fmt_num
+from orbit.errors import ConflictError, ExitCode, UsageError
 
 if TYPE_CHECKING:
     from orbit.bench.model import Benchmark
@@ -100,6 +98,8 @@ def _add_add(sub: argparse._SubParsersAction) -> None:
 
 
 def run_add(args: argparse.Namespace, env: Env) -> int:
+    from dataclasses import asdict
+
     from orbit.bench.benchmarks import add_benchmark
 
     revive(env)
@@ -128,6 +128,8 @@ def _add_ls(sub: argparse._SubParsersAction) -> None:
 
 
 def run_ls(args: argparse.Namespace, env: Env) -> int:
+    from dataclasses import asdict
+
     from orbit.bench.benchmarks import list_benchmarks
 
     revive(env)
@@ -155,6 +157,7 @@ def run_tasks(args: argparse.Namespace, env: Env) -> int:
     from orbit.bench.adapters import load_adapter
     from orbit.bench.benchmarks import with_resources
     from orbit.bench.model import load_benchmark
+    from orbit.human import fmt_num
 
     revive(env)
     bench = load_benchmark(env.home, args.name)
@@ -305,6 +308,7 @@ def _wait_and_report(args: argparse.Namespace, env: Env, job_id: str) -> int:
 def say_why_runs_wait(env: Env, job_id: str, queued: QueueNotes) -> None:
     """Say (as `orbit run -w` does) why the job's runs in flight wait in the queue."""
     from orbit.bench.model import load_trials
+    from orbit.errors import OrbitError
     from orbit.store.runs import RunStore
 
     store = RunStore(env.home)

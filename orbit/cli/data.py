@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any
 
 from orbit.cli.common import add_json, ago, complete_datasets, print_json, table
@@ -54,6 +53,8 @@ def _node_option(parser: argparse.ArgumentParser, help: str) -> None:
 def _on_node(args: argparse.Namespace, env: Env, words: list[str]) -> Any:
     """Run `orbit data WORDS --json` on the node --node names; its answer. The node's reading
     is taken again afterwards, so placement sees the change at once."""
+    import json
+
     from orbit.nodes import ssh
     from orbit.nodes.probe import read_node
     from orbit.store import nodes

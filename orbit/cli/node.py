@@ -9,8 +9,7 @@ from typing import Any
 
 from orbit.cli.common import add_json, print_json, table
 from orbit.env import Env
-from orbit.errors import ConflictError, ExitCode, NodeError, OrbitError, UsageError
-from orbit.store.model import Run, RunState, now_iso
+from orbit.errors import ConflictError, ExitCode, NodeError, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -67,6 +66,7 @@ def _free(info: dict[str, Any]) -> dict[str, Any]:
 
 def _runs_here(env: Env) -> dict[str, list[str]]:
     """The active runs of this home on each node."""
+    from orbit.store.model import Run
     from orbit.store.runs import RunStore
 
     store = RunStore(env.home)
@@ -227,6 +227,8 @@ def check(args: argparse.Namespace, env: Env) -> int:
 
 def _give_up(env: Env, name: str, ids: list[str]) -> None:
     """The runs of this home on a node it forgets: failed here (they go on there)."""
+    from orbit.errors import OrbitError
+    from orbit.store.model import RunState, now_iso
     from orbit.store.runs import RunStore
 
     store = RunStore(env.home)

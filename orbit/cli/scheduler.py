@@ -16,8 +16,6 @@ from orbit.cli.common import add_json, positive_float, print_json
 from orbit.env import Env
 from orbit.errors import ExitCode, OrbitError
 from orbit.human import human_seconds
-from orbit.store.locks import stuck_scheduler
-from orbit.store.model import now_iso
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -110,6 +108,7 @@ def run_loop(args: argparse.Namespace, env: Env) -> int:
     from orbit.sched.tick import TickReport
     from orbit.service import supervisor
     from orbit.service.foreground import run_foreground
+    from orbit.store.model import now_iso
 
     interval = supervisor.interval_of(env.home, args.interval)
     logging.basicConfig(stream=env.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
@@ -238,6 +237,7 @@ def _web_state(env: Env) -> str:
 
 def status(args: argparse.Namespace, env: Env) -> int:
     from orbit.service import supervisor
+    from orbit.store.locks import stuck_scheduler
 
     report = supervisor.status(env.home, env.environ)
     data: dict[str, Any] = report.as_dict()
