@@ -58,7 +58,6 @@ def _device(path: Path) -> int | None:
 
 def check_docker() -> tuple[list[Check], dict[str, Any], Any]:
     """The engine's checks, its `info` and a client (None when it cannot be reached)."""
-
     sock = Path("/var/run/docker.sock")
     checks = []
     try:
@@ -96,7 +95,6 @@ def check_paths(home: Home, client: Any) -> Check:
     output/ and metrics.jsonl from there): a nonce written under it must read back the same
     through a container that bind-mounts it. The container is created, never started, and
     removed; the probe directory is removed too."""
-
     runs = home.runs_dir
     try:
         home.ensure()
@@ -129,7 +127,6 @@ def _engine_place() -> str:
 
 def _read_through_docker(client: Any, probe: Path) -> tuple[str | None, str | None]:
     """The nonce as a container bind-mounting `probe` sees it, or None and why not."""
-
     created = None
     try:
         mount = {"Target": "/probe", "Source": str(probe), "Type": "bind", "ReadOnly": True}
@@ -166,7 +163,6 @@ PROBE_IMAGE = "orbit-doctor/empty:1"  # an image without files, for an engine th
 def _probe_image(client: Any) -> str:
     """Any local image (a container that is never started needs no particular one), else an
     empty one imported from an empty tar (no network)."""
-
     images = client.call("GET", "/images/json") or []
     if images:
         return str(images[0]["Id"])
@@ -221,7 +217,6 @@ def check_image(home: Home, client: Any) -> Check:
 
 def doc(name: str) -> str:
     """Where docs/NAME is on this machine: the package ships Orbit's docs."""
-
     path = package_docs() / name
     return str(path) if path.is_file() else f"docs/{name}"
 
@@ -244,7 +239,6 @@ def check_disk(label: str, path: Path) -> Check:
 
 def check_gpus(home: Home, runtimes: list[str]) -> list[Check]:
     """The GPU source (stand-in or NVML) and how GPUs would reach containers (CDI or runtime)."""
-
     try:
         reader = open_gpus(home)
         gpus = reader.read()
@@ -361,7 +355,6 @@ def check_scheduler_lock(home: Home) -> Check:
 def check_agents(home: Home, environ: Mapping[str, str]) -> list[Check]:
     """Which agents have Orbit's skills and hooks (`orbit plugin`), and which copy is stale.
     An agent without them is information, not a problem."""
-
     try:
         rows = plugin.status(home, environ)["agents"]
     except OrbitError as exc:
@@ -387,7 +380,6 @@ def check_agents(home: Home, environ: Mapping[str, str]) -> list[Check]:
 def check_auth(home: Home, environ: Mapping[str, str]) -> list[Check]:
     """Auth profiles (`orbit auth`): a private auth.json, and the CLI each profile's runs mount
     installed on this machine. Without profiles: nothing to say."""
-
     path = auth.auth_path(home)
     try:
         profiles = auth.load(home)
@@ -412,7 +404,6 @@ def check_auth(home: Home, environ: Mapping[str, str]) -> list[Check]:
 
 def check_notify(home: Home) -> list[Check]:
     """The notification profiles and what waits to be sent (only once there are profiles)."""
-
     path = profiles.path_of(home)
     try:
         found = profiles.load(home)
@@ -453,7 +444,6 @@ def _backlog_check(names: str, waiting: Backlog) -> Check:
 def check_datasets(home: Home) -> list[Check]:
     """The named datasets (only once there are some): each path must still exist. One stat
     each, never a walk of the data."""
-
     path = datasets.path_of(home)
     try:
         found = datasets.load(home)
@@ -484,7 +474,6 @@ def check_config(home: Home) -> tuple[list[Check], Home]:
 def check_capacity(home: Home) -> list[Check]:
     """A total_cpus or total_mem_gb above the machine: leases add up to more than it has, and
     no run gets more CPUs than it has (`orbit config set KEY null` uses what it has)."""
-
     checks = []
     have = {"total_cpus": float(machine.cpu_count()), "total_mem_gb": machine.memory()[0] / GIB}
     unit = {"total_cpus": "CPUs", "total_mem_gb": "GiB"}
@@ -503,7 +492,6 @@ def check_capacity(home: Home) -> list[Check]:
 def check_nodes(home: Home) -> list[Check]:
     """The registered nodes' file (only once there are nodes): it must be readable. Nodes are
     not reached from here (`orbit node ls` does that)."""
-
     path = nodes.registry_path(home)
     try:
         found = nodes.load(home)

@@ -8,6 +8,7 @@ Containers get a deterministic name (`orbit-<home tag>-<run id>`) so a retried c
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 from orbit.errors import CorruptError, DockerError
@@ -261,8 +262,6 @@ def remove_container(home: Home, run_id: str) -> bool:
 
 def _gone(container: Container, timeout: float = 30.0) -> bool:
     """True once a container that another process is removing no longer exists."""
-    import time
-
     deadline = time.monotonic() + timeout
     while container.engine.container(container.id) is not None:
         if time.monotonic() > deadline:
