@@ -17,7 +17,6 @@ from orbit.cli.common import (
 from orbit.env import Env
 from orbit.errors import ExitCode, NotFoundError, UsageError
 from orbit.human import fmt_metric
-from orbit.store.model import Run
 
 if TYPE_CHECKING:
     from orbit.review.objective import Objective
@@ -53,6 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.review.best import SEED_KEYS, best_run, by_params, objective_of, settings_json
     from orbit.review.objective import declared_of, parse_metric_option
+    from orbit.store.model import Run
     from orbit.store.runs import RunStore
 
     if not args.group:

@@ -10,7 +10,6 @@ from typing import Any
 from orbit.cli.common import add_json, complete_groups, group_members, print_json
 from orbit.env import Env
 from orbit.errors import ExitCode, NotFoundError, UsageError
-from orbit.store.model import Run
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -55,6 +54,7 @@ def _in_force(env: Env, group: str) -> tuple[Any, list[Any]]:
     """The objective in force for the group's runs (review/objective.py) and the runs."""
     from orbit.review.best import objective_of
     from orbit.review.objective import declared_of
+    from orbit.store.model import Run
     from orbit.store.runs import RunStore
 
     store = RunStore(env.home)
