@@ -2,32 +2,41 @@
 
 from __future__ import annotations
 
+import io
 import os
+import re
 import secrets
 import shutil
 import sys
+import tarfile
+import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from orbit.agents import auth, plugin
+from orbit.agents.incontainer import locate
+from orbit.agents.skill_copy import package_docs
+from orbit.errors import DockerError, OrbitError, from_os_error
+from orbit.execute.docker_ops import cdi_spec, connect, gpu_mode
+from orbit.execute.engine import NotFound
+from orbit.human import fmt_num
+from orbit.notify import profiles
+from orbit.notify.queue import damaged_dir
+from orbit.notify.status import Backlog, backlog
+from orbit.sched import machine
+from orbit.sched.gpus import open_gpus
+from orbit.sched.resources import GIB
+from orbit.store import datasets, nodes
 from orbit.store.home import Home
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from orbit.notify.status import Backlog
+from orbit.store.locks import stuck_scheduler
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 MIN_FREE_GB = 10.0
-PACKAGES = (
-    "nvidia-ml-py",
-    "psutil",
-    "argcomplete",
-    "pyyaml",
-    "jsonlines",
-    "bottle",
-)
+DISTRIBUTION = "orbit-exp"  # pyproject.toml's name: its requirements are what doctor checks
+EXTRA = re.compile(r"\bextra\s*==")  # a requirement of an extra (dev), not of Orbit
 
 
 @dataclass
@@ -49,9 +58,6 @@ def _device(path: Path) -> int | None:
 
 def check_docker() -> tuple[list[Check], dict[str, Any], Any]:
     """The engine's checks, its `info` and a client (None when it cannot be reached)."""
-    from orbit.errors import DockerError
-    from orbit.execute.docker_ops import connect
-
     sock = Path("/var/run/docker.sock")
     checks = []
     try:
@@ -89,11 +95,6 @@ def check_paths(home: Home, client: Any) -> Check:
     output/ and metrics.jsonl from there): a nonce written under it must read back the same
     through a container that bind-mounts it. The container is created, never started, and
     removed; the probe directory is removed too."""
-    import shutil
-    import tempfile
-
-    from orbit.errors import from_os_error
-
     runs = home.runs_dir
     try:
         home.ensure()
@@ -126,12 +127,6 @@ def _engine_place() -> str:
 
 def _read_through_docker(client: Any, probe: Path) -> tuple[str | None, str | None]:
     """The nonce as a container bind-mounting `probe` sees it, or None and why not."""
-    import io
-    import tarfile
-
-    from orbit.errors import DockerError
-    from orbit.execute.engine import NotFound
-
     created = None
     try:
         mount = {"Target": "/probe", "Source": str(probe), "Type": "bind", "ReadOnly": True}
@@ -168,9 +163,6 @@ PROBE_IMAGE = "orbit-doctor/empty:1"  # an image without files, for an engine th
 def _probe_image(client: Any) -> str:
     """Any local image (a container that is never started needs no particular one), else an
     empty one imported from an empty tar (no network)."""
-    import io
-    import tarfile
-
     images = client.call("GET", "/images/json") or []
     if images:
         return str(images[0]["Id"])
@@ -225,8 +217,6 @@ def check_image(home: Home, client: Any) -> Check:
 
 def doc(name: str) -> str:
     """Where docs/NAME is on this machine: the package ships Orbit's docs."""
-    from orbit.agents.skill_copy import package_docs
-
     path = package_docs() / name
     return str(path) if path.is_file() else f"docs/{name}"
 
@@ -249,10 +239,6 @@ def check_disk(label: str, path: Path) -> Check:
 
 def check_gpus(home: Home, runtimes: list[str]) -> list[Check]:
     """The GPU source (stand-in or NVML) and how GPUs would reach containers (CDI or runtime)."""
-    from orbit.errors import OrbitError
-    from orbit.execute.docker_ops import cdi_spec, gpu_mode
-    from orbit.sched.gpus import open_gpus
-
     try:
         reader = open_gpus(home)
         gpus = reader.read()
@@ -300,19 +286,35 @@ def check_gpus(home: Home, runtimes: list[str]) -> list[Check]:
     return checks
 
 
-def check_python() -> list[Check]:
-    checks = [Check("python", OK if sys.version_info >= (3, 11) else FAIL, sys.version.split()[0])]
-    versions = []
-    missing = []
-    for name in PACKAGES:
+def runtime_requirements() -> list[str]:
+    """The distributions Orbit needs to run, as the installed orbit-exp declares them (the
+    `dev` extra's left out). Raises PackageNotFoundError when orbit-exp is not installed."""
+    declared = metadata.requires(DISTRIBUTION) or []
+    return [
+        re.split(r"[\s;<>=!~\[(]", req, maxsplit=1)[0] for req in declared if "extra" not in req
+    ]
+
+
+def check_packages(required: list[str]) -> Check:
+    """OK with the version of each distribution in `required`, or FAIL naming the missing."""
+    versions, missing = [], []
+    for name in required:
         try:
             versions.append(f"{name} {metadata.version(name)}")
         except metadata.PackageNotFoundError:
             missing.append(name)
     if missing:
-        checks.append(Check("packages", FAIL, "missing: " + ", ".join(missing), "pip install -e ."))
-    else:
-        checks.append(Check("packages", OK, ", ".join(versions)))
+        return Check("packages", FAIL, "missing: " + ", ".join(missing), "pip install -e .")
+    return Check("packages", OK, ", ".join(versions))
+
+
+def check_python() -> list[Check]:
+    checks = [Check("python", OK if sys.version_info >= (3, 11) else FAIL, sys.version.split()[0])]
+    try:
+        checks.append(check_packages(runtime_requirements()))
+    except metadata.PackageNotFoundError:
+        detail = f"{DISTRIBUTION} is not installed: its requirements are unknown"
+        checks.append(Check("packages", FAIL, detail, "pip install -e ."))
     return checks
 
 
@@ -343,8 +345,6 @@ def check_privacy(home: Home) -> list[Check]:
 
 
 def check_scheduler_lock(home: Home) -> Check:
-    from orbit.store.locks import stuck_scheduler
-
     stuck = stuck_scheduler(home.locks_dir)
     if stuck:
         detail, _, fix = stuck.partition(": ")
@@ -355,16 +355,14 @@ def check_scheduler_lock(home: Home) -> Check:
 def check_agents(home: Home, environ: Mapping[str, str]) -> list[Check]:
     """Which agents have Orbit's skills and hooks (`orbit plugin`), and which copy is stale.
     An agent without them is information, not a problem."""
-    from orbit.agents.plugin import agent_names, status
-    from orbit.errors import OrbitError
-
     try:
-        rows = status(home, environ)["agents"]
+        rows = plugin.status(home, environ)["agents"]
     except OrbitError as exc:
         return [Check("agent plugin", WARN, str(exc), "`orbit plugin update`")]
     installed = [r for r in rows if r["installed"]]
     if not installed:
-        detail = f"no agent has Orbit's skills (`orbit plugin install {'|'.join(agent_names())}`)"
+        names = "|".join(plugin.agent_names())
+        detail = f"no agent has Orbit's skills (`orbit plugin install {names}`)"
         return [Check("agent plugin", OK, detail)]
     checks = []
     for row in installed:
@@ -383,10 +381,6 @@ def check_agents(home: Home, environ: Mapping[str, str]) -> list[Check]:
 def check_auth(home: Home, environ: Mapping[str, str]) -> list[Check]:
     """Auth profiles (`orbit auth`): a private auth.json, and the CLI each profile's runs mount
     installed on this machine. Without profiles: nothing to say."""
-    from orbit.agents import auth
-    from orbit.agents.incontainer import locate
-    from orbit.errors import OrbitError
-
     path = auth.auth_path(home)
     try:
         profiles = auth.load(home)
@@ -411,11 +405,6 @@ def check_auth(home: Home, environ: Mapping[str, str]) -> list[Check]:
 
 def check_notify(home: Home) -> list[Check]:
     """The notification profiles and what waits to be sent (only once there are profiles)."""
-    from orbit.errors import OrbitError
-    from orbit.notify import profiles
-    from orbit.notify.queue import damaged_dir
-    from orbit.notify.status import backlog
-
     path = profiles.path_of(home)
     try:
         found = profiles.load(home)
@@ -456,9 +445,6 @@ def _backlog_check(names: str, waiting: Backlog) -> Check:
 def check_datasets(home: Home) -> list[Check]:
     """The named datasets (only once there are some): each path must still exist. One stat
     each, never a walk of the data."""
-    from orbit.errors import OrbitError
-    from orbit.store import datasets
-
     path = datasets.path_of(home)
     try:
         found = datasets.load(home)
@@ -489,10 +475,6 @@ def check_config(home: Home) -> tuple[list[Check], Home]:
 def check_capacity(home: Home) -> list[Check]:
     """A total_cpus or total_mem_gb above the machine: leases add up to more than it has, and
     no run gets more CPUs than it has (`orbit config set KEY null` uses what it has)."""
-    from orbit.human import fmt_num
-    from orbit.sched import machine
-    from orbit.sched.resources import GIB
-
     checks = []
     settings = home.settings
     totals = (
@@ -513,9 +495,6 @@ def check_capacity(home: Home) -> list[Check]:
 def check_nodes(home: Home) -> list[Check]:
     """The registered nodes' file (only once there are nodes): it must be readable. Nodes are
     not reached from here (`orbit node ls` does that)."""
-    from orbit.errors import OrbitError
-    from orbit.store import nodes
-
     path = nodes.registry_path(home)
     try:
         found = nodes.load(home)

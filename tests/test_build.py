@@ -107,7 +107,7 @@ def test_failed_build_is_a_failed_run_with_its_log(orbit: Orbit, context: Path) 
     assert read_yaml(orbit.run_dir("1") / "run.yaml")["image"] is None
 
 
-def test_the_cli_talks_to_the_sdks_engine_not_a_cli_context(
+def test_the_cli_talks_to_orbits_engine_not_a_cli_context(
     orbit: Orbit, context: Path, tmp_path: Path
 ) -> None:
     config = tmp_path / "docker-config"

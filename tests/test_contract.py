@@ -315,12 +315,11 @@ def test_doctor_says_whether_an_image_is_local(orbit: Orbit, busybox: str) -> No
 
 
 def test_every_command_has_json() -> None:
-    """New commands get --json too (completion prints shell code; _shepherd and bench _drive
-    are internal; hook prints what the agent's hook protocol asks for, JSON already; _node
-    answers a primary in JSON or frames always)."""
+    """New commands get --json too (completion prints shell code; bench _drive is internal;
+    hook prints what the agent's hook protocol asks for, JSON already; _node answers a primary
+    in JSON or frames always)."""
     exempt = {
         "orbit completion",
-        "orbit _shepherd",
         "orbit hook",
         "orbit bench _drive",
         "orbit _node",

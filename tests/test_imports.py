@@ -1,5 +1,5 @@
-"""Imports stay lazy: the commands people type most never load the Docker SDK, and a shepherd
-loads only what following one container needs.
+"""Imports stay lazy: the commands people type most load no Docker client (nor the Docker SDK,
+which Orbit does not use), and a shepherd loads only what following one container needs.
 
 Each command runs as a real `python -X importtime orbit.py …` process; the interpreter's own
 import log says which modules were loaded.

@@ -1,22 +1,31 @@
 """The layers point one way: no module imports a layer above its own.
 
 Every `import` in the package counts, at module level, inside functions and under
-TYPE_CHECKING alike. The order is docs/architecture.md's ("Layers"); a new package gets its
-place in LAYERS and there.
+TYPE_CHECKING alike. The order is docs/architecture.md's ("Layers"), and the test reads that
+table: every package and top-level module is named there and in LAYERS, the two agree, and a
+module neither names fails. A module a process starts by its name (`python -m orbit.…`, a
+string the code holds) must exist, and a lower layer may start one of a higher layer only along
+an edge the docs' "Processes started by name" table lists.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import itertools
+import re
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "orbit"
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 
 # Lowest first. A module may import its own layer and those before it, never one after it.
+# "orbit" is the package's own __init__ only: it is no prefix, so a new package or top-level
+# module has no layer until it is named here.
 LAYERS: list[tuple[str, ...]] = [
-    ("orbit", "orbit.errors", "orbit.human", "orbit.detach"),
+    ("orbit", "orbit.errors", "orbit.human", "orbit.detach", "orbit.record"),
     ("orbit.harnesses",),
     ("orbit.store",),
     ("orbit.review",),
@@ -33,15 +42,35 @@ LAYERS: list[tuple[str, ...]] = [
     ("orbit.__main__",),
 ]
 
+# (the place in LAYERS of the module that starts it, the module started): the edges up the
+# layers that a process boundary makes legitimate. docs/architecture.md lists the same.
+PROCESS_EDGES: set[tuple[str, str]] = {
+    ("orbit.store", "orbit.notify.sender"),
+    ("orbit.sched", "orbit.service.ticker"),
+    ("orbit.sched", "orbit.nodes.probe"),
+    ("orbit.sched", "orbit.execute.slurm_job"),
+    ("orbit.execute", "orbit.nodes.mirror"),
+    ("orbit.service", "orbit.__main__"),
+    ("orbit.agents", "orbit.__main__"),
+    ("orbit.bench", "orbit.__main__"),
+}
+
+
+def place_of(module: str) -> str | None:
+    """The name in LAYERS that is `module` or the package holding it ("orbit" only itself)."""
+    best: str | None = None
+    for names in LAYERS:
+        for name in names:
+            holds = module == name or (name != "orbit" and module.startswith(name + "."))
+            if holds and (best is None or len(name) > len(best)):
+                best = name
+    return best
+
 
 def layer_of(module: str) -> int:
-    """The index in LAYERS of the longest prefix naming `module`'s place."""
-    best, best_len = -1, -1
-    for i, names in enumerate(LAYERS):
-        for name in names:
-            if (module == name or module.startswith(name + ".")) and len(name) > best_len:
-                best, best_len = i, len(name)
-    return best
+    """The index in LAYERS of `module`'s place; -1 when no entry names it."""
+    place = place_of(module)
+    return next((i for i, names in enumerate(LAYERS) if place in names), -1)
 
 
 def module_name(path: Path) -> str:
@@ -52,8 +81,15 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def is_module(name: str) -> bool:
+    """Whether `name` (orbit.…) is a module or package of the source tree."""
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def imports_of(path: Path) -> list[tuple[int, str]]:
-    """(line, imported module) for every import statement in the file, nested ones included."""
+    """(line, imported module) for every import statement in the file, nested ones included.
+    `from X import name` counts as X.name when that is a module, else as X."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = []
@@ -67,7 +103,8 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
             else:
                 target = node.module or ""
             # `from orbit.store import index` imports orbit.store.index
-            found.extend((node.lineno, f"{target}.{a.name}") for a in node.names)
+            subs = [f"{target}.{a.name}" for a in node.names if is_module(f"{target}.{a.name}")]
+            found.extend((node.lineno, sub) for sub in subs)
             found.append((node.lineno, target))
     return [(line, mod) for line, mod in found if mod == "orbit" or mod.startswith("orbit.")]
 
@@ -75,9 +112,55 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
 
+def docs_table(heading: str) -> list[list[str]]:
+    """The rows of the first table under `heading` in docs/architecture.md, each row the
+    backticked names of each cell."""
+    lines = ARCHITECTURE.read_text().split(f"\n{heading}\n", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start + 2 :]:  # past the header and its rule
+        if not line.startswith("|"):
+            break
+        rows.append([" ".join(re.findall(r"`([^`]+)`", c)) for c in line.strip("|").split("|")])
+    return rows
+
+
+def dotted(doc_name: str) -> str:
+    """A file or folder as docs/architecture.md writes it (`store/`, `errors.py`,
+    `orbit/__init__.py`) as a module name."""
+    if doc_name == "orbit/__init__.py":
+        return "orbit"
+    return "orbit." + doc_name.removesuffix("/").removesuffix(".py").replace("/", ".")
+
+
 def test_every_module_has_a_layer() -> None:
     missing = [module_name(p) for p in MODULES if layer_of(module_name(p)) < 0]
     assert not missing, f"add these to LAYERS (and docs/architecture.md): {missing}"
+
+
+def test_a_new_package_or_module_has_no_layer() -> None:
+    """The rule itself: nothing is placed by the package's prefix alone."""
+    assert layer_of("orbit.brand_new_pkg.mod") == -1
+    assert layer_of("orbit.brand_new_module") == -1
+    assert layer_of("orbit") == 0
+    assert layer_of("orbit.store.files") == layer_of("orbit.store") == 1
+    assert layer_of("orbit.cli.run") == len(LAYERS) - 2
+
+
+def test_the_docs_name_the_same_layers() -> None:
+    documented = [{dotted(n) for n in row[0].split()} for row in docs_table("## Layers")]
+    assert documented == [set(names) for names in LAYERS]
+
+
+def test_every_import_names_a_placed_module() -> None:
+    """An import of orbit.X resolves to a layer (else no upward check could see it)."""
+    unplaced = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} imports {mod}"
+        for path in MODULES
+        for line, mod in imports_of(path)
+        if layer_of(mod) < 0
+    ]
+    assert not unplaced, "\n".join(unplaced)
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: module_name(p))
@@ -101,3 +184,88 @@ def test_the_check_sees_a_function_local_upward_import(tmp_path: Path) -> None:
     finally:
         fake.unlink()
     assert "orbit.cli.common" in found
+
+
+# A string that names a module: the package's name, dotted names after it.
+NAMED = re.compile(r"orbit(?:\.[A-Za-z_]\w*)+")
+RUN_PACKAGE = re.compile(r"(?:^|\s)-m orbit(?=\s|$)")  # `-m orbit` inside a command string
+
+
+def docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring constants in `tree` (prose, which names modules freely)."""
+    found = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            found.add(id(body[0].value))
+    return found
+
+
+def named_modules(source: str) -> set[str]:
+    """The orbit modules `source` names in string literals: whole strings like
+    "orbit.notify.sender" (whose first part is one of the package's modules: "orbit.css" is a
+    file name), and `-m orbit`, as an argv ("-m", "orbit") or inside a command string, which
+    runs orbit.__main__."""
+    tree = ast.parse(source)
+    prose = docstrings(tree)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            if NAMED.fullmatch(node.value) and is_module(".".join(node.value.split(".")[:2])):
+                found.add(node.value)
+            if RUN_PACKAGE.search(node.value):
+                found.add("orbit.__main__")
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            texts = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            if any(a == "-m" and b == "orbit" for a, b in itertools.pairwise(texts)):
+                found.add("orbit.__main__")
+    return found
+
+
+NAMED_BY = {module_name(p): named_modules(p.read_text()) for p in MODULES}
+
+
+def test_the_scan_finds_modules_started_by_name() -> None:
+    """The rule itself: the forms the code uses are seen, prose and file names are not."""
+    source = (
+        '"""Starts `python -m orbit.nodes.gone`."""\n'
+        'MODULE = "orbit.notify.sender"\n'
+        'argv = [sys.executable, "-m", "orbit", "web"]\n'
+        'MARK = "-m orbit hook"\n'
+        'STYLE = "orbit.css"\n'
+    )
+    assert named_modules(source) == {"orbit.notify.sender", "orbit.__main__"}
+    assert named_modules('cmd = "python -m orbitx"\n') == set()
+    assert "orbit.notify.sender" in NAMED_BY["orbit.store.outbox"]  # the scan reads the tree
+
+
+def test_every_module_named_in_a_string_exists() -> None:
+    missing = [
+        f"{by} names {mod}"
+        for by, mods in NAMED_BY.items()
+        for mod in mods
+        if importlib.util.find_spec(mod) is None
+    ]
+    assert not missing, "\n".join(missing)
+
+
+def upward_names() -> set[tuple[str, str]]:
+    """(place of the naming module, module named) for each name that points up the layers."""
+    return {
+        (str(place_of(by)), mod)
+        for by, mods in NAMED_BY.items()
+        for mod in mods
+        if layer_of(mod) > layer_of(by)
+    }
+
+
+def test_a_module_named_up_the_layers_is_a_listed_process_edge() -> None:
+    unlisted = sorted(upward_names() - PROCESS_EDGES)
+    assert not unlisted, f"add to PROCESS_EDGES and docs/architecture.md: {unlisted}"
+    stale = sorted(PROCESS_EDGES - upward_names())
+    assert not stale, f"no module starts these any more: {stale}"
+
+
+def test_the_docs_list_the_same_process_edges() -> None:
+    rows = docs_table("### Processes started by name")
+    assert {(dotted(row[0]), row[1]) for row in rows} == PROCESS_EDGES

@@ -14,8 +14,8 @@ from orbit.env import Env
 from orbit.errors import ExitCode, OrbitError, UsageError, from_os_error
 
 # Command name → module. Each module has add_parser(subparsers) and run(args, env) -> int and
-# keeps its heavy imports (docker, psutil) inside functions. Only the invoked command's module
-# is imported; help and tab completion import them all.
+# keeps its heavy imports (psutil, the Docker engine client) inside functions. Only the invoked
+# command's module is imported; help and tab completion import them all.
 COMMANDS = {
     "run": "run",
     "sweep": "sweep",
@@ -48,7 +48,6 @@ COMMANDS = {
     "completion": "completion",
     "hook": "hook",
     "node": "node",
-    "_shepherd": "shepherd",
     "_node": "node_agent",
 }
 

@@ -6,7 +6,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from orbit.cli.common import add_json, group_option, metric_options, print_json, table
+from orbit.cli.common import (
+    add_json,
+    group_members,
+    group_option,
+    metric_options,
+    print_json,
+    table,
+)
 from orbit.env import Env
 from orbit.errors import ExitCode, NotFoundError, UsageError
 from orbit.human import fmt_metric
@@ -43,7 +50,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.cli.common import group_members
     from orbit.review.best import SEED_KEYS, best_run, by_params, objective_of, settings_json
     from orbit.review.objective import declared_of, parse_metric_option
     from orbit.store.model import Run

@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
 from importlib import import_module
 from typing import TYPE_CHECKING, Any, TextIO
 
 from orbit.env import Env
-from orbit.errors import NotFoundError, UsageError, from_os_error
+from orbit.errors import NotFoundError, OrbitError, UsageError, from_os_error
 from orbit.human import human_seconds
+from orbit.store.home import Home
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -125,9 +127,6 @@ def ago(stamp: str | None, now: datetime | None = None) -> str:
 
 # --- tab completion ---------------------------------------------------------------------------
 def _rows(parsed_args: argparse.Namespace) -> list[dict[str, Any]]:
-    import os
-
-    from orbit.store.home import Home
     from orbit.store.runs import RunStore
 
     rows = RunStore(Home.from_environ(os.environ)).list_rows()
@@ -155,7 +154,6 @@ def complete_names(module: str) -> Callable[..., list[str]]:
     def complete(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
         import os
 
-        from orbit.errors import OrbitError
         from orbit.store.home import Home
 
         try:

@@ -6,9 +6,9 @@ import argparse
 import shutil
 from typing import TYPE_CHECKING
 
-from orbit.cli.common import add_json, group_option, print_json, runs_argument
+from orbit.cli.common import add_json, group_members, group_option, print_json, runs_argument
 from orbit.env import Env
-from orbit.errors import ExitCode, UsageError
+from orbit.errors import ExitCode, NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from orbit.review.objective import Objective
@@ -96,8 +96,6 @@ def _select(store: RunStore, env: Env, args: argparse.Namespace) -> list[Run]:
     """The runs named, then those of the group, then those of the folder (each once, in id
     order within a group or folder). An unreadable run of a group or folder is named on
     stderr and left out."""
-    from orbit.cli.common import group_members
-    from orbit.errors import NotFoundError
     from orbit.store.folders import normalize, within
     from orbit.store.runs import id_key
 

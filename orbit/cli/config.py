@@ -13,7 +13,9 @@ from typing import Any
 from orbit.cli.common import add_json, print_json
 from orbit.env import Env
 from orbit.errors import ConflictError, ExitCode, UsageError
+from orbit.human import fmt_num
 from orbit.store.home import Home
+from orbit.store.model import Run
 from orbit.store.settings import SCHEMA, Choice, Flag
 
 
@@ -141,7 +143,6 @@ def reset(args: argparse.Namespace, env: Env) -> int:
 def check_capacity(key: str, value: Any) -> None:
     """Refuse a total larger than this machine: a run's default takes the total, and Docker
     refuses a container more CPUs than the machine has (every default run would fail)."""
-    from orbit.human import fmt_num
     from orbit.sched import machine
     from orbit.sched.resources import GIB
 
@@ -159,7 +160,6 @@ def check_capacity(key: str, value: Any) -> None:
 
 
 def set_data(args: argparse.Namespace, env: Env) -> int:
-    from orbit.store.model import Run
     from orbit.store.runs import RunStore, id_key
 
     home = env.home

@@ -4,9 +4,10 @@ objective, notes and launches; orbit/store/groups.py) and how to go on from it."
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from typing import Any
 
-from orbit.cli.common import add_json, complete_groups, print_json
+from orbit.cli.common import add_json, complete_groups, group_members, print_json
 from orbit.env import Env
 from orbit.errors import ExitCode, NotFoundError, UsageError
 
@@ -51,7 +52,6 @@ def no_action(args: argparse.Namespace, env: Env) -> int:
 
 def _in_force(env: Env, group: str) -> tuple[Any, list[Any]]:
     """The objective in force for the group's runs (review/objective.py) and the runs."""
-    from orbit.cli.common import group_members
     from orbit.review.best import objective_of
     from orbit.review.objective import declared_of
     from orbit.store.model import Run
@@ -97,8 +97,6 @@ def objective(args: argparse.Namespace, env: Env) -> int:
 
 
 def show(args: argparse.Namespace, env: Env) -> int:
-    from collections import Counter
-
     from orbit.review.lessons_page import go_on_lines
     from orbit.store.groups import go_on, launches
     from orbit.store.notes import group_notes

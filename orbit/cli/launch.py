@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from orbit.cli.runopts import add_run_options, parse_params
 from orbit.env import Env
 from orbit.errors import NotFoundError, UsageError
 
@@ -26,8 +27,6 @@ NOT_KEPT = frozenset({"group", "objective"})
 
 def run_options() -> list[argparse.Action]:
     """The actions of add_run_options (built on a scratch parser: its order and defaults)."""
-    from orbit.cli.run import add_run_options
-
     scratch = argparse.ArgumentParser(add_help=False)
     add_run_options(scratch)
     return [a for a in scratch._actions if a.option_strings and a.dest not in NOT_KEPT]
@@ -116,9 +115,6 @@ def apply_like(args: argparse.Namespace, env: Env) -> tuple[dict[str, list[str]]
     """Fill `args` from the newest launch of group `args.like`: each run option left at its
     default takes the launch's value. Returns the params (the launch's, with the keys given
     on the command line replaced) and the command (the one given, else the launch's)."""
-    from orbit.cli.run import add_run_options
-    from orbit.cli.sweep import parse_params
-
     launch = newest(env, args.like)
     scratch = argparse.ArgumentParser(add_help=False, exit_on_error=False)
     add_run_options(scratch)

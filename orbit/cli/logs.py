@@ -12,6 +12,7 @@ from orbit.cli.watch import copy_new, follow_until_done
 from orbit.env import Env
 from orbit.errors import CorruptError, ExitCode, UsageError
 from orbit.store.files import open_regular
+from orbit.store.model import LOG
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,12 +50,12 @@ def run(args: argparse.Namespace, env: Env) -> int:
         run_id = store.resolve_id(args.runs)
         if args.follow:
             raise CorruptError(f"{exc}; without -f, `orbit logs {run_id}` shows its log") from None
-        path = store.run_dir(run_id) / "log.txt"
+        path = store.run_dir(run_id) / LOG
         readable_log(path)  # a log that cannot be read either is the one error to show
         print(f"orbit: warning: {exc}; showing its log.txt as it is", file=env.stderr)
         offset = start(path, args.tail, args.lines)
         return show(env, args.json, run_id, "unreadable", path, offset)
-    path = run.path("log.txt")
+    path = run.path(LOG)
     readable_log(path)
     offset = start(path, args.tail, args.lines)
     if args.follow:

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from orbit.cli.common import add_json, print_json, runs_argument
 from orbit.env import Env
 from orbit.errors import ExitCode
+from orbit.store.home import Home
 
 
 def complete_folders(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
-    import os
-
     from orbit.store.folders import tree
-    from orbit.store.home import Home
     from orbit.store.runs import RunStore
 
     rows = RunStore(Home.from_environ(os.environ)).list_rows()

@@ -8,7 +8,7 @@ import sys
 from typing import IO, Any
 
 from orbit.env import Env
-from orbit.errors import ExitCode
+from orbit.errors import ExitCode, UsageError
 
 OPS = (
     "info",
@@ -37,7 +37,6 @@ def _binary(stream: IO[Any], fallback: IO[bytes]) -> IO[bytes]:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.errors import UsageError
     from orbit.nodes import agent, snapsend
 
     home = env.home

@@ -11,7 +11,7 @@ import argparse
 import re
 from typing import Any
 
-from orbit.cli.common import add_json, group_option, print_json, runs_argument
+from orbit.cli.common import add_json, group_members, group_option, print_json, runs_argument
 from orbit.env import Env
 from orbit.errors import ExitCode, NotFoundError, UsageError
 
@@ -71,7 +71,6 @@ def _refuse_id_like(store: Any, refs: list[str], text: str, from_flag: bool) -> 
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.cli.common import group_members
     from orbit.store.notes import add_group_note, author
     from orbit.store.runs import RunStore
 

@@ -14,6 +14,8 @@ from orbit.cli.common import add_json, group_option, print_json, side_tick
 from orbit.cli.ps_table import cells_of, fill, is_template, render, template
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
+from orbit.store.locks import stuck_scheduler
+from orbit.store.model import STATUS_YAML, Run
 
 STATES = (
     "queued", "starting", "running", "unknown", "succeeded", "failed", "cancelled", "lost"
@@ -61,7 +63,6 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
     from orbit.cli.watch import needs_repair
     from orbit.store import index
     from orbit.store.creation import recover
-    from orbit.store.model import Run
     from orbit.store.runs import Broken, RunStore
 
     store = RunStore(env.home)
@@ -100,7 +101,6 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
 
 def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.store.groups import interrupted, interrupted_text
-    from orbit.store.locks import stuck_scheduler
 
     states = parse_states(args.state)
     sort = parse_sort(args.sort, args.desc)
@@ -173,7 +173,7 @@ def plain_listing(env: Env) -> tuple[dict[str, Any] | None, list[list[Any]]]:
     watch: dict[str, list[int] | None] = {}
     for r in found:
         if "error" in r:
-            watch[r["id"]] = listing.status_stamp(f"{before.runs_dir}/{r['id']}/status.yaml")
+            watch[r["id"]] = listing.status_stamp(f"{before.runs_dir}/{r['id']}/{STATUS_YAML}")
         elif r.get("state") in STATE_ALIASES["active"]:
             watch[str(r["id"])] = r.get("st")
     listing.save(env.home, before, watch, {"ps": tpl})
@@ -331,7 +331,6 @@ def _orderable(value: Any) -> tuple[int, float, str] | None:
 def latest_of(env: Env, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The latest metrics of each listed run that can be read."""
     from orbit.store.describe import latest_metrics
-    from orbit.store.model import Run
 
     runs_dir = env.home.runs_dir
     rids = [str(r["id"]) for r in found if not unreadable(r)]
@@ -341,7 +340,6 @@ def latest_of(env: Env, found: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def latest_values(env: Env, found: list[dict[str, Any]], metric: str) -> dict[str, float]:
     """The latest numeric value of `metric` of each listed run (never the whole home)."""
     from orbit.store.describe import latest_metrics
-    from orbit.store.model import Run
 
     runs_dir = env.home.runs_dir
     out: dict[str, float] = {}

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from orbit.cli.common import table
 from orbit.human import human_seconds
+from orbit.store.model import parse_iso
 
 HEADERS = ("ID", "NAME", "STATE", "GROUP", "SUBMITTED", "RES", "REASON")
 SUBMITTED = HEADERS.index("SUBMITTED")
@@ -23,11 +25,9 @@ def cells_of(rows: Iterable[dict[str, Any]]) -> list[list[Any]]:
     """Each listing row's cells: ID, NAME, STATE, GROUP, SUBMITTED (microseconds since the
     epoch, shown as an age, or the text to show), RES, REASON, and PARAMS (None: the run has
     none). Plain JSON values, so that a template can be made from them later."""
-    from datetime import UTC, datetime
     from textwrap import shorten
 
     from orbit.store.excerpt import from_command
-    from orbit.store.model import parse_iso
 
     epoch = datetime(1970, 1, 1, tzinfo=UTC)
     out: list[list[Any]] = []

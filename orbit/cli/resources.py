@@ -8,6 +8,7 @@ from typing import Any
 from orbit.cli.common import add_json, print_json
 from orbit.env import Env
 from orbit.errors import ExitCode
+from orbit.human import fmt_cpus
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +18,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.human import fmt_cpus
     from orbit.sched.report import report
 
     data = report(env.home)

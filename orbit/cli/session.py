@@ -11,6 +11,7 @@ from orbit import harnesses
 from orbit.cli.common import add_json, print_json, runs_argument
 from orbit.env import Env
 from orbit.errors import ExitCode, NotFoundError
+from orbit.human import human_count
 
 SHORT = 400  # characters of a tool input or result shown in the terminal
 DIFF_SHOWN = 40  # lines of a diff shown in the terminal
@@ -73,8 +74,6 @@ def run(args: argparse.Namespace, env: Env) -> int:
 
 
 def header(label: str, rel: str, conv: Any) -> str:
-    from orbit.human import human_count
-
     harness = harnesses.by_format(conv.format)
     who = harness.display if harness is not None else "transcript"
     h = conv.header

@@ -8,7 +8,7 @@ from typing import Any
 
 from orbit.cli.common import add_json, print_json, runs_argument, side_tick
 from orbit.env import Env
-from orbit.errors import ExitCode
+from orbit.errors import ExitCode, OrbitError
 from orbit.human import fmt_metric, gpu_phrase, human_bytes, human_seconds
 
 SHOWN_METRICS = 12  # metric lines in the text; --json has them all
@@ -61,7 +61,6 @@ def run(args: argparse.Namespace, env: Env) -> int:
 def _node(env: Env, run: Any, d: dict[str, Any]) -> dict[str, Any] | None:
     """Where a run sent to another node is (docs/nodes.md); its output/ stays there and is
     listed through the node (d["output"]), or, when the node cannot be reached, said so."""
-    from orbit.errors import OrbitError
     from orbit.nodes.client import outputs
 
     name = run.status.get("node")

@@ -11,16 +11,16 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from orbit.cli.common import add_json, build_progress, print_json, side_tick, table
-from orbit.cli.run import add_run_options, request_from
+from orbit.cli.run import request_from
+from orbit.cli.runopts import add_run_options, parse_params
 from orbit.env import Env
-from orbit.errors import ExitCode, OrbitError, UsageError
+from orbit.errors import CorruptError, ExitCode, NotFoundError, OrbitError, UsageError
 
 if TYPE_CHECKING:
     from orbit.execute.submit import Prepared, Request
     from orbit.store.model import Run
     from orbit.store.runs import RunStore
 
-KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 # `{{` and `}}` are literal braces; any other `{…}` is a placeholder and must name a parameter.
 TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 
@@ -74,28 +74,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_json(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND")
     p.set_defaults(func=run)
-
-
-def parse_params(items: list[str]) -> dict[str, list[str]]:
-    if not items:
-        raise UsageError("give at least one parameter: -p KEY=V1,V2")
-    params: dict[str, list[str]] = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not KEY.match(key):
-            raise UsageError(
-                f"-p expects KEY=V1,V2 with KEY a name like lr or batch_size, got {item!r}"
-            )
-        if key in params:
-            raise UsageError(f"-p {key} is given twice; list all its values in one -p {key}=…")
-        values = text.split(",")
-        if any(v == "" for v in values):
-            raise UsageError(f"-p {key}: empty value in {text!r}")
-        dup = next((v for i, v in enumerate(values) if v in values[:i]), None)
-        if dup is not None:
-            raise UsageError(f"-p {key}: value {dup!r} is given twice")
-        params[key] = values
-    return params
 
 
 def check_placeholders(text: str, keys: list[str], where: str) -> None:
@@ -232,7 +210,6 @@ def submit_all(
 def current(store: RunStore, runs: list[Run]) -> list[Run]:
     """The runs as they are now: only those whose status.yaml changed since they were
     written (admitted by the tick, say) are read again."""
-    from orbit.errors import CorruptError, NotFoundError
     from orbit.store.index import status_stamp
 
     out = []

@@ -6,12 +6,13 @@ import os
 import re
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
 from orbit.cli.common import side_tick
 from orbit.env import Env
-from orbit.store.model import LOG, STATUS_YAML, Run, RunState
+from orbit.store.model import LOG, STATUS_YAML, Run, RunState, parse_iso
 from orbit.store.runs import RunStore
 
 POLL_SECONDS = 0.02
@@ -20,9 +21,6 @@ TICK_EVERY_SECONDS = 5.0
 
 def needs_repair(run: Run) -> bool:
     """A started run whose shepherd is gone (lock free), past the start-up grace period."""
-    from datetime import UTC, datetime
-
-    from orbit.store.model import RunState, parse_iso
     from orbit.store.runs import shepherd_alive
 
     if run.state is RunState.RUNNING:

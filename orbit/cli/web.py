@@ -11,6 +11,7 @@ from urllib.parse import quote, urlencode
 from orbit.cli.common import add_json, print_json
 from orbit.env import Env
 from orbit.errors import ExitCode, OrbitError, UsageError
+from orbit.store.files import atomic_write
 from orbit.store.home import Home
 
 START_TIMEOUT_S = 15.0
@@ -205,8 +206,6 @@ def _open_browser(home: Home, url: str) -> None:
     local user can read in /proc) names a file, not the login link."""
     import html
     import webbrowser
-
-    from orbit.store.files import atomic_write
 
     page = home.runtime_dir / "web-open.html"
     text = (

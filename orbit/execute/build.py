@@ -1,13 +1,14 @@
 """Images built from a Dockerfile (`--dockerfile`), with BuildKit through the docker CLI.
 
 Real Dockerfiles use BuildKit syntax (`COPY --chmod=…`, `RUN --mount=type=cache,…`), which the
-Docker SDK's legacy builder refuses, so the build runs `docker build` with DOCKER_BUILDKIT=1.
-The CLI is the first `docker` on PATH that can build with BuildKit: a CLI older than 23 has the
-BuildKit client built in; from 23 on it needs the buildx plugin, which a separately installed
-CLI may lack. The CLI is pointed at the engine the SDK uses (DOCKER_HOST or the default socket),
-never at a CLI context. The image is tagged by a digest of the build context, so an unchanged
-context is built once and reused. There is no build timeout: a build runs until it ends or
-the command is interrupted (the docker process is then stopped too).
+Engine API's legacy builder (`POST /build` without BuildKit) refuses, so the build runs
+`docker build` with DOCKER_BUILDKIT=1. The CLI is the first `docker` on PATH that can build
+with BuildKit: a CLI older than 23 has the BuildKit client built in; from 23 on it needs the
+buildx plugin, which a separately installed CLI may lack. The CLI is pointed at the engine
+Orbit's client uses (DOCKER_HOST or the default socket), never at a CLI context. The image is
+tagged by a digest of the build context, so an unchanged context is built once and reused.
+There is no build timeout: a build runs until it ends or the command is interrupted (the
+docker process is then stopped too).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ Containers get a deterministic name (`orbit-<home tag>-<run id>`) so a retried c
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 from orbit.errors import CorruptError, DockerError
@@ -15,7 +16,7 @@ from orbit.execute.engine import START_HINT, Container, Engine, EngineError, Not
 from orbit.sched.resources import GIB
 from orbit.store import secrets
 from orbit.store.home import Home
-from orbit.store.model import Run
+from orbit.store.model import METRICS, OUTPUT, Run
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -160,8 +161,8 @@ def container_config(home: Home, run: Run, secrets: dict[str, str]) -> dict[str,
         **secrets,
     }
     mounts = [
-        _bind("/orbit/output", run.path("output"), read_only=False),
-        _bind("/orbit/metrics.jsonl", run.path("metrics.jsonl"), read_only=False),
+        _bind("/orbit/output", run.path(OUTPUT), read_only=False),
+        _bind("/orbit/metrics.jsonl", run.path(METRICS), read_only=False),
         *(_mount(home, run, m) for m in spec.get("mounts") or []),
     ]
     project = run.project
@@ -261,8 +262,6 @@ def remove_container(home: Home, run_id: str) -> bool:
 
 def _gone(container: Container, timeout: float = 30.0) -> bool:
     """True once a container that another process is removing no longer exists."""
-    import time
-
     deadline = time.monotonic() + timeout
     while container.engine.container(container.id) is not None:
         if time.monotonic() > deadline:

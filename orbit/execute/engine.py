@@ -1,7 +1,8 @@
 """A small client of the Docker Engine API: HTTP/1.1 over Docker's socket, JSON bodies.
 
 Orbit's processes are short (the CLI) or many (a shepherd per run): the Docker SDK and the
-`requests` stack it stands on cost ~100 ms to import and ~10 MB of private memory in each.
+`requests` stack it stands on cost 80–130 ms to import and ~10 MB of private memory in each
+(docs/architecture.md, "Dependencies", has the measurement).
 This client uses the standard library's `socket` and `json` only, one connection per request
 (`Connection: close`; a Unix socket connects in microseconds), and covers exactly what Orbit
 asks of the engine.
@@ -149,10 +150,6 @@ class Engine:
                 "forward a remote engine's socket (`ssh -L`) and point DOCKER_HOST at it"
             )
         self.tls = parts.scheme == "https" or bool(os.environ.get("DOCKER_TLS_VERIFY"))
-
-    @property
-    def socket_path(self) -> str | None:
-        return self.address if self.scheme == "unix" else None
 
     # --- the connection -------------------------------------------------------------------
     def connect(self, timeout: float | None) -> socket.socket:

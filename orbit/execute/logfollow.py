@@ -42,6 +42,7 @@ from orbit.execute.engine import Engine
 from orbit.execute.logvalve import FRAME_HEADER, READ_TIMEOUT, Valve, json_size
 from orbit.record import Frozen, Record
 from orbit.store.files import atomic_write
+from orbit.store.model import LOG, LOG_POS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -301,8 +302,8 @@ class LogCopier:
         self.valve = valve
         self.dropped_min = 2 * file_bytes  # Docker's max-size: see the top of this module
         self.container_id = container_id
-        self.log_path = run_dir / "log.txt"
-        self.pos_path = run_dir / "log.pos"
+        self.log_path = run_dir / LOG
+        self.pos_path = run_dir / LOG_POS
         self.redact = Redactor(secrets)
         self.pos = Position.read(self.pos_path)
         self.held: dict[int, list[bytes]] = {}  # held pieces per stream (their ids in pos.held)

@@ -45,9 +45,11 @@ from orbit.store.home import Home
 from orbit.store.locks import release, try_lock
 from orbit.store.model import (
     EVENTS,
+    EXIT_JSON,
     LOG,
     METRICS,
     SHEPHERD_LOCK,
+    STATUS_YAML,
     Run,
     RunState,
     now_iso,
@@ -291,7 +293,7 @@ class Shepherd:
         if run.state is RunState.STARTING:
             started_at = (container.attrs.get("State") or {}).get("StartedAt") or ""
             run = self._until_written(
-                "status.yaml",
+                STATUS_YAML,
                 self.store.transition,
                 run.id,
                 RunState.RUNNING,
@@ -471,14 +473,14 @@ class Shepherd:
     # --- finishing ------------------------------------------------------------------------
     def _record(self, run: Run, record: dict[str, Any], container: Container | None) -> None:
         record.setdefault("finished_at", now_iso())
-        self._until_written("exit.json", write_exit, run.dir, record)
+        self._until_written(EXIT_JSON, write_exit, run.dir, record)
         self._finish(run, container)
 
     def _lose(self, run: Run) -> None:
         """A running run whose container vanished with no exit record: LOST, and its secrets
         and active/ marker go (there is no container left to remove)."""
         self._until_written(
-            "status.yaml",
+            STATUS_YAML,
             self.store.transition,
             run.id,
             RunState.LOST,
@@ -572,7 +574,7 @@ class Shepherd:
             if not any(e.get("event") == state for e in read_jsonl(run.path(EVENTS))):
                 fields = {k: current.status.get(k) for k in ("state", "reason", "exit_code")}
                 self._until_written(
-                    "events.jsonl",
+                    EVENTS,
                     self.store.append_event,
                     run.id,
                     state,

@@ -24,7 +24,7 @@ from orbit.store import secrets as run_secrets
 from orbit.store.agent import agent_from_environ, record_session_run
 from orbit.store.creation import NewRun, create_runs
 from orbit.store.home import Home
-from orbit.store.model import Run, RunState, now_iso
+from orbit.store.model import BUILD_LOG, CODE_DIFF, Run, RunState, now_iso
 from orbit.store.runs import RunStore
 from orbit.store.secrets import Secrets
 
@@ -332,7 +332,7 @@ def _project(home: Home, req: Request, cwd: Path) -> tuple[dict[str, Any], dict[
         "files": snap.files,
         "bytes": snap.bytes,
     }
-    return project, {"code.diff": snap.diff.encode()}
+    return project, {CODE_DIFF: snap.diff.encode()}
 
 
 def _image(
@@ -361,12 +361,12 @@ def _image(
     except build.BuildFailed as exc:
         spec["image"] = None
         prepared.build_error = str(exc)
-        prepared.files["build.log"] = exc.log.encode()
+        prepared.files[BUILD_LOG] = exc.log.encode()
         return
     spec["image"] = built.tag
     spec["build"] = {"tag": built.tag, "reused": built.reused}
     if built.log:
-        prepared.files["build.log"] = built.log.encode()
+        prepared.files[BUILD_LOG] = built.log.encode()
 
 
 def prepare(
@@ -495,7 +495,7 @@ def submit(
             recorded=recorded,
         )
         raise DockerError(
-            f"{prepared.build_error} (run {run.id}; build log: {run.path('build.log')})"
+            f"{prepared.build_error} (run {run.id}; build log: {run.path(BUILD_LOG)})"
         )
     (run,) = submit_many(home, [prepared], actor=actor, recorded=recorded)
     return run

@@ -45,12 +45,11 @@ from orbit.store import nodes, secrets
 from orbit.store.files import atomic_write, touch_exclusive, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.locks import release, try_lock
-from orbit.store.model import LOG, METRICS, SHEPHERD_LOCK, Run, RunState, now_iso
+from orbit.store.model import CODE_DIFF, LOG, METRICS, SHEPHERD_LOCK, Run, RunState, now_iso
 from orbit.store.runs import RunStore
 
 log = logging.getLogger(__name__)
 
-MODULE = "orbit.nodes.mirror"
 PROCESS_NAME = "orbit-mirror"
 STALL_S = 12.0  # no frame (not even a heartbeat) for this long: the connection is dead
 RETRY_MAX_S = 5.0
@@ -216,7 +215,7 @@ class Mirror:
     @staticmethod
     def _files(run: Run) -> dict[str, str]:
         try:
-            return {"code.diff": run.path("code.diff").read_text(errors="replace")}
+            return {CODE_DIFF: run.path(CODE_DIFF).read_text(errors="replace")}
         except OSError:
             return {}
 

@@ -32,7 +32,7 @@ from orbit.store.describe import latest_metrics
 from orbit.store.excerpt import run_excerpt
 from orbit.store.files import atomic_write, read_jsonl
 from orbit.store.groups import go_on
-from orbit.store.model import ACTIVE, NOTES, Run, parse_iso
+from orbit.store.model import ACTIVE, METRICS, NOTES, Run, parse_iso
 from orbit.store.notes import group_notes
 from orbit.store.runs import Broken, RunStore, id_key
 
@@ -141,8 +141,8 @@ def collect(store: RunStore, scope: Scope) -> tuple[dict[str, dict[str, Any]], i
         if entry is not None and entry.get("state") not in ACTIVE_STATES:
             metrics = entry["stamp"][2]
         else:
-            metrics = _stat(f"{base}/metrics.jsonl")
-        stamp = [row.get("st"), _stat(f"{base}/notes.jsonl"), metrics]
+            metrics = _stat(f"{base}/{METRICS}")
+        stamp = [row.get("st"), _stat(f"{base}/{NOTES}"), metrics]
         if entry is None or entry.get("stamp") != stamp:
             try:
                 entry = {**_entry(store.load(run_id)), "stamp": stamp}

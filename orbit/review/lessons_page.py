@@ -9,6 +9,7 @@ import shlex
 import textwrap
 from typing import Any
 
+from orbit.human import fmt_metric, fmt_num
 from orbit.review.best import params_text
 from orbit.review.objective import Objective
 
@@ -128,8 +129,6 @@ def _paragraphs(text: str) -> list[str]:
 def go_on_lines(step: dict[str, Any], group: str) -> list[str]:
     """The newest launch of a group as a reader needs it to go on: what it asked for, where
     from, and the commands that extend and repeat it (`orbit group show`, the digest)."""
-    from orbit.human import fmt_num
-
     req = step.get("request") or {}
     res = req.get("resources") or {}
     stamp = str(step.get("time") or "")[:16].replace("T", " ")
@@ -207,8 +206,6 @@ def _values_text(values: dict[str, int]) -> str:
 
 
 def _best_lines(d: dict[str, Any]) -> list[str]:
-    from orbit.human import fmt_metric
-
     o = Objective.from_json(d.get("objective") or {}, d["scope"].get("group"))
     metric = d.get("metric")
     if not metric:

@@ -43,10 +43,6 @@ def summarize_with_x(run: Run, *, save: bool = False) -> tuple[str, dict[str, Su
     }
 
 
-def summarize(run: Run) -> dict[str, Summary]:
-    return summarize_with_x(run)[1]
-
-
 def metrics_json(run: Run, *, save: bool = False) -> dict[str, Any]:
     """What `orbit show --json` adds to its `metrics`: `x` and `summary` (key → Summary)."""
     x_label, summaries = summarize_with_x(run, save=save)

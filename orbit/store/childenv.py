@@ -1,8 +1,8 @@
 """The environment of every process Orbit starts: shepherds, supervised ticks, the web server.
 
 One rule for all of them: the caller's environment, scrubbed to what such a process needs
-(finding programs and the user's files, the locale, Orbit's own settings, what the Docker SDK
-reads), the settings that change what a tick decides taken from the home as the caller saw
+(finding programs and the user's files, the locale, Orbit's own settings, what a Docker
+client reads), the settings that change what a tick decides taken from the home as the caller saw
 them, ORBIT_HOME, and the package's parent on PYTHONPATH so that `python -m orbit` works from a
 checkout without an install. Whatever else the caller had set (cloud keys, tokens, `--pass-env`
 values) has no business in a process that outlives the command.

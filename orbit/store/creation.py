@@ -48,7 +48,19 @@ from orbit.store.files import (
 )
 from orbit.store.home import Home
 from orbit.store.locks import locked
-from orbit.store.model import FORMAT, Run, RunState, now_iso
+from orbit.store.model import (
+    EVENTS,
+    FORMAT,
+    LOG,
+    METRICS,
+    NOTES,
+    OUTPUT,
+    RUN_YAML,
+    STATUS_YAML,
+    Run,
+    RunState,
+    now_iso,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,7 +68,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-log_files = ("log.txt", "metrics.jsonl", "notes.jsonl")  # created empty in every run
+log_files = (LOG, METRICS, NOTES)  # created empty in every run
 
 
 class NewRun(Record):
@@ -296,14 +308,14 @@ def _stage(
     """The run's directory under its hidden name, and the stamp of its status.yaml (a rename
     keeps it); no file is fsynced: the caller syncs."""
     staging.mkdir()
-    (staging / "output").mkdir()
-    _write(staging / "run.yaml", spec)
-    st = _write(staging / "status.yaml", status)
+    (staging / OUTPUT).mkdir()
+    _write(staging / RUN_YAML, spec)
+    st = _write(staging / STATUS_YAML, status)
     for name in log_files:
         _write(staging / name, b"")
     for name, data in files.items():
         _write(staging / name, data)
-    _write(staging / "events.jsonl", event)
+    _write(staging / EVENTS, event)
     return [st.st_mtime_ns, st.st_size, st.st_ino]
 
 
@@ -342,7 +354,7 @@ def _fsync(path: Path) -> None:
 def _has_status(final: Path) -> bool:
     """The run appeared (or is another's): its status.yaml is there."""
     try:
-        os.lstat(final / "status.yaml")
+        os.lstat(final / STATUS_YAML)
     except FileNotFoundError:
         return False
     except OSError:

@@ -11,7 +11,7 @@ from orbit.store.dirlist import scan_dir
 from orbit.store.excerpt import run_excerpt
 from orbit.store.files import open_regular
 from orbit.store.folders import of_run
-from orbit.store.model import Run, parse_iso
+from orbit.store.model import METRICS, OUTPUT, Run, parse_iso
 from orbit.store.notes import group_notes
 from orbit.store.runs import RunStore
 
@@ -22,7 +22,7 @@ OUTPUT_LISTED = 100  # entries of output/ in `orbit show --json`
 def latest_metrics(run: Run) -> tuple[dict[str, Any], int | None]:
     """The last value of each key in metrics.jsonl (read from the file's tail) and the
     number of lines when the file is small enough to count cheaply."""
-    path = run.path("metrics.jsonl")
+    path = run.path(METRICS)
     try:
         with open_regular(path) as fh:
             size = fh.seek(0, os.SEEK_END)
@@ -77,7 +77,7 @@ def output_files(run: Run) -> dict[str, Any]:
     """The top level of the run's output/: up to OUTPUT_LISTED entries (folders first, by
     name; links not followed) and how many there are (counted up to dirlist.SCAN_MAX)."""
     try:
-        entries, count = scan_dir(run.path("output"), OUTPUT_LISTED)
+        entries, count = scan_dir(run.path(OUTPUT), OUTPUT_LISTED)
     except OSError:  # no output/ (yet), or not readable
         return {"files": [], "count": 0}
     files = [

@@ -17,7 +17,17 @@ from orbit.store import index, outbox
 from orbit.store.excerpt import log_excerpt
 from orbit.store.files import atomic_write, read_regular, read_yaml, write_yaml
 from orbit.store.locks import locked
-from orbit.store.model import FORMAT, LEASED, LOG, Run, RunState, now_iso
+from orbit.store.model import (
+    EXIT_JSON,
+    FORMAT,
+    LEASED,
+    LOG,
+    RUN_YAML,
+    STATUS_YAML,
+    Run,
+    RunState,
+    now_iso,
+)
 from orbit.store.runs import RunStore
 
 TYPE_CHECKING = False
@@ -26,20 +36,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EXIT_FILE = "exit.json"
-
 # Shell conventions for codes the command itself never chose (the init process reports them).
 EXIT_HINTS = {126: "command not executable", 127: "command not found"}
 
 
 def write_exit(run_dir: Path, record: dict[str, Any]) -> None:
     data = {"format": FORMAT, **record}
-    atomic_write(run_dir / EXIT_FILE, (json.dumps(data, indent=2) + "\n").encode())
+    atomic_write(run_dir / EXIT_JSON, (json.dumps(data, indent=2) + "\n").encode())
 
 
 def read_exit(run_dir: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(read_regular(run_dir / EXIT_FILE))
+        data = json.loads(read_regular(run_dir / EXIT_JSON))
     except (OSError, ValueError, CorruptError):
         return None
     return data if isinstance(data, dict) else None
@@ -149,7 +157,7 @@ def rebuild_status(store: RunStore, run_id: str, *, actor: str) -> Run | None:
     """
     run_dir = store.run_dir(run_id)
     try:
-        spec = read_yaml(run_dir / "run.yaml")
+        spec = read_yaml(run_dir / RUN_YAML)
     except CorruptError:
         return None
     if not isinstance(spec.get("format", FORMAT), int) or spec.get("format", FORMAT) > FORMAT:
@@ -162,7 +170,7 @@ def rebuild_status(store: RunStore, run_id: str, *, actor: str) -> Run | None:
                 return None
             status = _replay(spec, store.events(run_id), read_exit(run_dir))
             try:
-                atomic_write(run_dir / "status.yaml.broken", read_regular(run_dir / "status.yaml"))
+                atomic_write(run_dir / f"{STATUS_YAML}.broken", read_regular(run_dir / STATUS_YAML))
             except FileNotFoundError:
                 pass
             # A rebuilt status may settle the run (from exit.json): its event first, as in
@@ -170,7 +178,7 @@ def rebuild_status(store: RunStore, run_id: str, *, actor: str) -> Run | None:
             notify = status.get("state") in outbox.FINISHED and outbox.record_settled(
                 store.home, run_id, str(status["state"]), str(status["updated_at"])
             )
-            write_yaml(run_dir / "status.yaml", status)
+            write_yaml(run_dir / STATUS_YAML, status)
             store.append_event(run_id, "repaired", actor=actor, state=status["state"])
         run = store.load(run_id)
         if notify:
@@ -187,7 +195,7 @@ def _damaged(store: RunStore, run_id: str) -> bool:
     (permissions: never overwrite what cannot be read) or written by a newer Orbit."""
     import yaml
 
-    path = store.run_dir(run_id) / "status.yaml"
+    path = store.run_dir(run_id) / STATUS_YAML
     try:
         raw = read_regular(path)
     except FileNotFoundError:

@@ -19,7 +19,7 @@ from pathlib import Path
 from orbit.store.excerpt import key_line
 from orbit.store.files import append_jsonl, atomic_write
 from orbit.store.lognote import log_note
-from orbit.store.model import Run, folder_of
+from orbit.store.model import STATUS_YAML, Run, folder_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def rewrite(path: Path, rows: dict[str, dict[str, Any]]) -> None:
 def status_stamp(run_dir: Path) -> list[int] | None:
     """What identifies one version of status.yaml: every atomic rewrite changes the inode."""
     try:
-        st = os.stat(run_dir / "status.yaml")
+        st = os.stat(run_dir / STATUS_YAML)
     except OSError:
         return None
     return [st.st_mtime_ns, st.st_size, st.st_ino]

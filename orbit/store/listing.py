@@ -42,6 +42,7 @@ from typing import Any
 
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
+from orbit.store.model import STATUS_YAML
 
 FORMAT = 1
 RACY_S = 2.0  # coarser than any file system's timestamps (1 s on ext3, some NFS servers)
@@ -137,7 +138,7 @@ def load(home: Home) -> Snapshot | None:
         if header["signal"] != _stamps(home, runs_dir):
             return None
         for run_id, stamp in header["watch"].items():
-            if status_stamp(f"{runs_dir}/{run_id}/status.yaml") != stamp:
+            if status_stamp(f"{runs_dir}/{run_id}/{STATUS_YAML}") != stamp:
                 return None
         sections = header["sections"]
         if not isinstance(sections, dict):

@@ -133,10 +133,6 @@ class Lease(Frozen):
     ) -> None:
         self._init(cpus=cpus, mem_gb=mem_gb, gpus=gpus)
 
-    @property
-    def gpu_indices(self) -> list[Any]:
-        return [g.get("index") for g in self.gpus]
-
 
 class Peaks(Frozen):
     """What the shepherd measured of a run (status.yaml `peaks`); 0 when never sampled,

@@ -25,6 +25,7 @@ from pathlib import Path
 from orbit.record import Frozen
 from orbit.store.files import atomic_write, read_yaml
 from orbit.store.home import Home
+from orbit.store.model import STATUS_YAML
 from orbit.store.worker import Worker
 
 PROFILES_FILE = "notify.yaml"  # in ORBIT_HOME
@@ -113,7 +114,7 @@ def read_event(path: Path) -> Event | None:
 def run_state(home: Home, run_id: str) -> str | None:
     """The state status.yaml records, or None when the run is gone or unreadable."""
     try:
-        return str(read_yaml(home.runs_dir / run_id / "status.yaml").get("state"))
+        return str(read_yaml(home.runs_dir / run_id / STATUS_YAML).get("state"))
     except Exception:  # a removed or damaged run: the sender drops its event
         return None
 

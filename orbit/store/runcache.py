@@ -24,7 +24,7 @@ from pathlib import Path
 
 from orbit.errors import CorruptError, NotFoundError
 from orbit.store.files import atomic_write
-from orbit.store.model import Run
+from orbit.store.model import RUN_YAML, STATUS_YAML, Run
 from orbit.store.runs import Broken, RunStore
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class RunCache:
         out: list[Run | Broken] = []
         for run_id in ids:
             base = f"{self.runs_dir}/{run_id}"
-            spec_st, status_st = _stamp(f"{base}/run.yaml"), _stamp(f"{base}/status.yaml")
+            spec_st, status_st = _stamp(f"{base}/{RUN_YAML}"), _stamp(f"{base}/{STATUS_YAML}")
             line = self.old.get(run_id)
             run = _from_line(self.runs / run_id, run_id, line, spec_st, status_st)
             if run is not None and line is not None:

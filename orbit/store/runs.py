@@ -28,9 +28,13 @@ from orbit.store.files import (
 from orbit.store.home import Home
 from orbit.store.locks import is_locked, locked
 from orbit.store.model import (
+    EVENTS,
     FORMAT,
     LEASED,
+    NOTES,
+    RUN_YAML,
     SHEPHERD_LOCK,
+    STATUS_YAML,
     TRANSITIONS,
     Run,
     RunState,
@@ -120,7 +124,7 @@ class RunStore:
         progress or one abandoned more than ABANDONED_SECONDS ago, which is then cleared."""
         final = self.run_dir(run_id)
         staging = self.home.runs_dir / f".staging-{run_id}"
-        if _present(final / "status.yaml"):
+        if _present(final / STATUS_YAML):
             return False
         try:
             claimed = final.is_dir() and not any(final.iterdir())
@@ -157,7 +161,7 @@ class RunStore:
         for run_id in listed:
             if run_id in writing or _present(self.home.active_dir / run_id):
                 continue
-            if _present(self.run_dir(run_id) / "status.yaml"):
+            if _present(self.run_dir(run_id) / STATUS_YAML):
                 try:
                     if not self.load(run_id).state.finished:
                         continue
@@ -181,15 +185,15 @@ class RunStore:
         path = self.run_dir(run_id)
         if not path.is_dir():
             raise NotFoundError(f"no run {run_id!r}")
-        spec = _check_format(path / "run.yaml", read_yaml(path / "run.yaml"))
-        _check_spec(path / "run.yaml", spec)
-        status = _check_format(path / "status.yaml", read_yaml(path / "status.yaml"))
-        _check_status(path / "status.yaml", status)
+        spec = _check_format(path / RUN_YAML, read_yaml(path / RUN_YAML))
+        _check_spec(path / RUN_YAML, spec)
+        status = _check_format(path / STATUS_YAML, read_yaml(path / STATUS_YAML))
+        _check_status(path / STATUS_YAML, status)
         return Run(run_id, path, spec, status)
 
     def exists(self, run_id: str) -> bool:
         """True when the run has a status.yaml, or one that this user may not examine."""
-        return _present(self.run_dir(run_id) / "status.yaml")
+        return _present(self.run_dir(run_id) / STATUS_YAML)
 
     def resolve(self, ref: str) -> Run:
         """A run by exact id, unique id prefix, unique name, or unique name prefix."""
@@ -263,7 +267,7 @@ class RunStore:
     def broken(self, run_id: str, problem: str) -> Broken:
         """A Broken entry for a run that could not be loaded, with its run.yaml if readable."""
         try:
-            spec: dict[str, Any] | None = read_yaml(self.run_dir(run_id) / "run.yaml")
+            spec: dict[str, Any] | None = read_yaml(self.run_dir(run_id) / RUN_YAML)
         except CorruptError:
             spec = None
         return Broken(run_id, problem, spec)
@@ -282,7 +286,7 @@ class RunStore:
         for run_id in sorted(names, key=id_key):
             row = rows.get(run_id)
             try:
-                st = stat(f"{runs_dir}/{run_id}/status.yaml")
+                st = stat(f"{runs_dir}/{run_id}/{STATUS_YAML}")
                 mtime: list[int] | None = [st.st_mtime_ns, st.st_size, st.st_ino]
             except OSError:
                 mtime = None
@@ -385,7 +389,7 @@ class RunStore:
                 notify = settles and outbox.record_settled(
                     self.home, run_id, status["state"], status["updated_at"]
                 )
-                write_yaml(path / "status.yaml", status)
+                write_yaml(path / STATUS_YAML, status)
                 run.status = status
                 if event:
                     line = {
@@ -395,7 +399,7 @@ class RunStore:
                         "actor": actor,
                     }
                     line.update({k: v for k, v in fields.items() if k not in ("state",)})
-                    append_jsonl(path / "events.jsonl", line)
+                    append_jsonl(path / EVENTS, line)
                 self._index(run)
         except FileNotFoundError:
             if path.is_dir():
@@ -408,7 +412,7 @@ class RunStore:
 
     def append_event(self, run_id: str, event: str, *, actor: str, **fields: Any) -> None:
         line = {"time": now_iso(), "event": event, "actor": actor, **fields}
-        append_jsonl(self.run_dir(run_id) / "events.jsonl", line)
+        append_jsonl(self.run_dir(run_id) / EVENTS, line)
 
     def _index(self, run: Run) -> None:
         mtime = index.status_stamp(run.dir)
@@ -417,14 +421,14 @@ class RunStore:
 
     def add_note(self, run_id: str, text: str, actor: str) -> dict[str, Any]:
         note = {"time": now_iso(), "author": actor, "text": text}
-        append_jsonl(self.run_dir(run_id) / "notes.jsonl", note)
+        append_jsonl(self.run_dir(run_id) / NOTES, note)
         return note
 
     def notes(self, run_id: str) -> list[dict[str, Any]]:
-        return read_jsonl(self.run_dir(run_id) / "notes.jsonl")
+        return read_jsonl(self.run_dir(run_id) / NOTES)
 
     def events(self, run_id: str) -> list[dict[str, Any]]:
-        return read_jsonl(self.run_dir(run_id) / "events.jsonl")
+        return read_jsonl(self.run_dir(run_id) / EVENTS)
 
     def remove(self, run: Run) -> None:
         """Delete a finished run's directory (renamed aside first, so it vanishes at once)."""

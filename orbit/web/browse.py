@@ -27,12 +27,12 @@ import bottle
 
 from orbit.errors import NotFoundError, OrbitError
 from orbit.nodes.client import MAX_READ
-from orbit.store.model import CODE_DIFF, Run
+from orbit.store.model import CODE_DIFF, OUTPUT, Run
 from orbit.web import remote, runfiles
 from orbit.web.charts import fmt_size
 from orbit.web.context import Route, WebContext, current, load_run
 
-AREAS = {"files": "output", "session": "session"}
+AREAS = {"files": OUTPUT, "session": "session"}
 
 
 def browse(run_id: str, area: str, path: str = "") -> Any:
@@ -105,7 +105,7 @@ def node_browse(ctx: WebContext, run: Run, path: str) -> Any:
         title=f"run {run.label}: output/{rel}",
         run=run,
         area="files",
-        folder="output",
+        folder=OUTPUT,
         rel=rel,
         entries=entries,
         total=total,

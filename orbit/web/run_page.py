@@ -21,7 +21,7 @@ from orbit.errors import NotFoundError
 from orbit.human import human_seconds
 from orbit.review.series import Metrics, read_metrics
 from orbit.store.describe import describe
-from orbit.store.model import CODE_DIFF, LOG, METRICS, RunState
+from orbit.store.model import CODE_DIFF, LOG, METRICS, OUTPUT, RunState
 from orbit.web import remote, runfiles, session
 from orbit.web.charts import COLORS, Line, fmt, fmt_size, svg_chart
 from orbit.web.context import Route, current, header, load_run
@@ -90,7 +90,7 @@ def run_page(run_id: str) -> str:
     metrics = read_metrics(run.path(METRICS))
     diff, diff_cut = runfiles.diff_lines(run.path(CODE_DIFF))
     node = remote.view(ctx.home, run)  # output/ of a run on another node stays there
-    output, n_output = _listing(run.dir, "output") if node is None else _node_listing(node)
+    output, n_output = _listing(run.dir, OUTPUT) if node is None else _node_listing(node)
     session_entries, n_session = _listing(run.dir, "session")
     failed = run.state in (RunState.FAILED, RunState.LOST)
     info = describe(ctx.store, run)
