@@ -113,6 +113,13 @@ if [ "$FAST" -eq 1 ]; then
     # Nothing is installed in this tier: this checkout's orbit comes first, also for the
     # `python -m orbit` processes the tests start.
     export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    for tool in pytest ruff mypy; do
+        if ! "$PYTHON" -m "$tool" --version >/dev/null 2>&1; then
+            echo "ERROR: no $tool for $PYTHON: install the dev extra (pip install -e '.[dev]'," \
+                "or run bash scripts/test.sh once)" >&2
+            exit 1
+        fi
+    done
     lint
     # No engine answers here: a test that reaches Docker without its marker fails in this tier
     # instead of passing by luck (and nothing can start a dockerd for it).
