@@ -140,10 +140,36 @@ class Orbit:
         return str(res.json()["id"])
 
 
+# --- tiers (docs/testing.md) -------------------------------------------------------------------
+# A test needs a service when it uses one of these fixtures, directly or through another fixture;
+# files and tests that reach a service no fixture reveals carry the marker themselves.
+SERVICE_FIXTURES = {
+    "docker": ("docker_engine",),  # busybox, python_image, second_engine, ... all ask for it
+    "sshd": ("ssh_client",),  # node_sshd asks for it
+    "slurm": ("slurm_cluster",),  # tests/test_slurm.py
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in SERVICE_FIXTURES.items():
+            if used.intersection(fixtures):
+                item.add_marker(marker)
+
+
 @pytest.fixture(scope="session")
 def docker_engine() -> None:
     ensure_docker()
     ensure_test_images()
+
+
+@pytest.fixture(autouse=True)
+def _marked_docker(request: pytest.FixtureRequest) -> None:
+    """A test marked `docker` by hand gets the engine and images as the fixture's users do."""
+    if request.node.get_closest_marker("docker"):
+        request.getfixturevalue("docker_engine")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -234,14 +260,15 @@ def python_image(docker_engine: None) -> str:
 
 
 @pytest.fixture
-def orbit(tmp_path: Path) -> Iterator[Orbit]:
+def orbit(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Orbit]:
     home = tmp_path / "home"
     work = tmp_path / "work"
     work.mkdir()
     o = Orbit(home, work)
     yield o
     stop_ticker(home)
-    _cleanup_containers(home)
+    if request.node.get_closest_marker("docker"):  # a fast-tier test starts no container
+        _cleanup_containers(home)
 
 
 def _cleanup_containers(home: Path) -> None:
@@ -315,11 +342,15 @@ def shepherd_pid(orbit: Orbit, run_id: str) -> int:
 
 def kill_shepherd(orbit: Orbit, run_id: str) -> int:
     """SIGKILL the run's shepherd and wait until the kernel has released its lock (the thread
-    group leader can read as a zombie while its other threads still hold the files); its pid."""
+    group leader can read as a zombie while its other threads still hold the files); its pid.
+    A shepherd already gone counts as killed (a successor may hold the lock by then)."""
     from orbit.store.locks import is_locked
 
     pid = shepherd_pid(orbit, run_id)
-    os.kill(pid, signal.SIGKILL)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return pid  # it had ended already (its run finished): done, and its lock is not its own
     lock = orbit.run_dir(run_id) / "shepherd.lock"
     deadline = time.monotonic() + 10
     while is_locked(lock):

@@ -207,6 +207,7 @@ def leftovers(home: Home) -> list[str]:
     return left
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("when", ["staging", "revealing", "random"])
 def test_a_batch_killed_at_any_instant_is_all_or_nothing_after_the_next_tick(
     home: Home, when: str
@@ -304,6 +305,7 @@ def _submit(root: str, barrier: Any, out: Any, size: int) -> None:
         out.put([r.id for r in create_runs(home, batch(size), reason="w", actor="test")])
 
 
+@pytest.mark.slow
 def test_batches_and_single_runs_submitted_at_once_never_share_an_id(home: Home) -> None:
     sizes = [200, 1, 1, 150, 1, 1, 1, 1]
     ctx = multiprocessing.get_context("fork")

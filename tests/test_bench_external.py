@@ -224,6 +224,7 @@ def test_a_dockerfile_must_be_inside_the_benchmark(tmp_path: Path) -> None:
         ext.solve(TASK, ORACLE, tmp_path / "trial")
 
 
+@pytest.mark.slow
 def test_a_hanging_adapter_times_out_and_is_killed(tmp_path: Path) -> None:
     marker = tmp_path / "child-alive"
     body = f"""

@@ -25,10 +25,13 @@ from orbit.bench.model import job_dir
 from orbit.store.home import Home
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-pytestmark = pytest.mark.skipif(
-    not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)),
-    reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)",
-)
+pytestmark = [
+    pytest.mark.chromium,
+    pytest.mark.skipif(
+        not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)),
+        reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)",
+    ),
+]
 
 
 @dataclass

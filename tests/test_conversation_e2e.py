@@ -31,7 +31,7 @@ from test_web_e2e import (
 from transcripts import SESSION, THREAD, XSS, claude_lines, codex_lines
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-pytestmark = NEEDS_CHROMIUM
+pytestmark = [NEEDS_CHROMIUM, pytest.mark.chromium]
 
 ROLLOUT = f"2026/11/30/rollout-2026-11-30T10-00-00-{THREAD}.jsonl"
 LONG = "long/agent.jsonl"

@@ -310,6 +310,7 @@ def masked_engine(tmp_path: Path) -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.docker  # masked_engine starts a dockerd of its own
 def test_doctor_warns_when_docker_sees_other_paths(orbit: Orbit, masked_engine: str) -> None:
     orbit.environ["DOCKER_HOST"] = masked_engine
     orbit.home.mkdir(parents=True, exist_ok=True)  # doctor would create it anyway

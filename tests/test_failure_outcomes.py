@@ -235,6 +235,7 @@ def test_lessons_show_the_outcomes(trial: Any) -> None:
     assert entry["request"]["project"]["snapshot"] and entry["peaks"]["mem_bytes"] > 300 * 2**20
 
 
+@pytest.mark.chromium
 def test_failures_page_shows_the_outcomes(trial: Any) -> None:
     pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     from playwright.sync_api import sync_playwright

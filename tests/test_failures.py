@@ -383,6 +383,7 @@ def test_failures_of_runs_settled_before_excerpts(orbit: Orbit) -> None:
     assert run_signature("image not found: foo:1", None) == "image not found: foo:N (no output)"
 
 
+@pytest.mark.chromium
 def test_failures_page_in_chromium(failed_home: Any) -> None:
     """The web's failures page (and its API) on the real failures, in headless Chromium,
     with no console error or failed request; the runs page links to it."""

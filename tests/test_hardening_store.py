@@ -510,6 +510,7 @@ def test_smallest_memory_docker_accepts_is_accepted(orbit: Orbit, busybox: str) 
     assert res.code == 0, res
 
 
+@pytest.mark.slow
 def test_a_hung_docker_is_named(tmp_path: Path) -> None:
     path = tmp_path / "hung.sock"
     server = socket.socket(socket.AF_UNIX)

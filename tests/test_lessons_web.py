@@ -20,7 +20,7 @@ from orbit.store.home import Home
 from orbit.store.runs import RunStore
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-pytestmark = NEEDS_CHROMIUM
+pytestmark = [NEEDS_CHROMIUM, pytest.mark.chromium]
 TIMEOUT_MS = 10_000
 
 

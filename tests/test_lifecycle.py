@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SMALL, Orbit, kill_shepherd, readable_site_packages
+from conftest import SMALL, Orbit, Result, kill_shepherd, readable_site_packages
 
 from orbit.errors import ExitCode
 
@@ -598,37 +598,15 @@ def test_dockerfile_is_built_once_and_reused(orbit: Orbit, busybox: str, tmp_pat
     ctx = tmp_path / "img"
     ctx.mkdir()
     (ctx / "Dockerfile").write_text(f"FROM {busybox}\nRUN echo built-in > /built.txt\n")
-    first = orbit(
-        "run",
-        "--dockerfile",
-        str(ctx / "Dockerfile"),
-        "--no-project",
-        "--cpus",
-        "1",
-        "--mem",
-        "0.25",
-        "-w",
-        "--json",
-        "--",
-        "cat",
-        "/built.txt",
-    )
+
+    def built(*command: str) -> Result:
+        return orbit("run", "--dockerfile", str(ctx / "Dockerfile"), *SMALL, "-w", "--json",
+                     "--", *command)  # fmt: skip
+
+    first = built("cat", "/built.txt")
     assert first.code == 0, first.err
     assert "built-in" in (orbit.run_dir("1") / "log.txt").read_text()
-    second = orbit(
-        "run",
-        "--dockerfile",
-        str(ctx / "Dockerfile"),
-        "--no-project",
-        "--cpus",
-        "1",
-        "--mem",
-        "0.25",
-        "-w",
-        "--json",
-        "--",
-        "true",
-    )
+    second = built("true")
     assert second.json()["image"] == first.json()["image"]
     import yaml
 

@@ -74,6 +74,7 @@ def write_random(path: Path, rng: random.Random, n: int, *, torn: bool) -> None:
     path.write_text(text if torn else text + "\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(8))
 def test_sidecar_plus_tail_equals_a_full_parse(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)

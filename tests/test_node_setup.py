@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+import pytest
 from docker_setup import BUSYBOX_IMAGE, REPO_ROOT
 from node_engine import BRIDGE, check_main_engine, ping
 from node_setup import MARKER, SecondEngine, SshServer, cleanup_sshd_leftovers
@@ -115,6 +116,7 @@ def test_stop_takes_the_node_away_and_ssh_fails_fast(node_sshd: NodeSshd) -> Non
     assert elapsed < 5  # ConnectTimeout bounds a node that no longer answers at all
 
 
+@pytest.mark.sshd
 def test_a_crashed_sessions_sshd_is_cleaned_up(tmp_path: Path) -> None:
     script = (
         "import sys; sys.path.insert(0, 'tests'); from node_setup import SshServer;"

@@ -35,6 +35,8 @@ from orbit.store.locks import is_locked, release, try_lock
 from orbit.store.model import RunState, now_iso
 from orbit.store.runs import RunStore
 
+pytestmark = pytest.mark.slow  # real senders, retries and rate limits at real speed
+
 
 @dataclass
 class World:

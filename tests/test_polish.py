@@ -96,6 +96,7 @@ def test_progress_prints_a_change_at_most_every_2_s_and_always_the_last(
     assert out2.getvalue() == "q: 1 running\nq: 1 succeeded\n"
 
 
+@pytest.mark.docker
 def test_wait_g_on_a_sweep_of_quick_runs_prints_few_progress_lines(orbit: Orbit) -> None:
     # 0.1 CPU each: all six start at once, so the wait is short even on a busy machine.
     res = orbit(
@@ -271,6 +272,7 @@ def test_api_runs_has_params_metrics_and_notes(lr_sweep: Sweep) -> None:
 
 
 @NEEDS_CHROMIUM
+@pytest.mark.chromium
 def test_the_runs_list_shows_params_metric_and_notes(lr_sweep: Sweep) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     ids = lr_sweep.ids

@@ -31,16 +31,16 @@ FINISHED = ("succeeded", "failed", "cancelled", "lost")
 
 
 @pytest.fixture(scope="session")
-def cluster(docker_engine: None) -> Iterator[dict[str, str]]:
+def slurm_cluster(docker_engine: None) -> Iterator[dict[str, str]]:
     env = slurm_setup.up()
     yield env
     slurm_setup.down()
 
 
 @pytest.fixture
-def sl(orbit: Orbit, cluster: dict[str, str], busybox: str) -> Iterator[Orbit]:
+def sl(orbit: Orbit, slurm_cluster: dict[str, str], busybox: str) -> Iterator[Orbit]:
     """A Slurm home (partition main) whose commands reach the test cluster."""
-    orbit.environ.update(cluster)
+    orbit.environ.update(slurm_cluster)
     orbit.configure(executor="slurm", slurm_partition=slurm_setup.PARTITION, default_image=busybox)
     yield orbit
     # Jobs this home left (a failed test) must not hold the nodes for the next one.
@@ -270,7 +270,7 @@ def test_sbatch_options_and_settings(orbit: Orbit) -> None:
 
 
 def test_a_slurm_node_reached_over_ssh(
-    orbit: Orbit, cluster: dict[str, str], node_sshd: Any, busybox: str, tmp_path: Path
+    orbit: Orbit, slurm_cluster: dict[str, str], node_sshd: Any, busybox: str, tmp_path: Path
 ) -> None:
     """`orbit node add hpc slurm://…`: the login host's home hands the runs to Slurm; the
     primary mirrors them, with Slurm's reason while they wait."""
@@ -282,7 +282,7 @@ def test_a_slurm_node_reached_over_ssh(
     hpc = tmp_path / "hpc"
     hpc.mkdir()
     (hpc / "config.yaml").write_text(yaml.safe_dump({"format": 1, "count_outside_use": False}))
-    sshd = node_sshd({**cluster, "PYTHONPATH": str(REPO_ROOT), "ORBIT_NODE": "hpc"})
+    sshd = node_sshd({**slurm_cluster, "PYTHONPATH": str(REPO_ROOT), "ORBIT_NODE": "hpc"})
     orbit.environ.update(ORBIT_SSH=sshd.orbit_ssh_env(), ORBIT_NODE="here")
     url = sshd.url().replace("ssh://", "slurm://")
     res = orbit("node", "add", "hpc", url, "--home", str(hpc), "--partition",

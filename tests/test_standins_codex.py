@@ -13,41 +13,25 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import stat
 from pathlib import Path
 
-import pytest
+import test_standins
 from agent_standins import (
     assert_no_secret,
-    install,
     provider_server,
     read_jsonl,
     run_container,
     run_host,
     shared_dir,
 )
+from test_standins import OPENAI_KEY, TOOLS_PROMPT
 
-OPENAI_KEY = "sk-proj-standin-" + secrets.token_hex(12)
+agents = test_standins.agents  # the fixture: an npm-like install of both stand-ins
 UUID_RE = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 ROLLOUT_RE = re.compile(
     rf"^\d{{4}}/\d{{2}}/\d{{2}}/rollout-\d{{4}}-\d{{2}}-\d{{2}}T\d{{2}}-\d{{2}}-\d{{2}}-({UUID_RE})\.jsonl$"
 )
-TOOLS_PROMPT = (
-    "create notes/a.txt containing hello\n"
-    "edit notes/a.txt: hello -> goodbye\n"
-    "run: cat notes/a.txt; id -u\n"
-    "Reply with exactly: all done"
-)
-
-
-@pytest.fixture
-def agents(tmp_path: Path) -> Path:
-    """An npm-like install of both stand-ins (world-readable, for any container user)."""
-    prefix = tmp_path / "agents"
-    prefix.mkdir()
-    install(prefix)
-    return prefix
 
 
 # --- codex ---------------------------------------------------------------------------------------

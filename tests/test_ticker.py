@@ -200,7 +200,10 @@ def test_the_ticker_exits_when_its_home_is_deleted(
     waiting_run(orbit, tmp_path, busybox)
     pid = ticker_pid(orbit)
     moved = tmp_path / "moved-away"
-    shutil.copytree(orbit.home, moved, symlinks=True)  # kept for a look after a failure
+    try:  # kept for a look after a failure
+        shutil.copytree(orbit.home, moved, symlinks=True)
+    except shutil.Error:
+        pass  # a file the live ticker removed meanwhile (runtime/tick.requested) is left out
 
     def delete() -> bool:  # a tick in progress may write into runtime/ while it goes
         shutil.rmtree(orbit.home, ignore_errors=True)

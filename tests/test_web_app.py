@@ -199,6 +199,7 @@ def test_filters(web: Web) -> None:
     assert grouped.index(">lr<") < grouped.index(">alpha-1<") < grouped.index(">wd<")
 
 
+@pytest.mark.slow
 def test_pagination_and_sorting(web: Web) -> None:
     ids = [make_run(web.home, f"r{i:03d}") for i in range(55)]
     first = web("/").body

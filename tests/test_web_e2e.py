@@ -58,7 +58,7 @@ NEEDS_CHROMIUM = pytest.mark.skipif(
     not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)),
     reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)",
 )
-pytestmark = NEEDS_CHROMIUM
+pytestmark = [NEEDS_CHROMIUM, pytest.mark.chromium]
 
 
 @dataclass

@@ -323,6 +323,7 @@ def test_metrics_x_axis_and_keys(tmp_path: Path) -> None:
     assert read_metrics(nostep).series["a"].x == [1.0, 2.0]
 
 
+@pytest.mark.slow
 def test_a_million_metric_lines(client: Client, store: RunStore) -> None:
     run = make_run(store)
     with open(run.path("metrics.jsonl"), "w") as fh:

@@ -33,6 +33,8 @@ from orbit.store.runs import RunStore
 from orbit.web import runfiles
 from orbit.web.auth import new_login_code, sessions_path, token_path
 
+pytestmark = pytest.mark.slow  # a real `orbit web` server per test (about 1 s each)
+
 HOST_PASSWD = "root:x:0:0"  # the first line of this machine's /etc/passwd
 SECURITY = ("Content-Security-Policy", "X-Content-Type-Options", "X-Frame-Options",
             "Referrer-Policy", "Cache-Control")  # fmt: skip
@@ -747,6 +749,7 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.chromium
 def test_a_page_on_another_port_gets_no_master_token(live: Live) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     if not Path(CHROMIUM).exists():
@@ -788,6 +791,7 @@ def test_a_page_on_another_port_gets_no_master_token(live: Live) -> None:
         thread.join()
 
 
+@pytest.mark.chromium
 def test_the_page_of_open_logs_chromium_in(live: Live, tmp_path: Path) -> None:
     # `orbit web --open` hands the browser a file: page that moves on to the login link. From a
     # file: (or any other site's) page the navigation is cross-site, and Chromium sends no

@@ -28,7 +28,7 @@ PHONE = {"width": 390, "height": 844}
 LONG_NAME = "a-very-long-artifact-name-" * 9 + ".txt"  # 238 characters, no break
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-pytestmark = NEEDS_CHROMIUM
+pytestmark = [NEEDS_CHROMIUM, pytest.mark.chromium]
 
 
 @dataclass
