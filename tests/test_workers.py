@@ -179,6 +179,8 @@ def test_a_worker_ended_by_an_orbit_error_says_it_in_one_line(home: Home) -> Non
                           capture_output=True, text=True, env=home.environ, timeout=60)  # fmt: skip
     assert done.returncode == ExitCode.NOT_FOUND, done
     [line] = done.stderr.splitlines()
-    assert " probe " in line and line.endswith("stopped: no node 'nosuch' (none yet: add one with "
-                                               "`orbit node add NAME ssh://[user@]host`)")  # fmt: skip
+    wanted = (
+        "stopped: no node 'nosuch' (none yet: add one with `orbit node add NAME ssh://[user@]host`)"
+    )
+    assert " probe " in line and line.endswith(wanted)
     assert not is_locked(home.locks_dir / "node-nosuch.probe.lock")
