@@ -196,6 +196,7 @@ def test_run_wait_says_a_reason_again_only_when_it_changes_in_kind(
     waiter.start()
     try:
         orbit.wait_for("1", queued_with("(python, user alice, 20.1 GiB)"))
+        until(lambda: lines() == 1, "run -w never said the first reason")  # before it changes
         for gb in (20.2, 20.3, 20.4, 20.5, 20.6, 20.7, 20.8, 20.9, 21.2, 21.1):
             said = lines()
             outside(gb)  # ten ticks, each with another figure
