@@ -272,3 +272,52 @@ def test_a_module_named_up_the_layers_is_a_listed_process_edge() -> None:
 def test_the_docs_list_the_same_process_edges() -> None:
     rows = docs_table("### Processes started by name")
     assert {(dotted(row[0]), row[1]) for row in rows} == PROCESS_EDGES
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other round a circle (Tarjan's strongly
+    connected components of more than one module), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_circle_finder_sees_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_modules_import_each_other_round_a_circle() -> None:
+    """Function-local imports count too: a circle makes either side's change the other's."""
+    names = {module_name(p) for p in MODULES}
+    graph = {
+        module_name(p): {m for _, m in imports_of(p) if m in names and m != module_name(p)}
+        for p in MODULES
+    }
+    assert circles(graph) == []
