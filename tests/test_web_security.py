@@ -31,7 +31,7 @@ from orbit.store.home import Home
 from orbit.store.model import RunState
 from orbit.store.runs import RunStore
 from orbit.web import runfiles
-from orbit.web.auth import new_login_code, sessions_path, token_path
+from orbit.web.auth import new_login_code, read_host, sessions_path, token_path
 
 pytestmark = pytest.mark.slow  # a real `orbit web` server per test (about 1 s each)
 
@@ -74,7 +74,14 @@ class Live:
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        """Where a browser opens this server: its secret host name (`orbit web`'s URL)."""
+        return f"http://{self.host}"
+
+    @property
+    def host(self) -> str:
+        """`o-….localhost:PORT`, the Host a browser sends (Python cannot resolve the name:
+        requests go to 127.0.0.1 with this Host header)."""
+        return f"{read_host(self.home)}:{self.port}"
 
     @property
     def cookie_name(self) -> str:
@@ -96,8 +103,8 @@ class Live:
     ) -> Answer:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         try:
-            sent = dict(headers or {})
-            conn.putrequest(method, path, skip_host="Host" in sent, skip_accept_encoding=True)
+            sent = {"Host": self.host, **(headers or {})}
+            conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
             if session is not None:
                 sent["Cookie"] = f"{self.cookie_name}={session}"
             if token is not None:

@@ -182,14 +182,16 @@ def _open(args: argparse.Namespace, env: Env, port: int | None) -> int:
             f"the web server already runs on port {live.port}; `orbit web --stop` it first"
         )
     # A one-time code, not the token: the URL left in history or on a command line expires.
+    # Browsers go by the home's secret host name, the only one their session cookie is for.
     token = auth.load_or_create_token(home)
+    site = f"http://{auth.load_or_create_host(home)}:{live.port}"
     code = auth.new_login_code(home, token)
     query = {"code": code, **({"next": target} if target != "/" else {})}
-    url = f"{live.url}/login?{urlencode(query)}"
+    url = f"{site}/login?{urlencode(query)}"
     if args.open:
         _open_browser(home, url)
         code = auth.new_login_code(home, token)  # the first one is the browser's
-        url = f"{live.url}/login?{urlencode({**query, 'code': code})}"
+        url = f"{site}/login?{urlencode({**query, 'code': code})}"
     if args.json:
         # The master token too, for scripts (X-Orbit-Token): only on the stdout of `--json`,
         # which the home's owner asked for; it is never logged or put in a URL.

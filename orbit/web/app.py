@@ -7,13 +7,20 @@ from __future__ import annotations
 import json
 import logging
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import bottle
 
 from orbit.store.home import Home
 from orbit.web import bench, browse, compare, failures, lessons, listing, run_page, session
-from orbit.web.auth import SESSION_MAX_AGE_S, Auth, load_or_create_token, write_token
+from orbit.web.auth import (
+    SESSION_MAX_AGE_S,
+    Auth,
+    load_or_create_host,
+    load_or_create_token,
+    new_login_code,
+    write_token,
+)
 from orbit.web.context import (
     CONFIG_KEY,
     STATIC,
@@ -42,6 +49,11 @@ SECURITY_HEADERS = {
 }
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 URL_SAFE = "/?&=#%:,+@!$()*~"  # kept as they are in a Refresh header (not ; ' or ")
+# A form Bottle parses may be this large: a note of NOTE_MAX bytes, urlencoded, is up to 6 times
+# longer (a newline, sent as CRLF, is `%0D%0A`; a CJK character 9 bytes for its 3). Bottle's own
+# cap (100 KiB) refused notes well under NOTE_MAX with a bare 413.
+FORM_MAX = 6 * run_page.NOTE_MAX + 8192
+LOGIN_BODY_MAX = 4096  # the token form: a token of 43 characters and a `next` path
 
 
 def _apply_headers(response: Any) -> None:
@@ -51,19 +63,22 @@ def _apply_headers(response: Any) -> None:
             response.set_header(name, value)
 
 
-def host_ok(host: str | None, port: str) -> bool:
-    """A request names this server by a loopback name and its port (DNS rebinding)."""
+def host_ok(host: str | None, port: str, secret: str | None = None) -> bool:
+    """A request names this server by a loopback name or its secret host name, and its port
+    (DNS rebinding: every other name, other `*.localhost` names included, is refused)."""
     if host is None:
         return True  # HTTP/1.0 without Host: no browser sends that
-    allowed = {f"{name}:{port}" for name in LOOPBACK_NAMES}
+    names = (*LOOPBACK_NAMES, secret) if secret else LOOPBACK_NAMES
+    allowed = {f"{name}:{port}" for name in names}
     if port == "80":  # the default port is left out of Host
-        allowed.update(LOOPBACK_NAMES)
+        allowed.update(names)
     return host.lower() in allowed
 
 
 def check_host() -> None:
     req = bottle.request
-    if not host_ok(header("Host"), str(req.environ.get("SERVER_PORT", ""))):
+    secret = current().auth.secret_host()
+    if not host_ok(header("Host"), str(req.environ.get("SERVER_PORT", "")), secret):
         bottle.abort(421, "this server answers only as 127.0.0.1, localhost or [::1]")
 
 
@@ -92,11 +107,25 @@ def start_session(ctx: WebContext) -> str:
     raise AssertionError("unreachable")
 
 
+def to_secret_host(ctx: WebContext, path_and_query: str) -> Any:
+    """A 303 to the same server under its secret host name (the name browsers keep their
+    session under). Only for a request that proved itself (a valid code, the token): the
+    name is a secret, and an answer to anyone would give it away."""
+    base = ctx.secret_base()
+    if base is None:
+        bottle.abort(503, "this home has no web host name: run `orbit web` for a new link")
+    bottle.redirect(f"{base}{path_and_query}", 303)
+    raise AssertionError("unreachable")
+
+
 def login() -> Any:
     ctx = current()
     code = bottle.request.query.getunicode("code", "") or ""
+    if code and not ctx.on_secret_host() and ctx.auth.code_ok(code):
+        # A link of an older Orbit (127.0.0.1): on to the secret name, with the code unused.
+        return to_secret_host(ctx, f"/login?{bottle.request.query_string}")
     # A HEAD (a link checker or preview) must not use up the one-time code.
-    if code and bottle.request.method != "HEAD" and ctx.auth.redeem(code):
+    if code and bottle.request.method != "HEAD" and ctx.on_secret_host() and ctx.auth.redeem(code):
         return start_session(ctx)
     bottle.response.status = 401
     return ctx.render(
@@ -105,21 +134,48 @@ def login() -> Any:
         wrong=bool(code) or bool(bottle.request.query.get("token")),
         logged_in=ctx.authorized(),
         next=local_path(bottle.request.query.getunicode("next")),
+        elsewhere=not ctx.on_secret_host(),
     )
+
+
+def check_login_body() -> None:
+    """POST /login takes a small urlencoded form only: anyone may post it, so nothing larger
+    or multipart is parsed (a 1 MB body of 20,000 parts cost 0.6 s of CPU, before any check)."""
+    req = bottle.request
+    kind = (req.environ.get("CONTENT_TYPE") or "").split(";", 1)[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        bottle.abort(415, "the login form is sent as application/x-www-form-urlencoded")
+    if req.content_length < 0 or req.content_length > LOGIN_BODY_MAX:
+        bottle.abort(413, f"the login form is at most {LOGIN_BODY_MAX} bytes")
 
 
 def login_with_token() -> Any:
     ctx = current()
-    if ctx.auth.token_ok(bottle.request.forms.getunicode("token")):
-        return start_session(ctx)
+    check_login_body()
+    forms = bottle.request.forms
+    if ctx.auth.token_ok(forms.getunicode("token")):
+        if ctx.on_secret_host():
+            return start_session(ctx)
+        token = ctx.auth.token() or ""
+        query = urlencode(
+            {"code": new_login_code(ctx.home, token), "next": local_path(forms.getunicode("next"))}
+        )
+        return to_secret_host(ctx, f"/login?{query}")
     bottle.response.status = 401
-    return ctx.render("login", title="Log in", wrong=True, logged_in=False, next=local_path(None))
+    return ctx.render(
+        "login",
+        title="Log in",
+        wrong=True,
+        logged_in=False,
+        next=local_path(None),
+        elsewhere=not ctx.on_secret_host(),
+    )
 
 
 def logout() -> None:
     ctx = current()
     ctx.check_csrf()
-    ctx.auth.revoke(bottle.request.get_cookie(cookie_name()))
+    ctx.auth.revoke(ctx.session_id())
     bottle.response.delete_cookie(cookie_name(), path="/")
     bottle.redirect("/login", 303)
 
@@ -178,6 +234,8 @@ def error_page(err: bottle.HTTPError) -> str:
                 "%s %s failed:\n%s", bottle.request.method, bottle.request.path, err.traceback
             )
         message = "the server failed to build this page (see runtime/web.log)"
+    elif err.status_code == 413 and err.body == "Request entity too large":  # Bottle's words
+        message = f"the form is too large: a note is at most {run_page.NOTE_MAX // 1024} KiB"
     else:  # no host paths in an answer: the home is named, not spelled out
         message = str(err.body).replace(str(ctx.home.root), "ORBIT_HOME")
     if wants_json():
@@ -218,6 +276,8 @@ def make_app(home: Home, token: str | None = None) -> bottle.Bottle:
         write_token(home, token)
     else:
         load_or_create_token(home)
+    load_or_create_host(home)
+    bottle.BaseRequest.MEMFILE_MAX = FORM_MAX  # read per request: Bottle has no per-app setting
     app = bottle.Bottle()
     app.config[CONFIG_KEY] = WebContext(home, Auth(home))
     app.add_hook("before_request", check_host)

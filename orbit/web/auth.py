@@ -8,6 +8,10 @@
   The server keeps only sha256(id) in runtime/web-sessions.json (0600), so sessions survive a
   restart and can be revoked (logout; a new master token revokes them all). A session id is
   never accepted as `X-Orbit-Token`.
+- Browsers send a cookie of 127.0.0.1 to every port of 127.0.0.1, so browsers are served under
+  a secret host name of this home, `o-<random>.localhost` (ORBIT_HOME/web-host, 0600), which
+  browsers resolve to the loopback themselves: the session cookie is host-only on that name, and
+  only a server a browser reaches by that name (this one) ever receives it.
 - Forms carry a CSRF token derived from the session (HMAC), never the master token.
 - `orbit web` prints a login URL with a one-time code (a file under runtime/web-login/, valid
   for LOGIN_CODE_TTL_S); /login exchanges it for a session, so the URL left in a browser's
@@ -20,6 +24,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import threading
 import time
@@ -34,8 +39,15 @@ LOGIN_CODE_TTL_S = 600
 SESSIONS_MAX = 1000  # the oldest sessions are dropped beyond this
 
 
+SECRET_HOST = re.compile(r"o-[0-9a-f]{20}\.localhost")
+
+
 def token_path(home: Home) -> Path:
     return home.root / "web-token"
+
+
+def host_path(home: Home) -> Path:
+    return home.root / "web-host"
 
 
 def sessions_path(home: Home) -> Path:
@@ -89,9 +101,33 @@ def load_or_create_token(home: Home) -> str:
     return write_token(home)
 
 
+def write_host(home: Home) -> str:
+    """A new secret host name (80 random bits) in ORBIT_HOME/web-host (0600)."""
+    name = f"o-{secrets.token_hex(10)}.localhost"
+    path = host_path(home)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, (name + "\n").encode(), mode=0o600)
+    return name
+
+
+def read_host(home: Home) -> str | None:
+    """The secret host name of web-host; None while it is missing or not one Orbit made."""
+    try:
+        name = host_path(home).read_text().strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    return name if SECRET_HOST.fullmatch(name) else None
+
+
+def load_or_create_host(home: Home) -> str:
+    """The secret host name browsers use (`o-<20 hex>.localhost`), made on first use."""
+    return read_host(home) or write_host(home)
+
+
 def rotate(home: Home) -> str:
-    """A new master token; every session and unused login code is revoked."""
+    """A new master token and host name; every session and unused login code is revoked."""
     token = write_token(home)
+    write_host(home)
     revoke_all(home)
     return token
 
@@ -138,6 +174,8 @@ class Auth:
         self._token: str | None = None
         self._sessions_key: tuple[int, int, int] | None = None
         self._sessions: dict[str, dict[str, Any]] = {}
+        self._host_key: tuple[int, int, int] | None = None
+        self._host: str | None = None
 
     # --- the master token ----------------------------------------------------------------
     def token(self) -> str | None:
@@ -155,6 +193,15 @@ class Auth:
                     self._token = None
                 self._token_key = key
             return self._token
+
+    def secret_host(self) -> str | None:
+        """The secret host name, re-read when web-host changed; None while it is missing."""
+        with self._lock:
+            key = _stat_key(host_path(self.home))
+            if key != self._host_key:
+                self._host = read_host(self.home) if key else None
+                self._host_key = key
+            return self._host
 
     def token_ok(self, sent: str | None) -> bool:
         return bool(sent) and equal(sent, self.token())  # no stat when nothing was sent
@@ -230,13 +277,21 @@ class Auth:
     # --- one-time login codes ------------------------------------------------------------
     def redeem(self, code: str | None) -> bool:
         """True once for a valid, unexpired code of the current token (it is used up)."""
+        return self._code_ok(code, use=True)
+
+    def code_ok(self, code: str | None) -> bool:
+        """Whether `code` is a valid, unexpired code of the current token; it stays unused."""
+        return self._code_ok(code, use=False)
+
+    def _code_ok(self, code: str | None, use: bool) -> bool:
         if not code or not code.isascii() or not code.replace("-", "").replace("_", "").isalnum():
             return False
         token = self.token()
         path = codes_dir(self.home) / _sha(code)
         try:
             data = json.loads(path.read_text())
-            os.unlink(path)  # whoever unlinks it first has used it
+            if use:
+                os.unlink(path)  # whoever unlinks it first has used it
         except (OSError, ValueError):
             return False
         if not isinstance(data, dict) or token is None:

@@ -71,6 +71,22 @@ def cookie_name() -> str:
     return f"orbit_{port}" if port.isdigit() else "orbit_session"
 
 
+def request_port() -> str:
+    return str(bottle.request.environ.get("SERVER_PORT", "")).strip()
+
+
+def cookies_named(name: str) -> list[str]:
+    """Every value the Cookie header gives `name`, in order. A page on another port or another
+    `*.localhost` name can set a cookie of the same name that the browser then sends too, so
+    no single one of them is taken as the session (Bottle keeps only the last)."""
+    found = []
+    for part in (header("Cookie") or "").split(";"):
+        key, eq, value = part.strip().partition("=")
+        if eq and key == name:
+            found.append(value.strip().strip('"'))
+    return found
+
+
 def local_path(target: str | None) -> str:
     """`target` if it is a path on this server, else `/` (no open redirect after login)."""
     if (
@@ -97,13 +113,29 @@ class WebContext:
         self.store = RunStore(self.home, index_cache=IndexCache())
 
     # --- auth ---------------------------------------------------------------------------
+    def on_secret_host(self) -> bool:
+        """The request names this server by its secret host name (what browsers use)."""
+        secret = self.auth.secret_host()
+        host = (header("Host") or "").lower()
+        port = request_port()
+        return secret is not None and (
+            host == f"{secret}:{port}" or (host == secret and port == "80")
+        )
+
+    def secret_base(self) -> str | None:
+        """`http://o-….localhost:PORT`: where browsers use this server (None without a name)."""
+        secret = self.auth.secret_host()
+        return f"http://{secret}:{request_port()}" if secret else None
+
     def session_id(self) -> str | None:
         """The request's session id when it is a valid session, else None (checked once per
-        request: the auth check, the CSRF check and the page's form token all ask)."""
+        request: the auth check, the CSRF check and the page's form token all ask). Only a
+        request to the secret host name has one: a cookie sent to 127.0.0.1 or localhost is one
+        every server on any port of them may have received, and counts for nothing."""
         environ = bottle.request.environ
         if "orbit.session" not in environ:
-            sid = bottle.request.get_cookie(cookie_name())
-            environ["orbit.session"] = sid if self.auth.session_ok(sid) else None
+            sids = cookies_named(cookie_name()) if self.on_secret_host() else []
+            environ["orbit.session"] = next((s for s in sids if self.auth.session_ok(s)), None)
         found: str | None = environ["orbit.session"]
         return found
 

@@ -161,11 +161,12 @@ def add_note(run_id: str) -> Any:
     ctx = current()
     ctx.check_csrf()
     run = load_run(ctx, run_id)
-    text = (bottle.request.forms.getunicode("text") or "").strip()
+    # Browsers send a textarea's newlines as CRLF: counted and kept as the "\n" typed.
+    text = (bottle.request.forms.getunicode("text") or "").replace("\r\n", "\n").strip()
     if not text:
         bottle.abort(400, "a note needs some text")
     if len(text.encode()) > NOTE_MAX:
-        bottle.abort(400, f"a note is at most {NOTE_MAX // 1024} KiB")
+        bottle.abort(413, f"a note is at most {NOTE_MAX // 1024} KiB")
     note = ctx.store.add_note(run.id, text, ctx.actor)
     if "application/json" in (header("Accept") or ""):
         return note

@@ -3,6 +3,11 @@
 % if wrong:
 <p class="error">That login link is not valid: it was used already, it is older than 10 minutes, or the token changed. Run <code>orbit web</code> again for a new one.</p>
 % end
+% if elsewhere:
+<p class="note">This address keeps no session: browsers open Orbit under the private host name
+in the URL <code>orbit web</code> prints (<code>http://o-….localhost:PORT/…</code>), so that no
+other server on this machine ever receives your session.</p>
+% end
 % if logged_in:
 <p>You are logged in. <a href="/">Go to the runs</a>.</p>
 % else:
