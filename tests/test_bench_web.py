@@ -20,6 +20,7 @@ from conftest import SMALL, Orbit, _cleanup_containers
 from docker_setup import BUSYBOX_IMAGE
 from test_bench_compare import job, trial
 from test_web_e2e import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, WIDE, _free_port, _shot
+from web_client import Fetched, browser_fetch
 
 from orbit.bench.model import job_dir
 from orbit.store.home import Home
@@ -166,7 +167,13 @@ def test_jobs_list_matrix_links_and_comparison(bench: Bench, page: tuple[Any, li
 
 def test_bench_json_and_errors(bench: Bench, page: tuple[Any, list[str]]) -> None:
     pg, errors = page
-    api = pg.context.request
+    pg.goto(bench.base + "/bench")  # fetch() reads the origin of the page it runs in
+
+    class api:  # the page's own Chromium: Playwright's requests cannot resolve `*.localhost`
+        @staticmethod
+        def get(url: str) -> Fetched:
+            return browser_fetch(pg, url)
+
     jobs = api.get(bench.base + "/api/bench/jobs").json()
     assert [j["id"] for j in jobs["jobs"]] == ["j1", "j2"]
     assert jobs["unreadable"][0]["id"] == "j3"

@@ -29,6 +29,7 @@ from test_web_e2e import (
     _shot,
 )
 from transcripts import SESSION, THREAD, XSS, claude_lines, codex_lines
+from web_client import browser_fetch
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
 pytestmark = [NEEDS_CHROMIUM, pytest.mark.chromium]
@@ -206,7 +207,8 @@ def test_paging_a_long_transcript(site: Site, page: Any) -> None:
 
 def test_odd_files_give_a_page_or_a_4xx(site: Site, page: Any) -> None:
     def get(rel: str, offset: str = "") -> Any:
-        return page.request.get(_conv_url(site, rel) + (f"?offset={offset}" if offset else ""))
+        url = _conv_url(site, rel) + (f"?offset={offset}" if offset else "")
+        return browser_fetch(page, url)
 
     empty = get("empty.jsonl")
     assert empty.status == 200 and "This transcript is empty" in empty.text()
@@ -227,6 +229,6 @@ def test_odd_files_give_a_page_or_a_4xx(site: Site, page: Any) -> None:
     os.unlink(site.session / "empty.jsonl")
     assert get("empty.jsonl").status == 404
     shutil.rmtree(site.session)
-    run_page = page.request.get(f"{site.base}/runs/{site.run_id}")
+    run_page = browser_fetch(page, f"{site.base}/runs/{site.run_id}")
     assert run_page.status == 200 and "No agent session" in run_page.text()
     assert get(f"{SESSION}.jsonl").status == 404

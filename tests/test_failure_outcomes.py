@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from conftest import Orbit, git_repo
+from web_client import browser_json
 
 from orbit.human import fmt_gib
 from orbit.review.changes import Request, changes, same_command
@@ -268,7 +269,7 @@ def test_failures_page_shows_the_outcomes(trial: Any) -> None:
                 assert section.locator("p.outcome").all_inner_texts() == lines
             assert sections.nth(1).locator("p.outcome-fixed").count() == 1
             assert sections.nth(0).locator("p.outcome-mixed").count() == 2
-            api = page.request.get(f"{base}/api/failures?group=nb").json()
+            api = browser_json(page, f"{base}/api/failures?group=nb")
             assert [f["outcome"]["lines"] for f in api["failures"]] == [
                 want["logp"][1],
                 want["memory"][1],

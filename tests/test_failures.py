@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import SMALL, Orbit
+from web_client import browser_fetch, browser_json
 
 from orbit.errors import ExitCode
 from orbit.human import fmt_gib
@@ -420,9 +421,9 @@ def test_failures_page_in_chromium(failed_home: Any) -> None:
             page.wait_for_url(f"**/runs/{sweep_ids[-1]}")
             box = page.locator("#run-error pre").inner_text().splitlines()
             assert box[-1] == OVERFLOW and len(box) == 3
-            api = page.request.get(f"{base}/api/failures?group=fx").json()
+            api = browser_json(page, f"{base}/api/failures?group=fx")
             assert [f["count"] for f in api["failures"]] == [3, 1, 1, 1, 1, 1]
-            assert page.request.get(f"{base}/api/failures?group=nope").status == 404
+            assert browser_fetch(page, f"{base}/api/failures?group=nope")[0] == 404
             page.goto(f"{base}/failures?group=fx&folder=nowhere")
             assert page.locator("#no-failures").is_visible()
             assert not seen, seen

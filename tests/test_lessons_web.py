@@ -15,6 +15,7 @@ import pytest
 from conftest import Orbit
 from review_sweep import lr_sweep, project, trial_group
 from test_web_e2e import CHROMIUM, CHROMIUM_ARGS, NEEDS_CHROMIUM
+from web_client import loopback
 
 from orbit.store.home import Home
 from orbit.store.runs import RunStore
@@ -31,7 +32,8 @@ def _free_port() -> int:
 
 
 def _api(base: str, path: str, token: str) -> tuple[int, Any]:
-    req = urllib.request.Request(base + path, headers={"X-Orbit-Token": token})
+    url, host = loopback(base + path)  # Python cannot resolve the secret `*.localhost` name
+    req = urllib.request.Request(url, headers={"X-Orbit-Token": token, **host})
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, json.loads(resp.read())

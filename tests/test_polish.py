@@ -23,6 +23,7 @@ import pytest
 from conftest import Orbit, _cleanup_containers, stop_ticker
 from docker_setup import BUSYBOX_IMAGE, PYTHON_IMAGE
 from test_web_e2e import CHROMIUM, CHROMIUM_ARGS, NEEDS_CHROMIUM
+from web_client import loopback
 
 from orbit.cli import wait as wait_cli
 from orbit.cli.show import peaks_text
@@ -253,7 +254,8 @@ def lr_sweep(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> I
 
 
 def _api(site: Sweep, path: str) -> Any:
-    req = urllib.request.Request(site.base + path, headers={"X-Orbit-Token": site.token})
+    url, host = loopback(site.base + path)  # Python cannot resolve the secret `*.localhost` name
+    req = urllib.request.Request(url, headers={"X-Orbit-Token": site.token, **host})
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read())
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import Orbit
+from web_client import loopback
 
 from orbit.errors import ExitCode
 from orbit.store.home import Home
@@ -239,7 +240,10 @@ def test_web_json_and_api_errors_in_json(orbit: Orbit, busybox: str, served: Any
     assert set(served) == {"url", "base_url", "token", "port", "pid", "started"}
     base, token = served["base_url"], served["token"]
     assert base == f"http://127.0.0.1:{served['port']}"
-    assert served["url"].startswith(base + "/login?code=")
+    url, host = loopback(served["url"])
+    assert url.startswith(base + "/login?code=") and host["Host"].endswith(
+        ".localhost:" + str(served["port"])
+    )
     assert token == (orbit.home / "web-token").read_text().strip()
     run_id = orbit.submit(*SMALL, "--image", busybox, "-w", "--", "sh", "-c", "exit 0")
     auth = {"X-Orbit-Token": token}
@@ -264,11 +268,14 @@ def test_web_json_and_api_errors_in_json(orbit: Orbit, busybox: str, served: Any
     api_error("/api/runs", 405, headers=auth, data=b"x=1")
 
     # 403: a browser session without the form token, asking for JSON.
-    code, _, _, headers = fetch(served["url"])
+    code, _, _, headers = fetch(url, headers=host)
     assert code == 303
     cookie = headers["Set-Cookie"].split(";")[0]
     refused = api_error(
-        "/cancel", 403, headers={"Cookie": cookie, "Accept": "application/json"}, data=b"ids=1"
+        "/cancel",
+        403,
+        headers={**host, "Cookie": cookie, "Accept": "application/json"},
+        data=b"ids=1",
     )
     assert "form token" in refused
 

@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 import pytest
 from conftest import Orbit
+from web_client import loopback
 
 from orbit.service import web_unit
 from orbit.store.home import Home
@@ -23,7 +24,7 @@ from orbit.store.model import RunState
 from orbit.store.runs import RunStore
 from orbit.web import server
 from orbit.web.app import make_app
-from orbit.web.auth import load_or_create_token, new_login_code, token_path
+from orbit.web.auth import load_or_create_token, new_login_code, read_host, token_path
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -71,7 +72,9 @@ class Web:
         auth: bool = True,
     ) -> Reply:
         body = urlencode(data, doseq=True).encode() if data is not None else None
-        req = urllib.request.Request(self.base + path, data=body, headers=headers or {})
+        # As a browser: by the home's secret host name (on 127.0.0.1: Python cannot resolve it).
+        sent = {"Host": f"{read_host(self.home)}:{self.base.rsplit(':', 1)[1]}", **(headers or {})}
+        req = urllib.request.Request(self.base + path, data=body, headers=sent)
         if auth:
             req.add_header("Cookie", f"{self.cookie_name}={self.session}")
         try:
@@ -137,7 +140,7 @@ def test_login_sets_a_strict_http_only_cookie_and_redirects_to_a_clean_url(web: 
     # Only a path on this server is followed after login.
     code = new_login_code(web.home, web.token)
     away = web(f"/login?code={code}&next=//evil.example/", auth=False)
-    assert away.headers["Location"].endswith("127.0.0.1:" + web.base.rsplit(":", 1)[1] + "/")
+    assert away.headers["Location"].endswith(".localhost:" + web.base.rsplit(":", 1)[1] + "/")
 
 
 def test_a_post_needs_the_token_in_the_request_not_only_the_cookie(web: Web) -> None:
@@ -237,13 +240,15 @@ def test_orbit_web_starts_once_prints_a_login_url_and_stops(orbit: Orbit) -> Non
     try:
         assert first.code == 0, first.err
         info = first.json()
-        assert info["started"] is True and info["url"].startswith("http://127.0.0.1:")
+        assert info["started"] is True
+        assert info["url"].startswith(f"http://{read_host(Home.from_environ(orbit.environ))}:")
         again = orbit("web", "--json")
         assert again.code == 0 and again.json()["started"] is False
         assert again.json()["port"] == info["port"]
         opener = urllib.request.build_opener(_NoRedirect)
         try:
-            opener.open(info["url"], timeout=10)
+            url, host = loopback(info["url"])
+            opener.open(urllib.request.Request(url, headers=host), timeout=10)
         except urllib.error.HTTPError as err:
             assert err.code == 303 and "HttpOnly" in err.headers["Set-Cookie"]
         state = json.loads((orbit.home / "runtime" / "web.json").read_text())

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from conftest import Orbit, _cleanup_containers
 from docker_setup import BUSYBOX_IMAGE
+from web_client import browser_fetch
 
 from orbit.store.home import Home
 from orbit.store.model import RunState
@@ -184,10 +185,13 @@ def test_without_the_cookie_nothing_is_shown(site: Site, browser: Any) -> None:
         assert page.locator("tr.run").count() == 0
         page.goto(f"{site.base}/runs/{site.baseline}")
         assert "/login" in page.url and "baseline" not in page.content()
-        api = ctx.request.get(f"{site.base}/api/runs?ids={site.baseline}")
+        api = browser_fetch(page, f"{site.base}/api/runs?ids={site.baseline}")
         assert api.status == 401
-        note = ctx.request.post(
-            f"{site.base}/runs/{site.baseline}/notes", form={"text": "sneaky", "token": "wrong"}
+        note = browser_fetch(
+            page,
+            f"{site.base}/runs/{site.baseline}/notes",
+            method="POST",
+            form={"text": "sneaky", "token": "wrong"},
         )
         assert note.status in (401, 403)
         assert "sneaky" not in (site.orbit.run_dir(site.baseline) / "notes.jsonl").read_text()

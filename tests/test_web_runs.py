@@ -20,7 +20,7 @@ from orbit.store.home import Home
 from orbit.store.model import Run, RunState
 from orbit.store.runs import RunStore
 from orbit.web.app import make_app
-from orbit.web.auth import new_login_code
+from orbit.web.auth import new_login_code, read_host
 
 TOKEN = "test-token-123"
 PNG = bytes.fromhex(
@@ -50,9 +50,11 @@ class Client:
         self.app = app
         self.session = ""
         self.csrf = ""
+        self.host = ""  # the Host a browser sends: the home's secret name, after login()
 
     def login(self, home: Home) -> None:
         """Redeem a one-time login code as a browser would; keep the session and form token."""
+        self.host = f"{read_host(home)}:7717"
         r = self.get("/login", f"code={new_login_code(home, TOKEN)}", auth=False)
         assert r.status == 303, r.text
         self.session = r.headers["set-cookie"].split(";")[0].split("=", 1)[1]
@@ -85,6 +87,7 @@ class Client:
             "wsgi.multiprocess": False,
             "wsgi.run_once": False,
             "CONTENT_LENGTH": str(len(body)),
+            **({"HTTP_HOST": self.host} if self.host else {}),
         }
         if form is not None:
             environ["CONTENT_TYPE"] = "application/x-www-form-urlencoded"
