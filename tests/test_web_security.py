@@ -25,6 +25,9 @@ from urllib.parse import quote, urlsplit
 
 import pytest
 from conftest import Orbit
+from test_hardening_store import SYSTEM_PYTHON
+from test_hardening_store import open_dir as open_dir  # fixtures: a real second user
+from test_hardening_store import tester as tester
 
 from orbit.store.home import Home
 from orbit.store.model import RunState
@@ -837,3 +840,64 @@ def test_a_port_taken_on_ipv6_loopback_is_refused(orbit: Orbit) -> None:
             assert started.json()["port"] != port
         finally:
             orbit("web", "--stop")
+
+
+# --- lock files: no other user may hold them (finding 7) ---------------------------------
+HOLD = """
+import fcntl, sys, time
+try:
+    fd = open(sys.argv[1])
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except OSError as exc:
+    print("refused", exc.errno, flush=True)
+    sys.exit(0)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_another_user_can_no_longer_block_orbit_web(
+    tester: tuple[int, int], open_dir: Path
+) -> None:
+    """A home readable by every user, with the 0644 lock files an older Orbit left: another
+    uid that flocks runtime/web.lock kept `orbit web` from starting."""
+    home = open_dir / "shared"
+    for folder in (home, home / "runtime", home / "locks"):
+        folder.mkdir(mode=0o755)
+        folder.chmod(0o755)
+    for lock in ("runtime/web.lock", "locks/scheduler.lock"):
+        (home / lock).touch()
+        (home / lock).chmod(0o644)
+    (open_dir / "work").mkdir()
+    orbit = Orbit(home, open_dir / "work")
+    uid, gid = tester
+    cmd = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", SYSTEM_PYTHON]
+    holder = subprocess.Popen(
+        [*cmd, "-c", HOLD, str(home / "runtime/web.lock")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        first = holder.stdout.readline() if holder.stdout else ""
+        # The older 0644 file: another user holds it, and the owner's first start is blocked.
+        assert first.startswith("held"), first
+        blocked = orbit("web", "--port", str(_free_port()))
+        assert blocked.code != 0 and "did not start" in blocked.err, blocked
+    finally:
+        holder.kill()
+        holder.wait()
+    assert orbit("scheduler", "tick").code == 0
+    started = orbit("web", "--port", str(_free_port()), "--json")
+    try:
+        assert started.code == 0, started.err
+        for lock in ("runtime/web.lock", "locks/scheduler.lock"):  # narrowed by their owner
+            assert stat.S_IMODE((home / lock).stat().st_mode) == 0o600, lock
+        assert orbit("web", "--stop").code == 0
+        (home / "runtime/web.lock").unlink()  # made anew: 0600 despite the umask of 022
+        again = orbit("web", "--port", str(_free_port()), "--json")
+        assert again.code == 0, again.err
+        assert stat.S_IMODE((home / "runtime/web.lock").stat().st_mode) == 0o600
+        tried = subprocess.run(
+            [*cmd, "-c", HOLD, str(home / "runtime/web.lock")], capture_output=True, text=True
+        )
+        assert tried.stdout.startswith(f"refused {errno.EACCES}"), tried
+    finally:
+        orbit("web", "--stop")

@@ -1,5 +1,11 @@
 """File locks (flock). The kernel drops a lock when its holder dies, so a held lock
-is also a liveness signal: the shepherd holds its run's lock for as long as it lives."""
+is also a liveness signal: the shepherd holds its run's lock for as long as it lives.
+
+flock needs only a descriptor open for reading, so a lock file anyone else may open is a lock
+anyone else may hold: another user of a shared home could then keep `orbit web`, the tick or
+a shepherd from ever starting. Every lock file is therefore 0600, whatever the umask or the
+home's mode, and one found with wider bits (made by an older Orbit, or a `chmod -R`) is
+narrowed when its owner next takes it."""
 
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ def try_lock(path: Path, timeout: float = 0.0, *, make_parent: bool = True) -> I
     bring back the directory of a run that was removed)."""
     if make_parent:
         path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a")  # noqa: SIM115 - the caller owns the handle for the lock's lifetime
+    handle = open_private(path)
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -42,6 +48,19 @@ def try_lock(path: Path, timeout: float = 0.0, *, make_parent: bool = True) -> I
                 handle.close()
                 return None
             time.sleep(0.01)
+
+
+def open_private(path: Path) -> IO[str]:
+    """`path` opened for appending, created 0600; made 0600 when it is this user's and wider."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o077 and st.st_uid == os.geteuid():
+            os.fchmod(fd, 0o600)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "a")
 
 
 def release(handle: IO[str]) -> None:
