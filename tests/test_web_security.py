@@ -901,3 +901,29 @@ def test_another_user_can_no_longer_block_orbit_web(
         assert tried.stdout.startswith(f"refused {errno.EACCES}"), tried
     finally:
         orbit("web", "--stop")
+
+
+# --- notes up to NOTE_MAX are taken, whatever their text (finding 5) -------------------------
+def test_notes_up_to_the_documented_limit_are_accepted(live: Live) -> None:
+    from orbit.web.run_page import NOTE_MAX
+
+    run_id = make_run(live.home)
+    sid = live.login()
+    csrf = live.csrf(sid)
+
+    def post(text: str) -> Answer:
+        body = "text=" + quote(text, safe="") + f"&token={csrf}"
+        return live.request(f"/runs/{run_id}/notes", method="POST", body=body.encode(), session=sid)
+
+    cjk = "実験" * (58 * 1024 // 6)  # 58 KiB of UTF-8: 174 KiB urlencoded (Bottle took 100 KiB)
+    lines = "a\r\n" * (NOTE_MAX // 2 - 8)  # newlines as a browser sends them: CRLF, `%0D%0A`
+    full = "x" * NOTE_MAX
+    for text in (cjk, lines, full):
+        reply = post(text)
+        assert reply.status == 303, (len(text), reply.status, reply.text[:200])
+    notes = [json.loads(line) for line in (_run_dir(live.home, str(run_id)) / "notes.jsonl").open()]
+    assert [n["text"] for n in notes] == [cjk, lines.replace("\r\n", "\n").strip(), full]
+    too_long = post("x" * (NOTE_MAX + 1))
+    assert too_long.status == 413 and "at most 64 KiB" in too_long.text
+    huge = post("実" * 50_000)  # 450 KB urlencoded, beyond what Bottle parses: the same words
+    assert huge.status == 413 and "at most 64 KiB" in huge.text, huge.text[:300]

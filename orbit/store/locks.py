@@ -51,16 +51,21 @@ def try_lock(path: Path, timeout: float = 0.0, *, make_parent: bool = True) -> I
 
 
 def open_private(path: Path) -> IO[str]:
-    """`path` opened for appending, created 0600; made 0600 when it is this user's and wider."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    """`path` opened for appending, created 0600; made 0600 when it is this user's and wider.
+    The handle's `name` is the path (callers unlink it by that name)."""
+    handle = open(path, "a", opener=_private_opener)  # noqa: SIM115 - the caller owns it
     try:
-        st = os.fstat(fd)
+        st = os.fstat(handle.fileno())
         if st.st_mode & 0o077 and st.st_uid == os.geteuid():
-            os.fchmod(fd, 0o600)
+            os.fchmod(handle.fileno(), 0o600)
     except OSError:
-        os.close(fd)
+        handle.close()
         raise
-    return os.fdopen(fd, "a")
+    return handle
+
+
+def _private_opener(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_CLOEXEC, 0o600)
 
 
 def release(handle: IO[str]) -> None:
