@@ -927,3 +927,54 @@ def test_notes_up_to_the_documented_limit_are_accepted(live: Live) -> None:
     assert too_long.status == 413 and "at most 64 KiB" in too_long.text
     huge = post("実" * 50_000)  # 450 KB urlencoded, beyond what Bottle parses: the same words
     assert huge.status == 413 and "at most 64 KiB" in huge.text, huge.text[:300]
+
+
+# --- special files and odd names in output/ (findings 6 and 10) ----------------------------
+def _odd_output(home: Home) -> tuple[str, Path]:
+    """A run whose output/ holds what a `--root` container can make: a FIFO, a socket, a
+    character device (1,3: the host's /dev/null) and names with a newline and a tab."""
+    run_id = make_run(home)
+    out = _run_dir(home, str(run_id)) / "output"
+    os.mkfifo(out / "pipe")
+    os.mknod(out / "chr", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(out / "sock"))
+    sock.close()
+    (out / "new\nline.txt").write_text("a newline\n")
+    (out / "tab\there.txt").write_text("a tab\n")
+    (out / "fine.txt").write_text("fine\n")
+    os.symlink("fine.txt", out / "alias.txt")
+    return str(run_id), out
+
+
+def test_special_files_and_odd_names_are_listed_as_what_they_are_and_never_served(
+    live: Live,
+) -> None:
+    run_id, _ = _odd_output(live.home)
+    for page in (f"/runs/{run_id}", f"/runs/{run_id}/files/"):
+        html = live.request(page, token=live.token).text
+        for name, kind in (("pipe", "FIFO"), ("sock", "socket"), ("chr", "character device")):
+            assert f'{name} <span class="kind">{kind}, not served</span>' in html, (page, name)
+            assert f'files/{name}"' not in html, (page, name)  # no dead link
+        for shown, quoted in (("new\\nline.txt", "new%0Aline.txt"), ("tab\\there.txt", "tab%09")):
+            assert f'{shown} <span class="kind">a control character' in html, (page, shown)
+            assert quoted not in html, (page, quoted)
+        assert f'href="/runs/{run_id}/files/fine.txt"' in html
+        assert f'"/runs/{run_id}/files/alias.txt">alias.txt</a> <span class="kind"' in html
+    for name in ("pipe", "sock", "chr", "new%0Aline.txt", "tab%09here.txt"):
+        for query in ("", "?raw=1"):
+            reply = live.request(f"/runs/{run_id}/files/{name}{query}", token=live.token)
+            assert reply.status in (403, 404), (name, query, reply.status)
+    assert live.request(f"/runs/{run_id}/files/alias.txt?raw=1", token=live.token).body == b"fine\n"
+
+
+def test_export_skips_fifos_sockets_and_devices(live: Live, tmp_path: Path) -> None:
+    run_id, _ = _odd_output(live.home)
+    live.orbit("mv", run_id, "odd")
+    res = live.orbit("export", "odd", str(tmp_path / "out"), "--json")
+    assert res.code == 0, res.err  # a FIFO made the copy fail (and a device would be read)
+    copied = tmp_path / "out" / "odd" / run_id / "output"
+    assert sorted(p.name for p in copied.iterdir()) == sorted(
+        ["alias.txt", "fine.txt", "new\nline.txt", "tab\there.txt"]
+    )
+    assert (copied / "alias.txt").is_symlink()

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from orbit.errors import NotFoundError, OrbitError
+from orbit.store.dirlist import control_free
 
 
 class Refused(OrbitError):
@@ -97,6 +98,8 @@ def check_rel(rel: str) -> list[str]:
     or a `..` (checked before the path is used at all, here or on another node)."""
     if "\x00" in rel or "\\" in rel:
         raise Refused("refused path: it has a NUL or a backslash")
+    if not control_free(rel):  # listed as not servable (store/dirlist.py)
+        raise Refused("refused path: its name has a control character")
     if rel.startswith("/"):
         raise Refused("refused path: it is absolute")
     parts = [p for p in PurePosixPath(rel).parts if p not in ("", ".")]

@@ -4,22 +4,66 @@
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 SCAN_MAX = 20000  # entries of one folder looked at; a listing says when there are more
 
 
+SPECIAL = {
+    stat.S_IFIFO: "FIFO",
+    stat.S_IFSOCK: "socket",
+    stat.S_IFCHR: "character device",
+    stat.S_IFBLK: "block device",
+}
+
+
+def special_kind(mode: int) -> str:
+    """ "FIFO", "socket", "character device" or "block device"; "" for a file, folder or link.
+    A container (with `--root`, CAP_MKNOD) can make real device nodes of the host in output/:
+    nothing reads these."""
+    return SPECIAL.get(stat.S_IFMT(mode), "")
+
+
+def control_free(name: str) -> bool:
+    """No control character in `name` (a newline, a tab, an escape …): such a name cannot be
+    a URL path the web serves, nor safely a header or a terminal line."""
+    return not any(ord(c) < 0x20 or ord(c) == 0x7F for c in name)
+
+
 @dataclass
 class Entry:
     name: str
     is_dir: bool
-    size: int  # bytes of a regular file; 0 for a folder or a link
+    size: int  # bytes of a regular file; 0 for a folder, a link or a special file
     link: bool
+    special: str = ""  # special_kind: a FIFO, socket or device node is listed, never read
 
     @property
     def kind(self) -> str:
-        return "link" if self.link else "dir" if self.is_dir else "file"
+        return self.special or ("link" if self.link else "dir" if self.is_dir else "file")
+
+    @property
+    def label(self) -> str:
+        """The name as shown: control characters as escapes (`new\\nline.txt`)."""
+        if control_free(self.name):
+            return self.name
+        return "".join(
+            c if control_free(c) else c.encode("unicode_escape").decode() for c in self.name
+        )
+
+    @property
+    def note(self) -> str:
+        """Why the web does not open it ("" when it does)."""
+        if self.special:
+            return f"{self.special}, not served"
+        return "" if control_free(self.name) else "a control character in its name, not served"
+
+    @property
+    def servable(self) -> bool:
+        """Whether the web can open it: no special file, and a name without control characters."""
+        return not self.special and control_free(self.name)
 
 
 def scan_dir(folder: int | Path, limit: int) -> tuple[list[Entry], int]:
@@ -31,12 +75,13 @@ def scan_dir(folder: int | Path, limit: int) -> tuple[list[Entry], int]:
             if n >= SCAN_MAX:
                 break
             try:
-                link = e.is_symlink()
-                is_dir = e.is_dir(follow_symlinks=False)
-                size = 0 if is_dir or link else e.stat(follow_symlinks=False).st_size
+                st = e.stat(follow_symlinks=False)
+                link, is_dir = stat.S_ISLNK(st.st_mode), stat.S_ISDIR(st.st_mode)
+                special = special_kind(st.st_mode)
+                size = st.st_size if stat.S_ISREG(st.st_mode) else 0
             except OSError:
-                link, is_dir, size = False, False, 0
-            entries.append(Entry(e.name, is_dir, size, link))
+                link, is_dir, size, special = False, False, 0, ""
+            entries.append(Entry(e.name, is_dir, size, link, special))
     entries.sort(key=lambda e: (not e.is_dir, e.name))
     return entries[:limit], len(entries)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from orbit.errors import ConflictError, NotFoundError, OrbitError, UsageError
+from orbit.store.dirlist import special_kind
 from orbit.store.model import Run
 
 if TYPE_CHECKING:
@@ -152,6 +153,13 @@ def copy_run(run: Run, target: Path) -> None:
         raise
 
 
+def _special(path: str) -> bool:
+    try:
+        return bool(special_kind(os.lstat(path).st_mode))
+    except OSError:
+        return False
+
+
 def _occupied(target: Path) -> bool:
     if not target.exists() and not target.is_symlink():
         return False
@@ -163,13 +171,16 @@ def _occupied(target: Path) -> bool:
 
 def _skip_live(top: Path) -> Callable[[str, list[str]], set[str]]:
     """Leave out lock and pid files and in-flight temp files, in the run's own folder only
-    (an experiment's output/x.lock is a result and is copied)."""
+    (an experiment's output/x.lock is a result and is copied), and FIFOs, sockets and device
+    nodes anywhere: a `--root` container can make real devices of the host in output/, and
+    copying one would read the host's disk (or block on a FIFO for good)."""
     top_s = str(top)
 
     def ignore(folder: str, names: list[str]) -> set[str]:
+        skipped = {n for n in names if _special(os.path.join(folder, n))}
         if folder != top_s:
-            return set()
-        return {
+            return skipped
+        return skipped | {
             n
             for n in names
             if n.endswith((".lock", ".pid")) or (n.startswith(".") and n.endswith(".tmp"))

@@ -134,7 +134,15 @@
 % else:
 <div class="scroll"><table class="files">
 % for e in output:
-<tr><td><a href="/runs/{{run.id}}/files/{{q(e.name)}}{{'/' if e.is_dir else ''}}">{{e.name}}{{'/' if e.is_dir else ''}}</a></td><td>{{'' if e.is_dir else fmt_size(e.size)}}</td></tr>
+% if not e.servable:
+<tr class="unservable"><td>{{e.label}} <span class="kind">{{e.note}}</span></td><td></td></tr>
+% else:
+<tr><td><a href="/runs/{{run.id}}/files/{{q(e.name)}}{{'/' if e.is_dir else ''}}">{{e.name}}{{'/' if e.is_dir else ''}}</a>\\
+%   if e.link:
+ <span class="kind" title="a symbolic link: served only while it points inside output/">→ link</span>\\
+%   end
+</td><td>{{'' if e.is_dir else fmt_size(e.size)}}</td></tr>
+% end
 % end
 </table></div>
 % if n_output > len(output):

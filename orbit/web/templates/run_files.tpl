@@ -16,7 +16,15 @@
 <tr><th>name</th><th>size</th></tr>
 %     for e in entries:
 %       href = '/runs/%s/%s/%s' % (run.id, area, q((rel + '/' if rel else '') + e.name))
-<tr><td><a href="{{href}}{{'/' if e.is_dir else ''}}">{{e.name}}{{'/' if e.is_dir else ''}}</a>{{' →' if e.link else ''}}</td><td>{{'' if e.is_dir else fmt_size(e.size)}}</td></tr>
+%       if not e.servable:
+<tr class="unservable"><td>{{e.label}} <span class="kind">{{e.note}}</span></td><td></td></tr>
+%       else:
+<tr><td><a href="{{href}}{{'/' if e.is_dir else ''}}">{{e.name}}{{'/' if e.is_dir else ''}}</a>\\
+%         if e.link:
+ <span class="kind" title="a symbolic link: served only while it points inside the folder">→ link</span>\\
+%         end
+</td><td>{{'' if e.is_dir else fmt_size(e.size)}}</td></tr>
+%       end
 %     end
 </table>
 %     if total > len(entries):
