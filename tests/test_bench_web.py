@@ -167,7 +167,6 @@ def test_jobs_list_matrix_links_and_comparison(bench: Bench, page: tuple[Any, li
 
 def test_bench_json_and_errors(bench: Bench, page: tuple[Any, list[str]]) -> None:
     pg, errors = page
-    pg.goto(bench.base + "/bench")  # fetch() reads the origin of the page it runs in
 
     class api:  # the page's own Chromium: Playwright's requests cannot resolve `*.localhost`
         @staticmethod
