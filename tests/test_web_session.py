@@ -26,7 +26,7 @@ import pytest
 from conftest import SMALL, Orbit, _cleanup_containers
 from docker_setup import BUSYBOX_IMAGE
 from test_web_e2e import CHROMIUM, CHROMIUM_ARGS, NEEDS_CHROMIUM, SCREENSHOTS, TIMEOUT_MS
-from test_web_security import Live, _free_port, make_run
+from test_web_security import Live, _free_port, _odd_output, make_run
 from test_web_security import live as live  # the fixture: a server started by `orbit web`
 
 from orbit.web.auth import SECRET_HOST, host_path, read_host, token_path
@@ -357,3 +357,27 @@ def test_a_host_network_run_serving_http_receives_no_session(
         (out / "done").touch()
         orbit.wait_for(run_id, lambda s: bool(s.get("finished_at")), 60)
         _cleanup_containers(orbit.home)
+
+
+@NEEDS_CHROMIUM
+@pytest.mark.chromium
+def test_what_a_person_sees_on_127_and_in_an_odd_output_folder(live: Live, chromium: Any) -> None:
+    page = chromium.new_page()
+    page.goto(f"http://127.0.0.1:{live.port}/")  # an old bookmark: no session there
+    assert urlsplit(page.url).path == "/login"
+    assert "keeps no session" in page.locator("main").inner_text()
+    assert str(read_host(live.home)) not in page.content()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "session-login-on-127.png"))
+    old = urlsplit(live.login_url())  # a link of the older form, on 127.0.0.1
+    page.goto(f"http://127.0.0.1:{live.port}{old.path}?{old.query}")
+    assert page.url == live.base + "/", page.url  # moved on to the secret name, logged in
+    run_id, _ = _odd_output(live.home)
+    page.goto(f"{live.base}/runs/{run_id}/files/")
+    rows = page.locator("table.files tr.unservable")
+    assert rows.count() == 5
+    assert page.locator("table.files tr.unservable a").count() == 0
+    text = page.locator("table.files").inner_text()
+    for shown in ("pipe FIFO, not served", "chr character device, not served", "new\\nline.txt"):
+        assert shown in text, text
+    page.screenshot(path=str(SCREENSHOTS / "session-files-special.png"), full_page=True)

@@ -141,7 +141,7 @@
 %   if e.link:
  <span class="kind" title="a symbolic link: served only while it points inside output/">→ link</span>\\
 %   end
-</td><td>{{'' if e.is_dir else fmt_size(e.size)}}</td></tr>
+</td><td>{{'' if e.is_dir or e.link else fmt_size(e.size)}}</td></tr>
 % end
 % end
 </table></div>
@@ -209,7 +209,7 @@
 <details class="session-files"><summary>session/ ({{n_session}} entries)</summary>
 <div class="scroll"><table class="files">
 % for e in session:
-<tr><td><a href="/runs/{{run.id}}/session/{{q(e.name)}}{{'/' if e.is_dir else ''}}">{{e.name}}{{'/' if e.is_dir else ''}}</a></td><td>{{'' if e.is_dir else fmt_size(e.size)}}</td></tr>
+<tr><td><a href="/runs/{{run.id}}/session/{{q(e.name)}}{{'/' if e.is_dir else ''}}">{{e.name}}{{'/' if e.is_dir else ''}}</a></td><td>{{'' if e.is_dir or e.link else fmt_size(e.size)}}</td></tr>
 % end
 </table></div></details>
 % end

@@ -23,7 +23,7 @@
 %         if e.link:
  <span class="kind" title="a symbolic link: served only while it points inside the folder">→ link</span>\\
 %         end
-</td><td>{{'' if e.is_dir else fmt_size(e.size)}}</td></tr>
+</td><td>{{'' if e.is_dir or e.link else fmt_size(e.size)}}</td></tr>
 %       end
 %     end
 </table>
