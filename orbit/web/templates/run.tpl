@@ -209,7 +209,11 @@
 <details class="session-files"><summary>session/ ({{n_session}} entries)</summary>
 <div class="scroll"><table class="files">
 % for e in session:
-<tr><td><a href="/runs/{{run.id}}/session/{{q(e.name)}}{{'/' if e.is_dir else ''}}">{{e.name}}{{'/' if e.is_dir else ''}}</a></td><td>{{'' if e.is_dir or e.link else fmt_size(e.size)}}</td></tr>
+% if not e.servable:
+<tr class="unservable"><td>{{e.label}} <span class="kind">{{e.note}}</span></td><td></td></tr>
+% else:
+<tr><td><a href="/runs/{{run.id}}/session/{{q(e.name)}}{{'/' if e.is_dir else ''}}">{{e.name}}{{'/' if e.is_dir else ''}}</a>{{' →' if e.link else ''}}</td><td>{{'' if e.is_dir or e.link else fmt_size(e.size)}}</td></tr>
+% end
 % end
 </table></div></details>
 % end
