@@ -207,8 +207,8 @@ class Thief(http.server.BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def thief() -> Iterator[int]:
-    Thief.seen = []
+def thief(live: Live) -> Iterator[int]:
+    Thief.seen, Thief.toss = [], live.cookie_name
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Thief)
     thread = threading.Thread(target=server.serve_forever)
     thread.start()
@@ -264,7 +264,6 @@ def _replays_fail(live: Live, header: str) -> None:
 def test_a_server_on_another_port_receives_no_session(
     live: Live, thief: int, chromium: Any
 ) -> None:
-    Thief.toss = live.cookie_name
     run_id = make_run(live.home, name="still-here")
     page = _logged_in(chromium, live)
     for origin in (f"http://127.0.0.1:{thief}", f"http://localhost:{thief}"):
@@ -286,9 +285,8 @@ def test_a_server_on_another_port_receives_no_session(
 def test_a_same_name_cookie_for_every_localhost_name_logs_no_one_out(
     live: Live, thief: int, chromium: Any
 ) -> None:
-    Thief.toss = live.cookie_name
-    page = _logged_in(chromium, live)
-    page.goto(f"http://evil.localhost:{thief}/again")
+    _logged_in(chromium, live).goto(f"http://evil.localhost:{thief}/again")
+    page = chromium.pages[0]
     tossed = [c for c in chromium.cookies() if c["value"] == "tossed2"]
     print(f"Chromium kept the Domain=localhost cookie: {tossed}")
     sent = []
