@@ -26,8 +26,9 @@ import pytest
 from conftest import SMALL, Orbit, _cleanup_containers
 from docker_setup import BUSYBOX_IMAGE
 from test_web_e2e import CHROMIUM, CHROMIUM_ARGS, NEEDS_CHROMIUM, SCREENSHOTS, TIMEOUT_MS
-from test_web_security import Live, _free_port, _odd_output, make_run
+from test_web_security import Live, _free_port, make_run
 from test_web_security import live as live  # the fixture: a server started by `orbit web`
+from test_web_smaller import _odd_output
 
 from orbit.web.auth import SECRET_HOST, host_path, read_host, token_path
 
