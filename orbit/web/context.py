@@ -46,6 +46,7 @@ CONFIG_KEY = "orbit.ctx"
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 HEADER = "X-Orbit-Token"
 CSRF_HEADER = "X-Orbit-CSRF"
+COOKIES_MAX = 200  # same-name cookies of one request looked at
 # An inline icon: browsers then ask for no /favicon.ico (which would be a 404 or a redirect).
 FAVICON = (
     "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'%3E"
@@ -134,7 +135,8 @@ class WebContext:
         every server on any port of them may have received, and counts for nothing."""
         environ = bottle.request.environ
         if "orbit.session" not in environ:
-            sids = cookies_named(cookie_name()) if self.on_secret_host() else []
+            # Chromium keeps at most 180 cookies a name: beyond that, a header is no browser's.
+            sids = cookies_named(cookie_name())[:COOKIES_MAX] if self.on_secret_host() else []
             environ["orbit.session"] = next((s for s in sids if self.auth.session_ok(s)), None)
         found: str | None = environ["orbit.session"]
         return found
