@@ -6,10 +6,10 @@ import argparse
 import io
 from typing import Any
 
-from orbit.cli.common import add_json, ago, print_json, table
+from orbit.cli.common import add_json, print_json, table
 from orbit.env import Env
 from orbit.errors import ExitCode
-from orbit.human import fmt_cpus
+from orbit.human import ago, fmt_cpus
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
