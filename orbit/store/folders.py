@@ -79,7 +79,7 @@ def tree(
     top_level = 0
     for kind, entries in (("runs", folders), ("jobs", job_folders)):
         for folder in entries:
-            if not folder:
+            if not folder or not isinstance(folder, str):  # a damaged record: the top level
                 top_level += kind == "runs"
                 continue
             parts = folder.split("/")

@@ -25,6 +25,7 @@ from orbit.web.context import (
     local_path,
     require_auth,
 )
+from orbit.web.folders import ROUTES as FOLDER_ROUTES
 from orbit.web.settings import ROUTES as SETTINGS_ROUTES
 
 log = logging.getLogger(__name__)
@@ -185,6 +186,7 @@ PAGES: list[Route] = [
     ("GET", "/resources", resources),
     ("GET", "/api/resources", resources_api),
     *SETTINGS_ROUTES,
+    *FOLDER_ROUTES,
     *listing.ROUTES,
     *run_page.ROUTES,
     *browse.ROUTES,
