@@ -5,7 +5,7 @@
  / <a href="/browse?folder={{quote(path, safe='/')}}">{{name}}</a>
 % end
 </h1>
-% if folder:
+% if folder and runs_under:
 <p><a href="/?folder={{quote(folder, safe='/')}}">All {{runs_under}} run{{'' if runs_under == 1 else 's'}} under {{folder}}/ in the runs list</a> (with its subfolders).</p>
 % end
 % if children:
