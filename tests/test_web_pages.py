@@ -24,25 +24,25 @@ from docker_setup import BUSYBOX_IMAGE, PYTHON_IMAGE, REPO_ROOT
 from node_setup import SshServer
 from notify_server import Endpoint
 from test_bench_engine import ADAPTER, kill_holder, remove_solved_images, toy_tasks
-from test_web_e2e import CHROMIUM, CHROMIUM_ARGS, NEEDS_CHROMIUM, TIMEOUT_MS, WIDE, _free_port
+from test_bench_web import page  # noqa: F401  (a fixture: a logged-in Chromium page)
+from test_web_e2e import NEEDS_CHROMIUM, _free_port
 from test_web_e2e import _shot as shot
 
 from orbit.agents import auth
 from orbit.store import nodes
 from orbit.store.home import Home
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
 pytestmark = [NEEDS_CHROMIUM, pytest.mark.chromium]
 
 API_KEY = "sk-ant-api03-THISISTHEWHOLESECRETKEY-a1b2"
 HOOK_SECRET = "hook-signing-secret-0123456789"
 TESTS = Path(__file__).resolve().parent
+Shown = tuple[Any, list[str]]  # test_bench_web's `page`: the page and the errors it logged
 
 
 @dataclass
 class Site:
     orbit: Orbit
-    login_url: str
     base: str
     hook_url: str
     node_run: str  # a run of this home on node b
@@ -125,10 +125,8 @@ def site(
         res = orbit("web", "--port", str(_free_port()), "--json")
         assert res.code == 0, res.err
         url = urlsplit(str(res.json()["url"]))
-        yield Site(
-            orbit, str(res.json()["url"]), f"{url.scheme}://{url.netloc}", endpoint.url,
-            node_run, tested, job,
-        )  # fmt: skip
+        base = f"{url.scheme}://{url.netloc}"
+        yield Site(orbit, base, endpoint.url, node_run, tested, job)
     finally:
         endpoint.close()
         orbit("web", "--stop")
@@ -142,28 +140,22 @@ def site(
 
 
 @pytest.fixture(scope="module")
-def page(site: Site) -> Iterator[tuple[Any, list[str]]]:
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        ctx = browser.new_context(viewport=WIDE)
-        ctx.set_default_timeout(TIMEOUT_MS)
-        pg = ctx.new_page()
-        errors: list[str] = []
-        pg.on("pageerror", lambda exc: errors.append(str(exc)))
-        pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        pg.goto(site.login_url)
-        try:
-            yield pg, errors
-        finally:
-            browser.close()
+def bench(site: Site) -> Site:
+    """The home test_bench_web's `page` fixture (a logged-in Chromium page, from the URL
+    `orbit web --json` prints) logs in to: this module's."""
+    return site
 
 
-def test_settings_lists_the_profiles_and_never_a_secret(
-    site: Site, page: tuple[Any, list[str]]
-) -> None:
-    pg, errors = page
-    pg.click("nav a[href='/settings']")
-    pg.wait_for_url("**/settings")
+def nav(shown: Shown, href: str) -> Any:
+    """Follow the top bar's link to `href`; the page."""
+    pg, _errors = shown
+    pg.click(f"nav a[href='{href}']")
+    pg.wait_for_url(f"**{href}")
+    return pg
+
+
+def test_settings_lists_the_profiles_and_never_a_secret(site: Site, page: Shown) -> None:  # noqa: F811
+    pg, errors = nav(page, "/settings"), page[1]
     cc = pg.locator(".auth-profiles tr[data-profile=cc]").inner_text()
     assert "claude-code" in cc and "api-key" in cc
     assert f"…{API_KEY[-4:]} ({len(API_KEY)} characters)" in cc
@@ -188,10 +180,8 @@ def test_settings_lists_the_profiles_and_never_a_secret(
     assert errors == []
 
 
-def test_resources_show_the_nodes_and_their_runs(site: Site, page: tuple[Any, list[str]]) -> None:
-    pg, errors = page
-    pg.click("nav a[href='/resources']")
-    pg.wait_for_url("**/resources")
+def test_resources_show_the_nodes_and_their_runs(site: Site, page: Shown) -> None:  # noqa: F811
+    pg, errors = nav(page, "/resources"), page[1]
     b = pg.locator("tr.node[data-node=b]")
     text = b.inner_text()
     assert "reachable" in text and "ago" in text and "/ 2" in text  # GPUs free of 2
@@ -209,12 +199,8 @@ def test_resources_show_the_nodes_and_their_runs(site: Site, page: tuple[Any, li
     assert errors == []
 
 
-def test_the_folders_view_shows_the_job_in_its_folder(
-    site: Site, page: tuple[Any, list[str]]
-) -> None:
-    pg, errors = page
-    pg.click("nav a[href='/browse']")
-    pg.wait_for_url("**/browse")
+def test_the_folders_view_shows_the_job_in_its_folder(site: Site, page: Shown) -> None:  # noqa: F811
+    pg, errors = nav(page, "/browse"), page[1]
     row = pg.locator("tr.folder[data-path=papers]")
     assert row.locator("td").nth(3).inner_text() == "1"  # one bench job under papers/
     row.locator("a").click()
