@@ -213,6 +213,11 @@ def test_the_folders_view_shows_the_job_in_its_folder(site: Site, page: Shown) -
     shot(pg, "pages-folders")
     job.locator(f"a[href='/bench/jobs/{site.job}']").click()
     pg.wait_for_url(f"**/bench/jobs/{site.job}")
+    # The jobs list names each job's folder, linked to it.
+    pg.goto(site.base + "/bench")
+    folder = pg.locator(f"tr.job[data-id={site.job}] td.folder a")
+    assert folder.inner_text() == "papers/bench/"
+    assert folder.get_attribute("href") == "/browse?folder=papers/bench"
     # Moved to the top level, it leaves the folder; papers/ holds the run only.
     assert site.orbit("mv", site.job, "/").code == 0
     pg.goto(site.base + "/browse")
