@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 
 def fmt_num(value: float) -> str:
@@ -92,3 +93,14 @@ def clock_time(stamp: str | None) -> str:
         return datetime.fromisoformat(str(stamp)).astimezone().strftime("%H:%M:%S")
     except ValueError:
         return "?"
+
+
+def ago(stamp: str | None, now: datetime | None = None) -> str:
+    """`5m02s ago` for an ISO time (`-` for none or one that is not a time)."""
+    try:
+        when = datetime.fromisoformat(stamp) if stamp else None
+    except (TypeError, ValueError):
+        when = None
+    if when is None or when.tzinfo is None:
+        return "-"
+    return human_seconds(((now or datetime.now(UTC)) - when).total_seconds()) + " ago"

@@ -157,6 +157,12 @@ def test_relay_profile_reaches_a_local_provider_over_the_host_network(
         )
         bad = orbit("auth", "test", "bad", "--image", python_image)
         assert bad.code == 1 and "auth bad: FAILED" in bad.err
+        # Each test is kept in its profile: `auth ls` (and the web's settings page) show it.
+        last = {p["name"]: p["last_test"] for p in orbit("auth", "ls", "--json").json()}
+        assert last["relay"]["ok"] is True and last["relay"]["run"] == tested.json()["run"]
+        assert last["bad"]["ok"] is False and last["bad"]["state"] == "failed"
+        listing = orbit("auth", "ls").out
+        assert "LAST TEST" in listing and " FAILED " in listing and " ok " in listing
     assert files_holding(orbit.home, KEY) == []
 
 

@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 from conftest import Orbit
 
+from orbit.errors import ExitCode
+
 TESTS = Path(__file__).resolve().parent
 ADAPTER = "python:bench_toy:ToyAdapter"
 REWARD = "/logs/verifier/reward.txt"
@@ -259,7 +261,8 @@ def test_regrade_verifies_again_without_solving(bench: Orbit) -> None:
     before = by_key(job)
     assert set(job["job"]) == {
         "id", "benchmark", "name", "tasks", "methods", "seeds", "max_running", "created_at",
-        "state", "trials", "done", "valid", "invalid", "unknown", "unreadable", "rebuilt",
+        "state", "folder", "trials", "done", "valid", "invalid", "unknown", "unreadable",
+        "rebuilt",
     }  # fmt: skip
     assert set(job["trials"][0]) == {
         "id", "task", "method", "seed", "phase", "execution", "evaluation", "reason", "score",
@@ -277,6 +280,48 @@ def test_regrade_verifies_again_without_solving(bench: Orbit) -> None:
     res = bench("bench", "jobs")
     row = res.out.splitlines()[1].split()
     assert res.code == 0 and row[:6] == [job_id, "-", "toy", "finished", "2/2", "2"], res.out
+
+
+def test_a_job_is_filed_in_a_folder_and_moved_like_runs(bench: Orbit) -> None:
+    bad = bench("bench", "run", "toy", "-t", "add", "-m", "oracle", "--folder", "a/../b")
+    assert bad.code == 2 and "`.` and `..` are not folder names" in bad.err
+    assert not (bench.home / "bench" / "jobs").exists() or not any(
+        (bench.home / "bench" / "jobs").iterdir()
+    )
+    code, job = run_job(bench, "-t", "add", "-m", "oracle", "-n", "smoke", "--folder", "/p//b/")
+    assert code == 0, job
+    job_id, solve = job["job"]["id"], job["trials"][0]["runs"]["solve"]
+    assert job["job"]["folder"] == "p/b"
+    listed = bench("folders", "--json").json()
+    assert {"path": "p/b", "runs": 0, "direct": 0, "jobs": 1, "direct_jobs": 1} in listed["folders"]
+    assert listed["top_level_jobs"] == 0
+    assert bench("folders").out.splitlines()[0].split() == [
+        "FOLDER",
+        "RUNS",
+        "HERE",
+        "BENCH",
+        "JOBS",
+    ]
+
+    moved = bench("mv", job_id, "final", "--json")
+    assert moved.code == 0, moved.err
+    assert moved.json() == {"folder": "final", "moved": [], "jobs": [job_id]}
+    assert bench("bench", "show", job_id, "--json").json()["job"]["folder"] == "final"
+    # A job by its name, with a run, to the top level; the job's runs were never moved.
+    both = bench("mv", "smoke", solve, "/")
+    assert both.code == 0, both.err
+    assert both.out == (
+        f"moved 1 run(s) to the top level: {solve}\n"
+        f"moved 1 bench job(s) to the top level: {job_id}\n"
+    )
+    assert bench("bench", "show", job_id, "--json").json()["job"]["folder"] is None
+    # An unknown reference moves nothing and says what it looked for.
+    none = bench("mv", job_id, "j99", "elsewhere")
+    assert none.code == ExitCode.NOT_FOUND
+    assert none.err == (
+        "orbit: no run or bench job 'j99' (see `orbit ps -a` and `orbit bench jobs`)\n"
+    )
+    assert bench("bench", "show", job_id, "--json").json()["job"]["folder"] is None
 
 
 def test_cancel_then_rm_job(bench: Orbit) -> None:

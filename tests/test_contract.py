@@ -121,6 +121,7 @@ RESOURCES = {
     "gpu_source",
     "gpus",
     "gpus_free",
+    "nodes",
     "cpus",
     "memory",
     "leases",

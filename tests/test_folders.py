@@ -42,7 +42,7 @@ def test_mv_changes_the_folder_everywhere_and_keeps_run_yaml(orbit: Orbit, busyb
 
     res = orbit("mv", a, b, "papers/final", "--json")
     assert res.code == 0, res.err
-    assert res.json() == {"folder": "papers/final", "moved": [a, b]}
+    assert res.json() == {"folder": "papers/final", "moved": [a, b], "jobs": []}
     assert folder_of(orbit, a) == folder_of(orbit, b) == "papers/final"
     assert folder_of(orbit, c) == "papers/ablation"
     # run.yaml is never rewritten; status.yaml holds the new folder.
@@ -84,6 +84,8 @@ def test_folders_counts_a_tree(orbit: Orbit, busybox: str) -> None:
     assert orbit("mv", ids[1], "rcb/noskills/deep").code == 0
     assert orbit("mv", ids[2], "/").code == 0
     out = orbit("folders", "--json").json()
+    for row in out["folders"]:
+        assert (row.pop("jobs"), row.pop("direct_jobs")) == (0, 0)
     assert out == {
         "folders": [
             {"path": "papers", "runs": 2, "direct": 1},
@@ -93,6 +95,7 @@ def test_folders_counts_a_tree(orbit: Orbit, busybox: str) -> None:
             {"path": "rcb/noskills/deep", "runs": 1, "direct": 1},
         ],
         "top_level": 1,
+        "top_level_jobs": 0,
     }
     assert orbit("folders").out.splitlines() == [
         "FOLDER       RUNS  HERE",

@@ -175,6 +175,42 @@ def test_add_ls_check_rm(orbit: Orbit, node_b: NodeB) -> None:
     assert orbit("node", "rm", "b").code == 3
 
 
+def test_resources_show_the_nodes_from_their_last_readings(
+    primary: Orbit, node_b: NodeB, busybox: str
+) -> None:
+    """`orbit resources` (and /api/resources, the same report) lists each node as last read,
+    with the reading's age and this home's runs there; a node that does not answer never
+    holds it up: it is shown as never reached, then as unreachable once its probe tried."""
+    from orbit.store import nodes
+
+    run_id = primary.submit("--node", "b", *SMALL, "--image", busybox, "--", "sleep", "60")
+    remote_id(primary, run_id)
+    down = nodes.parse_url("c", "ssh://root@127.0.0.1:1", orbit=f"{sys.executable} -m orbit")
+    nodes.add(Home(primary.home, primary.environ), down)
+    started = time.monotonic()
+    data = primary("resources", "--json").json()
+    assert time.monotonic() - started < 5
+    b, c = data["nodes"]
+    assert (b["name"], b["reachable"], b["runs"]["here"]) == ("b", True, [run_id])
+    assert b["free"]["gpus"][1] == 2 and b["age_s"] is not None and b["age_s"] < 120
+    assert (c["name"], c["reachable"], c["age_s"]) == ("c", None, None)
+    text = primary("resources").out
+    nodes_part = text[text.index("Nodes (last readings") :]
+    header, row_b, row_c = nodes_part.splitlines()[1:4]
+    assert header.split()[:3] == ["NAME", "URL", "STATE"] and header.endswith("READ")
+    assert row_b.split()[:3] == ["b", node_b.sshd.url(), "ok"] and row_b.endswith(" ago")
+    assert "never reached" in row_c
+    # The look woke c's probe: it tried, and the next look says why c cannot be reached.
+    deadline = time.monotonic() + 30
+    while nodes.read_state(Home(primary.home, primary.environ), "c") is None:
+        assert time.monotonic() < deadline, "no probe read node c"
+        time.sleep(0.2)
+    c = primary("resources", "--json").json()["nodes"][1]
+    assert c["reachable"] is False and "Connection refused" in c["error"]
+    assert "unreachable: node c: " in primary("resources").out
+    assert primary("cancel", run_id).code == 0
+
+
 # --- one run on the node ---------------------------------------------------------------------
 def _project(tmp_path: Path) -> Path:
     repo = tmp_path / "proj"

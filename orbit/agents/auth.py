@@ -2,7 +2,7 @@
 
     ORBIT_HOME/auth.json   (mode 0600)
     {"version": 1, "profiles": {NAME: {harness, kind, key, files, base_url, host_network,
-                                       env, source, created_at}}}
+                                       env, source, created_at, last_test}}}
 
 A profile is one of three kinds. `api-key`: the provider's API key. `login`: the agent's own
 login (Claude Code: a `claude setup-token` OAuth token; Codex: the auth.json its login flow
@@ -24,6 +24,7 @@ from typing import Any
 from orbit import harnesses
 from orbit.errors import UsageError
 from orbit.store.home import Home
+from orbit.store.model import now_iso
 from orbit.store.profiles import Malformed, ProfileStore, entry_of, fields_of
 
 KINDS = ("login", "api-key", "relay")
@@ -41,6 +42,7 @@ class Profile:
     env: dict[str, str] = field(default_factory=dict)  # non-secret: model choices
     source: str = ""  # where the secret came from ("stdin", "env:VAR", "file", "device login")
     created_at: str = ""
+    last_test: dict[str, Any] | None = None  # the last `orbit auth test`: {at, ok, run, state}
 
     def secret_strings(self) -> list[str]:
         """Every secret string of the profile, for redaction: the key and the string values of
@@ -71,7 +73,17 @@ def _strings(value: Any) -> list[str]:
 def _parse(name: str, entry: dict[str, Any]) -> Profile:
     if entry.get("harness") not in harnesses.ids():
         raise Malformed("is malformed")
-    return Profile(name=name, **fields_of(Profile, entry))
+    profile = Profile(name=name, **fields_of(Profile, entry))
+    if not isinstance(profile.last_test, dict):
+        profile.last_test = None  # only a record of the past: never a reason to refuse the file
+    return profile
+
+
+def _dump(profile: Profile) -> dict[str, Any]:
+    entry = entry_of(profile)
+    if entry["last_test"] is None:
+        del entry["last_test"]  # a profile never tested is written as before it was kept
+    return entry
 
 
 STORE: ProfileStore[Profile] = ProfileStore(
@@ -80,7 +92,7 @@ STORE: ProfileStore[Profile] = ProfileStore(
     command="orbit auth",
     top="profiles",
     parse=_parse,
-    dump=entry_of,
+    dump=_dump,
     json_format=True,
     version_key="version",
     secret=True,
@@ -110,7 +122,18 @@ def describe(profile: Profile) -> dict[str, Any]:
         "env": profile.env,
         "source": profile.source,
         "created_at": profile.created_at,
+        "last_test": profile.last_test,
     }
+
+
+def record_test(home: Home, name: str, *, ok: bool, run: str, state: str) -> None:
+    """Keep the outcome of `orbit auth test NAME` in the profile (`last_test`), for `auth ls`
+    and the web view's settings page."""
+
+    def change(profile: Profile) -> None:
+        profile.last_test = {"at": now_iso(), "ok": ok, "run": run, "state": state}
+
+    STORE.update(home, name, change)
 
 
 def from_environment(harness: str, kind: str, environ: Mapping[str, str]) -> Profile:

@@ -102,6 +102,7 @@ class JobRequest:
     name: str | None = None
     max_running: int | None = None
     secrets: dict[str, str] = field(default_factory=dict)
+    folder: str | None = None  # normalized (store/folders.py)
 
 
 def _next_id(home: Home) -> str:
@@ -157,6 +158,7 @@ def create_job(home: Home, req: JobRequest) -> Job:
         seeds=req.seeds,
         max_running=req.max_running,
         created_at=now_iso(),
+        folder=req.folder,
     )
     write_secrets(home, job_id, req.secrets)
     for task in req.tasks:
@@ -226,6 +228,17 @@ def revive(home: Home, environ: Mapping[str, str]) -> list[str]:
 
 
 # --- what a person asks -----------------------------------------------------------------------
+def move_job(home: Home, job_id: str, folder: str | None) -> Job:
+    """File the job under `folder` (None: the top level), as `orbit mv` files runs; its
+    trials' runs stay where they are."""
+    with job_locked(home, job_id):
+        job = load_job(home, job_id)
+        if job.folder != folder:
+            job.folder = folder
+            save_job(home, job)
+        return job
+
+
 def request_cancel(home: Home, job_id: str) -> Job:
     """Mark the job cancelled; its driver cancels the trials' runs and stops (a dead driver is
     restarted by the caller for that). A job whose only unfinished trials are regrades is

@@ -128,6 +128,7 @@ class Job:
     max_running: int | None = None
     created_at: str = ""
     state: str = "running"  # running | finished | cancelled
+    folder: str | None = None  # filed under this folder (`bench run --folder`, `orbit mv`)
 
 
 @dataclass

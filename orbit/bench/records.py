@@ -122,6 +122,8 @@ def load_checked(home: Home, job_id: str) -> Job:
         problem = "'seeds' is not a number"
     elif not all(isinstance(v, str) for v in (job.state, job.benchmark, job.created_at)):
         problem = "'state', 'benchmark' or 'created_at' is not text"
+    elif job.folder is not None and not isinstance(job.folder, str):
+        problem = "'folder' is not text"
     if problem:
         raise CorruptError(f"job {job_id}: job.json: {problem}")
     return job

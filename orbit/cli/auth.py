@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from typing import Any
 
 from orbit import harnesses
 from orbit.cli.common import print_json
@@ -95,12 +96,22 @@ def list_profiles(args: argparse.Namespace, env: Env) -> int:
             p["secret"],
             p["base_url"] or "-",
             "host" if p["host_network"] else "-",
+            _last_test(p["last_test"]),
         ]
         for p in shown
     ]
-    headers = ["NAME", "HARNESS", "KIND", "SECRET", "BASE URL", "NETWORK"]
+    headers = ["NAME", "HARNESS", "KIND", "SECRET", "BASE URL", "NETWORK", "LAST TEST"]
     show_list(env, args, auth.STORE, shown, headers, rows)
     return ExitCode.OK
+
+
+def _last_test(last: dict[str, Any] | None) -> str:
+    """`ok 5m ago (run 12)`, `FAILED 2h ago (run 9)`, or `-` when never tested."""
+    from orbit.human import ago
+
+    if not last:
+        return "-"
+    return f"{'ok' if last.get('ok') else 'FAILED'} {ago(last.get('at'))} (run {last.get('run')})"
 
 
 def rm(args: argparse.Namespace, env: Env) -> int:
@@ -150,6 +161,7 @@ def test(args: argparse.Namespace, env: Env) -> int:
         log = ""
     # A line that is the answer alone: an error that echoes the prompt does not count.
     ok = run.state is RunState.SUCCEEDED and TEST_ANSWER in (x.strip() for x in log.splitlines())
+    auth.record_test(env.home, profile.name, ok=ok, run=run.id, state=run.state.value)
     last = [line for line in log.splitlines() if line.strip()][-3:]
     result = {
         "profile": profile.name,

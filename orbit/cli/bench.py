@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from orbit.cli.bench_review import add_compare_parser, add_usage_parser
 from orbit.cli.common import add_json, key_value, non_negative_int, print_json, side_tick, table
+from orbit.cli.mv import complete_folders
 from orbit.env import Env
 from orbit.errors import ConflictError, ExitCode, UsageError
 
@@ -210,6 +211,10 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seeds", type=non_negative_int, default=1, help="trials per task and method")
     p.add_argument("-n", "--name", dest="job_name", help="a name for the job")
+    folder = p.add_argument(
+        "--folder", metavar="PATH", help="file the job under this folder (as `orbit run --folder`)"
+    )
+    folder.completer = complete_folders
     p.add_argument(
         "--max-running",
         type=non_negative_int,
@@ -227,7 +232,9 @@ def run_run(args: argparse.Namespace, env: Env) -> int:
     from orbit.bench.jobs import JobRequest, create_job, start_driver
     from orbit.bench.methods import check_method, parse_method
     from orbit.bench.model import load_benchmark
+    from orbit.store.folders import normalize
 
+    folder = normalize(args.folder)
     revive(env)
     bench = load_benchmark(env.home, args.name)
     methods = [parse_method(m, env.cwd) for m in args.methods]
@@ -249,6 +256,7 @@ def run_run(args: argparse.Namespace, env: Env) -> int:
         name=args.job_name,
         max_running=args.max_running,
         secrets=secrets,
+        folder=folder,
     )
     job = create_job(env.home, req)
     start_driver(env.home, job.id, env.environ)

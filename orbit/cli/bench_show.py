@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from orbit.bench.records import DAMAGED, JobRecords, read_job, trial_json
-from orbit.cli.common import ago, print_json, table
+from orbit.cli.common import print_json, table
 from orbit.env import Env
-from orbit.human import fmt_num
+from orbit.human import ago, fmt_num
 from orbit.store.home import Home
 
 

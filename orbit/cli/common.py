@@ -12,12 +12,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from orbit.env import Env
 from orbit.errors import NotFoundError, OrbitError, UsageError, from_os_error
-from orbit.human import human_seconds
 from orbit.store.home import Home
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from orbit.store.model import Run
     from orbit.store.runs import Broken, RunStore
 
@@ -112,17 +109,6 @@ def table(out: TextIO, headers: Sequence[str], rows: Iterable[Sequence[str]]) ->
     lines = [fmt.format(*headers).rstrip()]
     lines.extend(fmt.format(*row).rstrip() for row in rows)
     out.write("\n".join(lines) + "\n")
-
-
-def ago(stamp: str | None, now: datetime | None = None) -> str:
-    from datetime import UTC, datetime
-
-    from orbit.store.model import parse_iso
-
-    when = parse_iso(stamp)
-    if when is None:
-        return "-"
-    return human_seconds(((now or datetime.now(UTC)) - when).total_seconds()) + " ago"
 
 
 # --- tab completion ---------------------------------------------------------------------------

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from orbit.cli.common import ago
 from orbit.cli.profiles import Commands, show, show_list, show_removed
 from orbit.env import Env
 from orbit.errors import ExitCode
+from orbit.human import ago
 
 if TYPE_CHECKING:
     from orbit.store.datasets import Dataset

@@ -8,9 +8,10 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from orbit.cli.common import add_json, ago, group_option, print_json
+from orbit.cli.common import add_json, group_option, print_json
 from orbit.env import Env
 from orbit.errors import ExitCode
+from orbit.human import ago
 from orbit.store.model import parse_iso
 
 if TYPE_CHECKING:

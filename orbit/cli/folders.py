@@ -1,4 +1,5 @@
-"""orbit folders: the folder tree with run counts (a folder counts its subfolders' runs)."""
+"""orbit folders: the folder tree with run counts (a folder counts its subfolders' runs) and
+the bench jobs filed in each."""
 
 from __future__ import annotations
 
@@ -10,20 +11,27 @@ from orbit.errors import ExitCode
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("folders", help="list folders with their run counts")
+    p = sub.add_parser("folders", help="list folders with their run and bench job counts")
     add_json(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
+    from orbit.cli.mv import job_folders
     from orbit.store.folders import tree
     from orbit.store.runs import RunStore
 
     rows = RunStore(env.home).list_rows()
-    counts, top_level = tree(r.get("folder") for r in rows if isinstance(r, dict))
+    jobs = job_folders(env.home)
+    counts, top_level = tree((r.get("folder") for r in rows if isinstance(r, dict)), jobs)
+    top_jobs = sum(1 for f in jobs if not f)
     if args.json:
-        folders = [{"path": c.path, "runs": c.runs, "direct": c.direct} for c in counts]
-        print_json(env, {"folders": folders, "top_level": top_level})
+        folders = [
+            {"path": c.path, "runs": c.runs, "direct": c.direct, "jobs": c.jobs,
+             "direct_jobs": c.direct_jobs}
+            for c in counts
+        ]  # fmt: skip
+        print_json(env, {"folders": folders, "top_level": top_level, "top_level_jobs": top_jobs})
         return ExitCode.OK
     if not counts:
         print(
@@ -36,8 +44,12 @@ def run(args: argparse.Namespace, env: Env) -> int:
     for c in counts:
         depth = c.path.count("/")
         name = "  " * depth + c.path.rsplit("/", 1)[-1] + "/"
-        body.append([name, str(c.runs), str(c.direct)])
-    body.append(["(top level)", str(top_level), str(top_level)])
-    # RUNS counts the subfolders' runs too; HERE only the runs filed in exactly that folder.
-    table(env.stdout, ["FOLDER", "RUNS", "HERE"], body)
+        body.append([name, str(c.runs), str(c.direct), str(c.jobs)])
+    body.append(["(top level)", str(top_level), str(top_level), str(top_jobs)])
+    # RUNS counts the subfolders' runs too; HERE only the runs filed in exactly that folder;
+    # BENCH JOBS the jobs in the folder and its subfolders (a home without jobs: no column).
+    headers = ["FOLDER", "RUNS", "HERE", "BENCH JOBS"]
+    if not jobs:
+        headers, body = headers[:3], [row[:3] for row in body]
+    table(env.stdout, headers, body)
     return ExitCode.OK

@@ -42,51 +42,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--force", action="store_true", help="even while runs of this home are on it")
 
 
-def _free(info: dict[str, Any]) -> dict[str, Any]:
-    """Free and total CPUs, memory and GPUs from a node's reading."""
-    from orbit.sched.nodeplace import pool_from_dict
-
-    try:
-        pool = pool_from_dict(info.get("pool") or {})
-    except ValueError:
-        return {}
-    total, leased, outside = pool.totals, pool.leased, pool.outside
-    return {
-        "cpus": [round(total.cpus - leased.cpus - outside.cpus, 2), total.cpus],
-        "mem_gb": [round(total.mem_gb - leased.mem_gb - outside.mem_gb, 2), total.mem_gb],
-        "gpus": [sum(1 for g in pool.gpus if g.allowed and not g.holder), len(pool.gpus)],
-    }
-
-
 def _runs_here(env: Env) -> dict[str, list[str]]:
     """The active runs of this home on each node."""
+    from orbit.sched.noderows import runs_on_nodes
     from orbit.store.model import Run
     from orbit.store.runs import RunStore
 
     store = RunStore(env.home)
-    out: dict[str, list[str]] = {}
-    for item in store.load_many(store.leased_ids()):
-        if isinstance(item, Run) and item.status.get("node") and item.state.active:
-            out.setdefault(str(item.status["node"]), []).append(item.id)
-    return out
+    return runs_on_nodes(r for r in store.load_many(store.leased_ids()) if isinstance(r, Run))
 
 
 def _row(node: Node, state: NodeState | None, runs: list[str]) -> dict[str, Any]:
-    row: dict[str, Any] = {"name": node.name, "url": node.url, "home": node.home}
-    if state is None:
-        row.update(reachable=None, error="never reached")
-    else:
-        row.update(reachable=state.ok, checked_at=state.at.isoformat() if state.at else None)
-        if not state.ok:
-            row["error"] = state.error
-            row["since"] = state.since.isoformat() if state.since else None
-    info = state.info if state else {}
-    row["version"] = info.get("version")
-    row["executor"] = info.get("executor")
-    row["free"] = _free(info)
-    row["datasets"] = sorted((info.get("datasets") or {}).keys())
-    row["runs"] = {"here": runs, "there": info.get("runs") or {}}
-    return row
+    from orbit.sched.noderows import node_row
+
+    return node_row(node, state, runs)
 
 
 def _pair(value: list[Any] | None, unit: str = "") -> str:
@@ -110,14 +79,16 @@ def list_nodes(args: argparse.Namespace, env: Env) -> int:
     placed = _runs_here(env)
     rows = [_row(node, states[name], placed.get(name, [])) for name, node in registry.items()]
     body = {"here": nodes.local_name(env.home), "nodes": rows}
-    headers = ["NAME", "URL", "STATE", "ORBIT", "CPUS FREE", "MEMORY FREE", "GPUS FREE"]
-    headers.append("RUNS HERE")
-    show_list(env, args, nodes.STORE, body, headers, [_cells(r) for r in rows])
+    headers = [*NODE_HEADERS, "RUNS HERE"]
+    show_list(env, args, nodes.STORE, body, headers, [node_cells(r) for r in rows])
     return ExitCode.OK
 
 
-def _cells(r: dict[str, Any]) -> list[str]:
-    """A row of `orbit node ls`."""
+NODE_HEADERS = ["NAME", "URL", "STATE", "ORBIT", "CPUS FREE", "MEMORY FREE", "GPUS FREE"]
+
+
+def node_cells(r: dict[str, Any]) -> list[str]:
+    """A row of `orbit node ls` (and of `orbit resources`' nodes)."""
     if r["reachable"]:
         state = "ok"
     elif r["reachable"] is None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import io
 from typing import Any
 
-from orbit.cli.common import add_json, print_json
+from orbit.cli.common import add_json, print_json, table
 from orbit.env import Env
 from orbit.errors import ExitCode
-from orbit.human import fmt_cpus
+from orbit.human import ago, fmt_cpus
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,9 +43,23 @@ def run(args: argparse.Namespace, env: Env) -> int:
     for q in data["queue"]:
         label = f"{q['id']} ({q['name']})" if q["name"] else q["id"]
         w(f"  {label}  {q['reason']}\n")
+    _nodes(env, data["nodes"])
     for problem in data["problems"]:
         w(f"problem: {problem}\n")
     return ExitCode.OK
+
+
+def _nodes(env: Env, rows: list[dict[str, Any]]) -> None:
+    """The other nodes as last read, with the reading's age (a home without nodes: nothing)."""
+    from orbit.cli.node import NODE_HEADERS, node_cells
+
+    if not rows:
+        return
+    env.stdout.write("Nodes (last readings; `orbit node ls` reads them now):\n")
+    body = [[*node_cells(r), ago(r.get("checked_at"))] for r in rows]
+    out = io.StringIO()
+    table(out, [*NODE_HEADERS, "RUNS HERE", "READ"], body)
+    env.stdout.write("".join(f"  {line}\n" for line in out.getvalue().splitlines()))
 
 
 def _machine(env: Env, data: dict[str, Any]) -> None:

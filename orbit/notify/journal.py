@@ -68,3 +68,8 @@ def recent(home: Home, profile: str | None = None, limit: int = 20) -> list[dict
     if profile:
         rows = [r for r in rows if r.get("profile") == profile]
     return rows[-limit:]
+
+
+def last_by_profile(home: Home) -> dict[str, dict[str, Any]]:
+    """Each profile's newest line of the log (its last delivery attempt), by profile name."""
+    return {str(row.get("profile")): row for row in recent(home, limit=MAX_LINES)}

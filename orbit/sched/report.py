@@ -1,11 +1,14 @@
-"""The resources report: who holds the GPUs, CPUs and memory, and why queued runs wait."""
+"""The resources report: who holds the GPUs, CPUs and memory, why queued runs wait, and the
+other nodes as last read (sched/noderows.py)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from orbit.sched import pool
 from orbit.sched.gpus import GIB
+from orbit.sched.noderows import cached_rows
 from orbit.sched.tick import unreadable_lease
 from orbit.store.home import Home
 from orbit.store.locks import stuck_scheduler
@@ -31,6 +34,7 @@ def report(home: Home) -> dict[str, Any]:
     if stuck:
         problems.append(stuck)
     reading = pool.build(home, leased)
+    node_rows, node_problems = cached_rows(home, runs, datetime.now(UTC))
     slots = {s.index: s for s in reading.pool.gpus}
     gpus = []
     for g in reading.gpus:
@@ -77,7 +81,8 @@ def report(home: Home) -> dict[str, Any]:
             for r in leased
         ],
         "queue": [{"id": r.id, "name": r.name or None, "reason": r.reason} for r in queued],
-        "problems": reading.problems + problems,
+        "nodes": node_rows,
+        "problems": reading.problems + problems + node_problems,
     }
 
 

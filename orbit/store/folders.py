@@ -66,25 +66,38 @@ class FolderCount:
     path: str
     runs: int  # in this folder and its subfolders
     direct: int  # filed in exactly this folder
+    jobs: int = 0  # bench jobs in this folder and its subfolders
+    direct_jobs: int = 0  # bench jobs filed in exactly this folder
 
 
-def tree(folders: Iterable[str | None]) -> tuple[list[FolderCount], int]:
-    """Every folder with its counts, parents before children (sorted by path segments), and
-    the number of runs at the top level. `a/b/c` alone lists `a`, `a/b` and `a/b/c`."""
+def tree(
+    folders: Iterable[str | None], job_folders: Iterable[str | None] = ()
+) -> tuple[list[FolderCount], int]:
+    """Every folder with its counts of runs (`folders`: one entry a run) and bench jobs
+    (`job_folders`: one a job), parents before children (sorted by path segments), and the
+    number of runs at the top level. `a/b/c` alone lists `a`, `a/b` and `a/b/c`."""
     counts: dict[str, FolderCount] = {}
     top_level = 0
-    for folder in folders:
-        if not folder:
-            top_level += 1
-            continue
-        parts = folder.split("/")
-        for depth in range(1, len(parts) + 1):
-            path = "/".join(parts[:depth])
-            entry = counts.setdefault(path, FolderCount(path, 0, 0))
-            entry.runs += 1
-            if depth == len(parts):
-                entry.direct += 1
+    for kind, entries in (("runs", folders), ("jobs", job_folders)):
+        for folder in entries:
+            if not folder or not isinstance(folder, str):  # a damaged record: the top level
+                top_level += kind == "runs"
+                continue
+            parts = folder.split("/")
+            for depth in range(1, len(parts) + 1):
+                path = "/".join(parts[:depth])
+                entry = counts.setdefault(path, FolderCount(path, 0, 0))
+                _count(entry, kind, direct=depth == len(parts))
     return [counts[k] for k in sorted(counts, key=lambda p: p.split("/"))], top_level
+
+
+def _count(entry: FolderCount, kind: str, *, direct: bool) -> None:
+    if kind == "runs":
+        entry.runs += 1
+        entry.direct += direct
+    else:
+        entry.jobs += 1
+        entry.direct_jobs += direct
 
 
 @dataclass

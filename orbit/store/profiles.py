@@ -187,6 +187,19 @@ class ProfileStore(Generic[T]):
             "or add it again with --replace"
         )
 
+    def update(self, home: Home, name: str, change: Callable[[T], None]) -> T | None:
+        """Apply `change` to the record `name` as it is now and save it, under the lock (a
+        record added again meanwhile gets the change; one removed meanwhile stays removed:
+        None)."""
+        with self._locked(home):
+            records = self.load(home)
+            record = records.get(name)
+            if record is None:
+                return None
+            change(record)
+            self._save(home, records)
+        return record
+
     def remove(self, home: Home, name: str) -> T:
         """Forget `name`; NotFoundError (naming the known ones) when there is no such record."""
         with self._locked(home):

@@ -1,5 +1,5 @@
-"""The Bottle application: login, resources and settings here; the runs list, the run page, its
-files and the compare page in their own modules. Every route but the login is registered behind
+"""The Bottle application: login and resources here; the runs list, the run page, its files,
+the compare page and settings in their own modules. Every route but the login is registered behind
 `require_auth`, here, in one place."""
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from orbit.web.context import (
     local_path,
     require_auth,
 )
+from orbit.web.folders import ROUTES as FOLDER_ROUTES
+from orbit.web.settings import ROUTES as SETTINGS_ROUTES
 
 log = logging.getLogger(__name__)
 
@@ -203,18 +205,6 @@ def resources_api() -> dict[str, Any]:
     return report(current().home)
 
 
-def settings() -> str:
-    from orbit.doctor import run_checks
-
-    ctx = current()
-    home = ctx.home
-    checks = run_checks(home)
-    config = home.settings.as_written()
-    return ctx.render(
-        "settings", title="Settings", checks=checks, home=str(home.root), config=config
-    )
-
-
 def wants_json() -> bool:
     """A request under /api/, or one that asks for JSON (a script posting a note or a cancel
     with `Accept: application/json`): its errors are JSON too, never the HTML page."""
@@ -253,7 +243,8 @@ PAGES: list[Route] = [
     ("GET", "/static/<path:path>", static),
     ("GET", "/resources", resources),
     ("GET", "/api/resources", resources_api),
-    ("GET", "/settings", settings),
+    *SETTINGS_ROUTES,
+    *FOLDER_ROUTES,
     *listing.ROUTES,
     *run_page.ROUTES,
     *browse.ROUTES,

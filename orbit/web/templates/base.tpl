@@ -19,6 +19,7 @@
     <a href="/failures">Failures</a>
     <a href="{{lessons_href}}" id="nav-lessons">Lessons</a>
     <a href="/bench">Bench</a>
+    <a href="/browse">Folders</a>
     <a href="/resources">Resources</a>
     <a href="/settings">Settings</a>
 % if authed:

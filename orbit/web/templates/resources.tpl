@@ -58,6 +58,41 @@
 % else:
 <p>The queue is empty.</p>
 % end
+<h2>Nodes</h2>
+% if data["nodes"]:
+% from orbit.human import human_seconds
+<p class="muted">As last read (<code>orbit node ls</code> reads them now); a reading older than 15 s is read again in the background.</p>
+<div class="scroll"><table class="nodes">
+<thead><tr><th>node</th><th>state</th><th>read</th><th>Orbit</th><th>CPUs free</th><th>memory free</th><th>GPUs free</th><th>runs of this home</th><th>node's own runs</th></tr></thead>
+<tbody>
+% for n in data["nodes"]:
+% free = n["free"]
+% pair = lambda v, unit="": "-" if not v else "%g / %g%s" % (round(v[0], 1), round(v[1], 1), unit)
+% there = n["runs"]["there"]
+<tr class="node" data-node="{{n['name']}}">
+  <td><b>{{n["name"]}}</b><br><small>{{n["url"]}}</small></td>
+% if n["reachable"]:
+  <td><span class="state state-succeeded">reachable</span></td>
+% elif n["reachable"] is None:
+  <td><span class="state state-unknown">never reached</span></td>
+% else:
+  <td><span class="state state-unknown">unreachable</span> <span class="reason">{{n.get("error") or ""}}</span></td>
+% end
+  <td>{{"never" if n["age_s"] is None else human_seconds(n["age_s"]) + " ago"}}</td>
+  <td>{{n["version"] or "-"}}</td>
+  <td>{{pair(free.get("cpus"))}}</td><td>{{pair(free.get("mem_gb"), " GiB")}}</td><td>{{pair(free.get("gpus"))}}</td>
+  <td>
+% for rid in n["runs"]["here"]:
+<a href="/runs/{{rid}}">{{rid}}</a>
+% end
+{{"" if n["runs"]["here"] else "-"}}</td>
+  <td>{{"%s active, %s queued" % (there.get("active", "-"), there.get("queued", "-")) if there else "-"}}</td>
+</tr>
+% end
+</tbody></table></div>
+% else:
+<p>No other nodes (add one with <code>orbit node add NAME ssh://host</code>).</p>
+% end
 % for problem in data["problems"]:
 <p class="error">{{problem}}</p>
 % end
