@@ -1,0 +1,121 @@
+"""Filter expressions (orbit/review/where.py): parsing, matching and the one-line errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from orbit.errors import UsageError
+from orbit.review.metrics import Summary
+from orbit.review.where import Term, parse
+
+
+def _run(**fields: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": "7", "name": "lr1e-4-s1", "state": "succeeded", "group": "g"}
+    row.update(params={"lr": "1e-4", "opt": "sgd", "seed": "1"}, tags={"baseline": "yes"})
+    row.update(fields)
+    return row
+
+
+METRICS = {
+    "loss": Summary(latest=0.25, min=0.2, max=2.0, count=10, min_step=8, max_step=1),
+    "acc": Summary(latest=0.9, min=0.1, max=0.91, count=10, min_step=1, max_step=9),
+    "train/loss.total": Summary(latest=3.0, min=3.0, max=3.0, count=1, min_step=1, max_step=1),
+}
+
+
+def _holds(text: str, row: dict[str, Any] | None = None) -> bool:
+    return parse(text).matches(row or _run(), lambda: METRICS)
+
+
+def test_the_example_of_the_issue() -> None:
+    where = parse("lr<1e-3 loss<0.3 state=succeeded tag:baseline opt=sgd")
+    assert [t.kind for t in where.terms] == ["auto", "auto", "field", "tag", "auto"]
+    assert where.terms[0] == Term("auto", "lr", "<", ("1e-3",), 1e-3)
+    assert where.matches(_run(), lambda: METRICS)
+    assert not where.matches(_run(state="failed"), lambda: METRICS)
+    assert not where.matches(_run(params={"lr": "0.01", "opt": "sgd"}), lambda: METRICS)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("lr<=1e-4", True),
+        ("lr<1e-4", False),
+        ("lr>=0.0001", True),
+        ("lr=0.0001", True),  # numbers compare as numbers: 1e-4 == 0.0001
+        ("lr==1e-4", True),
+        ("lr!=1e-4", False),
+        ("opt=adam,sgd", True),  # alternatives
+        ("opt!=adam,sgd", False),
+        ("opt~SG", True),  # contains, any case
+        ("name~S1", True),
+        ("name=lr1e-4-s1", True),
+        ("loss<0.3", True),  # a metric (the final value) when no param has the name
+        ("loss>0.3", False),
+        ("min:loss<0.21", True),
+        ("max:loss>=2", True),
+        ("final:acc>0.8", True),
+        ("metric:acc>0.95", False),
+        ("train/loss.total=3", True),  # keys with dots and slashes
+        ("param:loss<1", False),  # no such param
+        ("tag:baseline", True),
+        ("tag:baseline=yes", True),
+        ("tag:baseline=no", False),
+        ("tag:other", False),
+        ("state=failed,succeeded", True),
+        ("id>5", True),
+        ('name="lr1e-4-s1"', True),
+        ("nothing=1", False),  # a key the run does not have matches no term
+        ("nothing!=1", False),
+        ("", True),
+    ],
+)
+def test_terms(text: str, expected: bool) -> None:
+    assert _holds(text) is expected, text
+
+
+def test_a_param_comes_before_a_metric_and_prefixes_choose() -> None:
+    row = _run(params={"loss": "5"})
+    assert _holds("loss=5", row)  # the param
+    assert _holds("metric:loss=0.25", row)  # the metric of that name
+
+
+def test_metrics_are_read_only_when_a_term_needs_them() -> None:
+    calls: list[int] = []
+
+    def metrics() -> dict[str, Summary]:
+        calls.append(1)
+        return METRICS
+
+    assert not parse("state=succeeded param:lr<1 tag:x").needs_metrics
+    assert parse("lr<1").needs_metrics  # a param, or else a metric
+    assert parse("state=succeeded lr<1").matches(_run(), metrics) and not calls
+    assert parse("loss<1 acc>0.5 min:loss<1").matches(_run(), metrics)
+    assert calls == [1]  # once per run, however many terms ask
+
+
+def test_ordering_needs_numbers_on_both_sides() -> None:
+    assert not _holds("opt<5")  # "sgd" is not a number
+    assert not _holds("name>1")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("lr<", "bad filter term 'lr<': no value after '<'"),
+        ("lr<abc", "bad filter term 'lr<abc': '<' needs a number, not 'abc'"),
+        ("lr<nan", "'<' needs a number, not 'nan'"),
+        ("loss", "bad filter term 'loss': expected KEY=VALUE, KEY<NUMBER, … or tag:NAME"),
+        ("=3", "expected KEY=VALUE"),
+        ("tag:", "name the tag"),
+        ("min:<3", "name the key after min:"),
+        ('name="unclosed', "bad filter expression: No closing quotation"),
+        (" ".join(["a=1"] * 65), "more than 64 terms"),
+    ],
+)
+def test_bad_expressions_are_one_line_errors(text: str, message: str) -> None:
+    with pytest.raises(UsageError) as err:
+        parse(text)
+    assert message in str(err.value) and "\n" not in str(err.value)
