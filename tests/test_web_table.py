@@ -10,7 +10,6 @@ started with `orbit web`; the browser logs in with the URL it prints. Screenshot
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +61,9 @@ def _bulk_run(store: RunStore, i: int, name: str, key: str = "acc") -> str:
         "resources": {"cpus": 1.0, "mem_gb": 1.0, "gpus": 0},
     }
     fields = {"exit_code": 0, "started_at": "2026-11-30T06:00:00.000+00:00"}
-    run = store.create(spec, state=RunState.SUCCEEDED, reason="", actor="test", status_fields=fields)
+    run = store.create(
+        spec, state=RunState.SUCCEEDED, reason="", actor="test", status_fields=fields
+    )
     path = run.path("metrics.jsonl")
     with open(path, "w") as fh:
         for step in range(1, 21):
@@ -123,6 +124,13 @@ def _cells(page: Any, col: str) -> list[str]:
     return [str(t) for t in page.locator(f'tr.run td[data-col="{col}"]').all_inner_texts()]
 
 
+def _heads(page: Any) -> list[str]:
+    """The sweep columns' ids, in order."""
+    return list(
+        page.locator("table.runs th[data-col]").evaluate_all("hs => hs.map(h => h.dataset.col)")
+    )
+
+
 def _shot(page: Any, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
@@ -134,10 +142,7 @@ def _ids(site: Site, *names: str) -> list[str]:
 
 def test_params_and_metrics_are_sortable_columns(site: Site, page: Any) -> None:
     page.goto(site.base + "/?group=sw")
-    heads = page.locator("table.runs th[data-col]").evaluate_all(
-        "hs => hs.map(h => h.dataset.col)"
-    )
-    assert heads == ["param:lr", "param:seed"]  # one column per param key of the shown runs
+    assert _heads(page) == ["param:lr", "param:seed"]  # one column per param key of the shown runs
     assert page.locator("th.params").count() == 0  # no text blob any more
     assert sorted(_cells(page, "param:lr")) == ["1", "1", "2", "2", "4", "4"]
 
@@ -156,10 +161,7 @@ def test_params_and_metrics_are_sortable_columns(site: Site, page: Any) -> None:
     page.check('#stat-chooser input[value="max"]')
     page.click("details#columns button[type=submit]")
     page.wait_for_url("**metric=loss**")
-    heads = page.locator("table.runs th[data-col]").evaluate_all(
-        "hs => hs.map(h => h.dataset.col)"
-    )
-    assert heads == ["param:lr", "param:seed", "final:loss", "min:loss", "max:loss"]
+    assert _heads(page) == ["param:lr", "param:seed", "final:loss", "min:loss", "max:loss"]
     assert page.locator("th.metric").count() == 0  # the main-metric column gives way
     page.click('th[data-col="final:loss"] a')
     page.wait_for_url("**sort=final%3Aloss**")
@@ -292,8 +294,7 @@ def test_the_url_reproduces_the_view(site: Site, page: Any) -> None:
     other = page.context.new_page()  # a colleague opens the shared URL
     other.goto(shared)
     assert (_rows(other), _cells(other, "max:acc"), _cells(other, "param:seed")) == view
-    heads = other.locator("table.runs th[data-col]").evaluate_all("hs => hs.map(h => h.dataset.col)")
-    assert heads == ["param:seed", "max:acc"]
+    assert _heads(other) == ["param:seed", "max:acc"]
     assert other.input_value("#where") == "loss>101"
     checked = other.locator("tr.run input[name=ids]:checked").evaluate_all(
         "bs => bs.map(b => b.value)"
@@ -314,4 +315,3 @@ def test_long_text_never_blows_up_a_row(site: Site, page: Any) -> None:
     head = page.locator(f'th[data-col="final:k{LONG}"]')
     assert head.bounding_box()["height"] < 40
     assert page.evaluate("document.documentElement.scrollWidth") <= WIDE["width"]
-    time.sleep(0)  # nothing to wait for: the page is static

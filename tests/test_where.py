@@ -1,14 +1,22 @@
-"""Filter expressions (orbit/review/where.py): parsing, matching and the one-line errors."""
+"""Filter expressions (orbit/review/where.py): parsing, matching, the one-line errors, and
+`orbit ps --where` over real run directories (one read through the shepherd's sidecar)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import Orbit
 
-from orbit.errors import UsageError
+from orbit.errors import ExitCode, UsageError
 from orbit.review.metrics import Summary
+from orbit.review.series import Follower
 from orbit.review.where import Term, parse
+from orbit.store.home import Home
+from orbit.store.model import RunState
+from orbit.store.runs import RunStore
 
 
 def _run(**fields: Any) -> dict[str, Any]:
@@ -119,3 +127,43 @@ def test_bad_expressions_are_one_line_errors(text: str, message: str) -> None:
     with pytest.raises(UsageError) as err:
         parse(text)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def _made(store: RunStore, name: str, lr: str, loss: float, state: RunState) -> str:
+    spec = {
+        "name": name,
+        "group": "g",
+        "tags": {"baseline": "yes"} if lr == "0.1" else {},
+        "params": {"lr": lr},
+        "image": "python:3.12-slim",
+        "command": ["python", "train.py"],
+        "resources": {"cpus": 1.0, "mem_gb": 1.0, "gpus": 0},
+    }
+    run = store.create(spec, state=state, reason="", actor="test", status_fields={})
+    lines = [{"step": s, "loss": loss * (4 - s)} for s in (1, 2, 3)]
+    run.path("metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    if lr != "0.001":  # one run without the shepherd's sidecar: parsed instead
+        Follower(run.path("metrics.jsonl")).update()
+    return run.id
+
+
+def test_orbit_ps_where(tmp_path: Path) -> None:
+    orbit = Orbit(tmp_path / "home", tmp_path)
+    store = RunStore(Home.from_environ(orbit.environ))
+    a = _made(store, "a", "0.1", 0.5, RunState.SUCCEEDED)
+    b = _made(store, "b", "0.01", 0.2, RunState.FAILED)
+    c = _made(store, "c", "0.001", 0.1, RunState.SUCCEEDED)
+
+    def ids(expr: str) -> list[str]:
+        res = orbit("ps", "--where", expr, "--json")
+        assert res.code == 0, res.err
+        return sorted(r["id"] for r in res.json()["runs"])
+
+    assert ids("lr<0.05") == sorted([b, c])  # implies -a: finished runs are listed
+    assert ids("loss<0.3") == sorted([b, c])  # final values 0.5, 0.2, 0.1
+    assert ids("max:loss>=0.5") == sorted([a, b])  # maxima 1.5, 0.6, 0.3
+    assert ids("state=succeeded tag:baseline") == [a]
+    assert orbit("ps", "--where", "loss<0", "-a").out.strip() == "no runs match"
+    bad = orbit("ps", "--where", "loss<<1")
+    assert bad.code == ExitCode.USAGE
+    assert bad.err.strip() == "orbit: bad filter term 'loss<<1': '<' needs a number, not '<1'"
