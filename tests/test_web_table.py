@@ -18,6 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from conftest import Orbit, _cleanup_containers, stop_ticker
 from docker_setup import BUSYBOX_IMAGE
+from test_polish import SMALL
 from test_web_e2e import CHROMIUM, CHROMIUM_ARGS, NEEDS_CHROMIUM, SCREENSHOTS, WIDE, _free_port
 
 from orbit.errors import ExitCode
@@ -75,12 +76,11 @@ def _bulk_run(store: RunStore, i: int, name: str, key: str = "acc") -> str:
 @pytest.fixture(scope="module")
 def site(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("web-table")
-    (root / "work").mkdir()
-    orbit = Orbit(root / "home", root / "work")
+    orbit = Orbit(root / "home", root)  # --no-project: no working tree is read
     try:
         res = orbit(
-            "sweep", "--image", BUSYBOX_IMAGE, "--no-project", "--cpus", "0.5", "--mem", "0.25",
-            "-g", "sw", "-n", "lr{lr}-s{seed}", "-p", "lr=1,2,4", "-p", "seed=1,2",
+            "sweep", "--image", BUSYBOX_IMAGE, *SMALL, "-g", "sw", "-n", "lr{lr}-s{seed}",
+            "-p", "lr=1,2,4", "-p", "seed=1,2",
             "-w", "--json", "--", "sh", "-c", SCRIPT,
         )  # fmt: skip
         assert res.code == ExitCode.RUN_FAILED, res.err  # lr4-s2 fails
