@@ -42,6 +42,7 @@ from common import REPO, machine
 sys.path.insert(0, str(REPO))
 
 from orbit.review.series import Follower
+from orbit.review.sidecar import SIDECAR
 from orbit.store.home import Home
 from orbit.web.context import load_or_create_token
 
@@ -79,10 +80,8 @@ def spec_with_params(i: int, rng: random.Random) -> dict[str, Any]:
 ORIGINAL_SPEC = bench_ps.spec_for
 
 
-def fill(home: Home, n_runs: int) -> str:
-    """bench_ps's history, with params, and a metrics file and sidecar per run."""
-    bench_ps.spec_for = spec_with_params
-    account = bench_ps.fill(home, n_runs)
+def sidecars(home: Home) -> str:
+    """A metrics file and the shepherd's sidecar for every run (written afresh)."""
     t0 = time.perf_counter()
     rng = random.Random(2)
     for run_dir in sorted(home.runs_dir.iterdir()):
@@ -92,8 +91,9 @@ def fill(home: Home, n_runs: int) -> str:
             for step in range(1, 51):
                 line = {"step": step, "loss": scale / step, "acc": 1 - scale / (step + 1)}
                 fh.write(json.dumps(line) + "\n")
+        path.with_name(SIDECAR).unlink(missing_ok=True)
         Follower(path).update()
-    return f"{account}; metrics and sidecars in {time.perf_counter() - t0:.1f} s"
+    return f"metrics and sidecars written in {time.perf_counter() - t0:.1f} s"
 
 
 def time_path(tree: Path, home: Path, token: str, path: str, repeats: int) -> dict[str, Any]:
@@ -121,6 +121,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5, help="warm requests per process (5)")
     parser.add_argument("--tree", type=Path, action="append", default=[], help="also time DIR")
     parser.add_argument("--keep", action="store_true", help="keep the temporary home")
+    parser.add_argument(
+        "--home", type=Path, help="a home an earlier --keep left (its sidecars are rewritten)"
+    )
     args = parser.parse_args()
     if args.runs < 1 or args.repeats < 1:
         parser.error("--runs and --repeats must be at least 1")
@@ -128,8 +131,13 @@ def main() -> int:
     print(machine(load=True))
     scratch = Path(tempfile.mkdtemp(prefix="orbit-bench-table-"))
     try:
-        home = Home.from_environ({"ORBIT_HOME": str(scratch / "home")})
-        print(f"history: {fill(home, args.runs)}")
+        if args.home:
+            home = Home.from_environ({"ORBIT_HOME": str(args.home.resolve())})
+            print(f"history: {args.home}; {sidecars(home)}")
+        else:
+            home = Home.from_environ({"ORBIT_HOME": str(scratch / "home")})
+            bench_ps.spec_for = spec_with_params
+            print(f"history: {bench_ps.fill(home, args.runs)}; {sidecars(home)}")
         token = load_or_create_token(home)
         for tree in [REPO, *args.tree]:
             print(f"\n== {tree} ==")

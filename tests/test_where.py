@@ -167,3 +167,41 @@ def test_orbit_ps_where(tmp_path: Path) -> None:
     bad = orbit("ps", "--where", "loss<<1")
     assert bad.code == ExitCode.USAGE
     assert bad.err.strip() == "orbit: bad filter term 'loss<<1': '<' needs a number, not '<1'"
+
+
+def test_a_list_reads_the_sidecars_summary_and_nothing_else(tmp_path: Path) -> None:
+    """metrics.glance gives what `orbit show --json` gives, read from the summary at the head of
+    metrics.summary.json; an older sidecar (summary last), a stale one and none give it too."""
+    from orbit.review import sidecar
+    from orbit.review.metrics import glance, summarize_with_x
+    from orbit.store.model import Run
+
+    run = Run("1", tmp_path)
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(
+        "".join(json.dumps({"step": s, "loss": 1 / s, "k": s}) + "\n" for s in (1, 2, 3))
+    )
+    expected = summarize_with_x(run)[1]
+    Follower(path).update()
+    side = sidecar.sidecar_path(path)
+    raw = side.read_bytes()
+    assert raw.index(b'"summary"') < raw.index(b'"keys"')  # the summary comes first
+    assert glance(run) == expected
+    with open(path, "rb") as fh:  # the prefix alone holds what read_summary returns
+        head = sidecar.read_summary(path, fh, path.stat().st_size)
+    assert head is not None and "keys" not in head and head["summary"]["loss"]["min"] == 1 / 3
+
+    data = json.loads(raw)  # a sidecar of an earlier version: the summary last
+    data["summary"] = data.pop("summary")
+    side.write_text(json.dumps(data))
+    assert glance(run) == expected
+    with open(path, "a") as fh:  # the run wrote on: the sidecar covers a prefix only
+        fh.write(json.dumps({"step": 4, "loss": 0.01, "k": 9}) + "\n")
+    assert glance(run) == summarize_with_x(run)[1] != expected
+    assert glance(run)["loss"].latest == 0.01
+    side.write_text('{"format": 1, "offset": 3, "head": "x", "summary": {}}')  # damaged
+    assert glance(run)["k"].max == 9
+    side.unlink()
+    assert glance(run)["k"].max == 9
+    path.write_text("")
+    assert glance(run) == {}

@@ -61,7 +61,7 @@ def glance(run: Run) -> dict[str, Summary]:
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
-            data = sidecar.read(path, fh, size) if size else None
+            data = sidecar.read_summary(path, fh, size) if size else None
     except OSError:
         return {}
     if not size:

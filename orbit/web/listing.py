@@ -289,13 +289,14 @@ def _kept(
     """The rows the filters, the free text and the `where` expression keep."""
     field_filters = {k: v for k, v in query.filters.items() if k != "q"}
     kept: list[dict[str, Any] | Broken] = []
+    runs_dir = str(store.home.runs_dir) if store is not None else None
     for row in rows:
         if isinstance(row, Broken):
             # A run that cannot be read matches no field, but must not vanish silently.
             if not field_filters and not where.terms and query.filters.get("q", row.id) in row.id:
                 kept.append(row)
         elif matches(row, query.filters) and (
-            not where.terms or where.matches(row, functools.partial(summaries_of, store, row))
+            not where.terms or where.matches(row, functools.partial(summaries_of, store, row, runs_dir))
         ):
             kept.append(row)
     return kept

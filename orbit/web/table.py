@@ -15,7 +15,6 @@ from typing import Any, Generic, TypeVar
 
 from orbit.human import fmt_metric
 from orbit.review.metrics import Summary, glance
-from orbit.review.sidecar import SIDECAR
 from orbit.store.model import METRICS, Run
 from orbit.store.runs import Broken, RunStore, id_key
 
@@ -57,16 +56,18 @@ class Column:
 class StampCache(Generic[T]):
     """Values read from a run's files, by run directory, reused while those files are unchanged
     (size, mtime, inode): the list polls, and a finished run's files never change, so a view
-    costs a few stats per run instead of a read."""
+    costs a few stats per run instead of a read. Paths are plain strings: a list of 10,000
+    runs would spend more on pathlib than on the stats."""
 
     def __init__(self, names: tuple[str, ...], read: Callable[[RunStore, str], T], cap: int):
         self._names, self._read, self._cap = names, read, cap
         self._lock = threading.Lock()
-        self._items: dict[Path, tuple[tuple[Any, ...], T]] = {}
+        self._items: dict[str, tuple[tuple[Any, ...], T]] = {}
 
-    def get(self, store: RunStore, run_id: str) -> T:
-        folder = store.run_dir(run_id)
-        stamp = tuple(_stamp(folder / name) for name in self._names)
+    def get(self, store: RunStore, run_id: str, runs_dir: str | None = None) -> T:
+        """The value for the run; `runs_dir` (str(store.home.runs_dir)) saves computing it."""
+        folder = f"{runs_dir or store.home.runs_dir}/{run_id}"
+        stamp = tuple(_stamp(f"{folder}/{name}") for name in self._names)
         with self._lock:
             hit = self._items.get(folder)
         if hit is not None and hit[0] == stamp:
@@ -80,7 +81,7 @@ class StampCache(Generic[T]):
         return value
 
 
-def _stamp(path: Path) -> tuple[int, int, int] | None:
+def _stamp(path: str) -> tuple[int, int, int] | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -92,43 +93,49 @@ def _read_summaries(store: RunStore, run_id: str) -> dict[str, Summary]:
     return glance(Run(run_id, store.run_dir(run_id)))
 
 
-SUMMARIES: StampCache[dict[str, Summary]] = StampCache(
-    (METRICS, SIDECAR), _read_summaries, cap=1 << 15
-)
+# Keyed on metrics.jsonl alone: the summaries are a function of its bytes (the sidecar only
+# saves parsing them), so one stat a run tells whether they can have changed.
+SUMMARIES: StampCache[dict[str, Summary]] = StampCache((METRICS,), _read_summaries, cap=1 << 15)
 
 
-def summaries(store: RunStore | None, row: Row) -> dict[str, Summary]:
+def summaries(
+    store: RunStore | None, row: Row, runs_dir: str | None = None
+) -> dict[str, Summary]:
     """The run's metric summaries (key → Summary); {} for an unreadable run."""
     if store is None or isinstance(row, Broken):
         return {}
-    return SUMMARIES.get(store, str(row["id"]))
+    return SUMMARIES.get(store, str(row["id"]), runs_dir)
 
 
 def param_keys(rows: Iterable[Row]) -> list[str]:
     """Every param key of these runs, the most common first (then in order of appearance)."""
-    counts: Counter[str] = Counter()
+    counts: dict[str, int] = {}
     for row in rows:
         params = None if isinstance(row, Broken) else row.get("params")
-        if isinstance(params, dict):
-            counts.update(str(k) for k in params)
-    return [k for k, _ in counts.most_common()]
+        if params and isinstance(params, dict):
+            for k in params:
+                counts[k] = counts.get(k, 0) + 1
+    return [str(k) for k, _ in Counter(counts).most_common()]
 
 
-def value_of(column: Column, row: Row, store: RunStore | None) -> Any:
+def value_of(
+    column: Column, row: Row, store: RunStore | None, runs_dir: str | None = None
+) -> Any:
     """The column's raw value for a run (None when it has none)."""
     if isinstance(row, Broken):
         return None
     if column.kind == "param":
         params = row.get("params")
         return params.get(column.key) if isinstance(params, dict) else None
-    found = summaries(store, row).get(column.key)
+    found = summaries(store, row, runs_dir).get(column.key)
     return None if found is None else getattr(found, ATTR[column.kind])
 
 
 def sort_rows(rows: list[Row], column: Column, desc: bool, store: RunStore | None) -> list[Row]:
     """Sorted by the column (numbers before text, ties by id); runs without a value last in
     either direction."""
-    keyed = [(_order(value_of(column, r, store)), r) for r in rows]
+    runs_dir = str(store.home.runs_dir) if store is not None else None
+    keyed = [(_order(value_of(column, r, store, runs_dir)), r) for r in rows]
     have = [(k, r) for k, r in keyed if k is not None]
     have.sort(key=lambda kr: (kr[0], _id_of(kr[1])), reverse=desc)
     return [r for _, r in have] + [r for k, r in keyed if k is None]
