@@ -315,3 +315,4 @@ def test_long_text_never_blows_up_a_row(site: Site, page: Any) -> None:
     head = page.locator(f'th[data-col="final:k{LONG}"]')
     assert head.bounding_box()["height"] < 40
     assert page.evaluate("document.documentElement.scrollWidth") <= WIDE["width"]
+    _shot(page, "table-long-text")

@@ -25,6 +25,7 @@
   <a href="/">clear</a>
   <details class="columns" id="columns"{{' open' if query.metrics or query.params is not None else ''}}>
     <summary>Columns</summary>
+    <div class="choosers">
     <fieldset id="metric-chooser"><legend>metrics</legend>
     % for key in columns.metric_choices:
       <label title="{{key}}"><input type="checkbox" name="metric" value="{{key}}"{{' checked' if key in query.metrics else ''}}> <span class="clamp">{{key}}</span></label>
@@ -47,6 +48,7 @@
     % end
     </fieldset>
     <button type="submit">Show</button>
+    </div>
   </details>
 </form>
 % if where_error:
