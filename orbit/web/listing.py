@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -296,7 +296,7 @@ def _kept(
             if not field_filters and not where.terms and query.filters.get("q", row.id) in row.id:
                 kept.append(row)
         elif matches(row, query.filters) and (
-            not where.terms or where.matches(row, functools.partial(summaries_of, store, row, runs_dir))
+            not where.terms or where.matches(row, partial(summaries_of, store, row, runs_dir))
         ):
             kept.append(row)
     return kept

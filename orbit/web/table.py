@@ -10,7 +10,6 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from orbit.human import fmt_metric
@@ -98,9 +97,7 @@ def _read_summaries(store: RunStore, run_id: str) -> dict[str, Summary]:
 SUMMARIES: StampCache[dict[str, Summary]] = StampCache((METRICS,), _read_summaries, cap=1 << 15)
 
 
-def summaries(
-    store: RunStore | None, row: Row, runs_dir: str | None = None
-) -> dict[str, Summary]:
+def summaries(store: RunStore | None, row: Row, runs_dir: str | None = None) -> dict[str, Summary]:
     """The run's metric summaries (key → Summary); {} for an unreadable run."""
     if store is None or isinstance(row, Broken):
         return {}
@@ -118,9 +115,7 @@ def param_keys(rows: Iterable[Row]) -> list[str]:
     return [str(k) for k, _ in Counter(counts).most_common()]
 
 
-def value_of(
-    column: Column, row: Row, store: RunStore | None, runs_dir: str | None = None
-) -> Any:
+def value_of(column: Column, row: Row, store: RunStore | None, runs_dir: str | None = None) -> Any:
     """The column's raw value for a run (None when it has none)."""
     if isinstance(row, Broken):
         return None
