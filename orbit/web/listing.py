@@ -38,7 +38,7 @@ from orbit.web.table import summaries as summaries_of
 
 PER_PAGE = 50
 FILTERS = ("state", "name", "group", "tag", "folder", "q")
-COLUMNS = ("id", "name", "state", "group", "folder", "submitted", "duration")
+COLUMNS = ("id", "name", "state", "group", "folder", "submitted", "duration", "reason")
 SELECTED_MAX = 5000  # ids a `sel=` keeps
 STATS_ORDER = STATS
 IDS_MAX = 500  # /api/runs?ids=: the page asks for the PER_PAGE runs it shows

@@ -88,7 +88,7 @@
   % for col in ("group", "folder", "submitted", "duration"):
   <th class="col-{{col}}"><a href="{{sort_url(col)}}">{{col}}{{mark(col)}}</a></th>
   % end
-  <th class="col-resources">resources</th><th class="reason">reason</th><th class="notes">notes</th>
+  <th class="col-resources">resources</th><th class="reason"><a href="{{sort_url('reason')}}">reason{{mark('reason')}}</a></th><th class="notes">notes</th>
 </tr></thead>
 <tbody>
 % ncols = 12 + len(columns.params) + max(1, len(columns.metrics))
