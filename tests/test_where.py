@@ -205,3 +205,21 @@ def test_a_list_reads_the_sidecars_summary_and_nothing_else(tmp_path: Path) -> N
     assert glance(run)["k"].max == 9
     path.write_text("")
     assert glance(run) == {}
+
+
+def test_the_runs_table_sorts_numbers_then_text_and_missing_values_last() -> None:
+    from orbit.web.table import Column, param_keys, sort_rows
+
+    rows: list[Any] = [
+        {"id": "1", "params": {"lr": "1e-3", "opt": "sgd"}},
+        {"id": "2", "params": {"lr": "auto"}},
+        {"id": "3", "params": {}},
+        {"id": "4", "params": {"lr": "0.1"}},
+        {"id": "5", "params": {"lr": 3e-4}},
+    ]
+    assert Column.parse("param:lr") == Column("param", "lr") and Column.parse("lr") is None
+    assert Column.parse("max:train/loss").label == "train/loss max"  # type: ignore[union-attr]
+    lr = Column("param", "lr")
+    assert [r["id"] for r in sort_rows(rows, lr, False, None)] == ["5", "1", "4", "2", "3"]
+    assert [r["id"] for r in sort_rows(rows, lr, True, None)] == ["2", "4", "1", "5", "3"]
+    assert param_keys(rows) == ["lr", "opt"]  # the most common first
