@@ -286,29 +286,28 @@ def test_the_runs_list_shows_params_metric_and_notes(lr_sweep: Sweep) -> None:
             page.goto(str(lr_sweep.orbit("web", "--json").json()["url"]))
 
             def cell(run_id: str, css: str) -> str:
-                return str(page.locator(f'tr.run[data-id="{run_id}"] td.{css}').inner_text())
+                return str(page.locator(f'tr.run[data-id="{run_id}"] td{css}').inner_text())
 
-            assert cell(ids["lr0.1-s1"], "params") == "lr=0.1 seed=1"
-            assert cell(ids["lr2-s2"], "params") == "lr=2 seed=2"
-            assert cell(ids["lr0.1-s1"], "metric").startswith("loss 0.00")
-            assert cell(ids["lr2-s1"], "metric").startswith("loss ") and "e+06" in cell(
-                ids["lr2-s1"], "metric"
+            # A column per param (web/table.py), a cell per run.
+            lr, seed = '[data-col="param:lr"]', '[data-col="param:seed"]'
+            assert (cell(ids["lr0.1-s1"], lr), cell(ids["lr0.1-s1"], seed)) == ("0.1", "1")
+            assert (cell(ids["lr2-s2"], lr), cell(ids["lr2-s2"], seed)) == ("2", "2")
+            assert cell(ids["lr0.1-s1"], ".metric").startswith("loss 0.00")
+            assert cell(ids["lr2-s1"], ".metric").startswith("loss ") and "e+06" in cell(
+                ids["lr2-s1"], ".metric"
             )
-            notes = cell(ids["lr0.1-s1"], "notes")
+            notes = cell(ids["lr0.1-s1"], ".notes")
             assert notes.startswith("2 · BEST CONFIG: lr=0.1") and notes.endswith("…"), notes
             title = page.locator(f'tr.run[data-id="{ids["lr0.1-s1"]}"] td.notes')
             assert title.get_attribute("title") == NOTE
-            assert cell(ids["lr0.1-s2"], "notes") == ""
+            assert cell(ids["lr0.1-s2"], ".notes") == ""
 
             # Filters and sorting still work with the new columns.
             page.goto(lr_sweep.base + "/?name=lr2&sort=name&desc=0")
             rows = [r.get_attribute("data-id") for r in page.locator("tr.run").all()]
             assert rows == [ids["lr2-s1"], ids["lr2-s2"]]
             page.goto(lr_sweep.base + "/?state=succeeded")
-            assert page.locator("tr.run td.params").all_inner_texts() == [
-                "lr=0.1 seed=2",
-                "lr=0.1 seed=1",
-            ]
+            assert page.locator(f"tr.run td{seed}").all_inner_texts() == ["2", "1"]
 
             # On a phone the page does not scroll sideways; params and metric stay visible.
             phone = browser.new_page(viewport=PHONE)
@@ -317,7 +316,7 @@ def test_the_runs_list_shows_params_metric_and_notes(lr_sweep: Sweep) -> None:
             width = phone.evaluate("() => [document.documentElement.scrollWidth, innerWidth]")
             assert width[0] <= width[1], width
             row = phone.locator(f'tr.run[data-id="{ids["lr0.1-s1"]}"]')
-            assert row.locator("td.params").is_visible() and row.locator("td.metric").is_visible()
+            assert row.locator(f"td{lr}").is_visible() and row.locator("td.metric").is_visible()
             assert not row.locator("td.notes").is_visible()
         finally:
             browser.close()

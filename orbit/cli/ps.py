@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -16,6 +17,10 @@ from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
 from orbit.store.locks import stuck_scheduler
 from orbit.store.model import STATUS_YAML, Run
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from orbit.review.where import Where
 
 STATES = (
     "queued", "starting", "running", "unknown", "succeeded", "failed", "cancelled", "lost"
@@ -53,6 +58,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--desc", action="store_true", help="reverse the order (descending, worst first)"
+    )
+    p.add_argument(
+        "--where",
+        metavar="EXPR",
+        help="only runs for which the filter expression holds, as in the web's runs list: "
+        "terms on params, metrics, fields and tags, e.g. 'lr<1e-3 loss<0.3 state=failed "
+        "tag:baseline opt=sgd'; implies -a",
     )
     add_json(p)
     p.set_defaults(func=run)
@@ -100,17 +112,22 @@ def rows(env: Env, all_runs: bool, group: str | None) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
+    from orbit.review.where import parse as parse_where
     from orbit.store.groups import interrupted, interrupted_text
 
     states = parse_states(args.state)
     sort = parse_sort(args.sort, args.desc)
+    expr = parse_where(args.where) if args.where else None
     found: list[dict[str, Any]] = []
     metric = None
     tpl = None
-    if args.all and not (states or args.name or sort or args.json or args.group):
+    if args.all and not (states or args.name or sort or args.json or args.group or expr):
         tpl, cells = plain_listing(env)
     else:
-        found = select(rows(env, args.all or bool(states), args.group), states, args.name)
+        every = args.all or bool(states) or expr is not None
+        found = select(rows(env, every, args.group), states, args.name)
+        if expr is not None:
+            found = matching(env, found, expr)
         sort = directed(env, found, sort, args.group, quiet=args.json)
         metric = sort_rows(env, found, sort)
         cells = cells_of(found)
@@ -125,7 +142,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
         print_json(env, {"runs": [json_row(r, metric) for r in found], **noted})
         return ExitCode.OK
     if not (tpl["submitted"] if tpl is not None else cells):
-        if states or args.name:
+        if states or args.name or expr:
             print("no runs match", file=env.stdout)
         elif args.all:
             text = f"no runs in group {args.group}" if args.group else "no runs"
@@ -326,6 +343,23 @@ def _orderable(value: Any) -> tuple[int, float, str] | None:
     if isinstance(value, str):
         return (1, 0.0, value.lower())
     return None
+
+
+def matching(env: Env, found: list[dict[str, Any]], expr: Where) -> list[dict[str, Any]]:
+    """The readable runs for which `expr` holds; a metric term reads the run's summaries
+    (orbit/review/metrics.py `glance`: the shepherd's metrics.summary.json)."""
+    from orbit.review.metrics import glance
+
+    runs_dir = env.home.runs_dir
+
+    def summaries(rid: str) -> dict[str, Any]:
+        return glance(Run(rid, runs_dir / rid))
+
+    return [
+        r
+        for r in found
+        if not unreadable(r) and expr.matches(r, functools.partial(summaries, str(r["id"])))
+    ]
 
 
 def latest_of(env: Env, found: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -3,9 +3,12 @@ were reached. Read through series.py, the parser the web's charts use, so both s
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from orbit.review import sidecar
 from orbit.review.series import read_metrics
 from orbit.store.model import METRICS, Run
 
@@ -47,3 +50,38 @@ def metrics_json(run: Run, *, save: bool = False) -> dict[str, Any]:
     """What `orbit show --json` adds to its `metrics`: `x` and `summary` (key → Summary)."""
     x_label, summaries = summarize_with_x(run, save=save)
     return {"x": x_label, "summary": {k: s.to_json() for k, s in summaries.items()}}
+
+
+def glance(run: Run) -> dict[str, Summary]:
+    """Each numeric key's summary for a list of many runs: the `summary` of the shepherd's
+    metrics.summary.json when it covers the whole file (nothing of metrics.jsonl is parsed),
+    else `summarize_with_x` (the lines appended since the sidecar, or the file). {} without
+    metrics."""
+    path = run.path(METRICS)
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            data = sidecar.read_summary(path, fh, size) if size else None
+    except OSError:
+        return {}
+    if not size:
+        return {}
+    found = _summaries(data) if data is not None and data.get("offset") == size else None
+    return found if found is not None else summarize_with_x(run)[1]
+
+
+def _summaries(data: dict[str, Any]) -> dict[str, Summary] | None:
+    """A sidecar's `summary` as Summary objects; None when it is damaged."""
+    raw = data.get("summary")
+    if not isinstance(raw, dict):
+        return None
+    out = {}
+    for key, s in raw.items():
+        if not isinstance(s, dict):
+            return None
+        values: list[Any] = [s.get(k) for k in ("last", "min", "max", "count", "min_at", "max_at")]
+        if not all(type(v) in (int, float) and math.isfinite(v) for v in values):
+            return None
+        last, lo, hi, count, lo_at, hi_at = (float(v) for v in values)
+        out[str(key)] = Summary(last, lo, hi, int(count), _x(float(lo_at)), _x(float(hi_at)))
+    return out

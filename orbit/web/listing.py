@@ -5,27 +5,42 @@ from __future__ import annotations
 import json
 import math
 import os
-import threading
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import bottle
 
-from orbit.errors import OrbitError
+from orbit.errors import OrbitError, UsageError
 from orbit.human import fmt_metric, human_seconds
 from orbit.review.objective import declared_of, number, resolve
+from orbit.review.where import Where
+from orbit.review.where import parse as parse_where
 from orbit.store.describe import duration_s, latest_metrics
 from orbit.store.groups import Declared
 from orbit.store.index import row_for
 from orbit.store.model import METRICS, NOTES, Run
 from orbit.store.runs import Broken, RunStore, id_key
-from orbit.web.context import Route, current, header, local_path
+from orbit.web.context import RUN_ID, Route, current, header, local_path
+from orbit.web.table import (
+    CHOICES_MAX,
+    STATS,
+    Column,
+    Columns,
+    StampCache,
+    cell,
+    columns_for,
+    sort_rows,
+)
+from orbit.web.table import summaries as summaries_of
 
 PER_PAGE = 50
 FILTERS = ("state", "name", "group", "tag", "folder", "q")
-COLUMNS = ("id", "name", "state", "group", "folder", "submitted", "duration")
+COLUMNS = ("id", "name", "state", "group", "folder", "submitted", "duration", "reason")
+SELECTED_MAX = 5000  # ids a `sel=` keeps
+STATS_ORDER = STATS
 IDS_MAX = 500  # /api/runs?ids=: the page asks for the PER_PAGE runs it shows
 NOTES_READ_MAX = 1 << 20  # a larger notes.jsonl is not counted: only its last note is read
 NOTE_WORDS = 40  # characters of the last note the list shows
@@ -36,38 +51,69 @@ STATES = (
 
 @dataclass
 class Query:
-    """The runs page's query string, parsed (unknown or bad values fall back to defaults)."""
+    """The runs page's query string, parsed (unknown or bad values fall back to defaults; a bad
+    `where` expression is kept, and the page says why it is one)."""
 
     filters: dict[str, str] = field(default_factory=dict)
     sort: str = "id"
     desc: bool = True
     grouped: bool = False
     page: int = 1
+    where: str = ""
+    metrics: list[str] = field(default_factory=list)  # chosen metric columns (`metric=K`, repeated)
+    stats: list[str] = field(default_factory=lambda: ["final"])  # `stat=final|min|max`, repeated
+    params: list[str] | None = None  # chosen param columns (`param=K`); None: the common ones
+    selected: list[str] = field(default_factory=list)  # `sel=1,2,3`: the ticked runs
 
     @classmethod
     def parse(cls, params: Any) -> Query:
         filters = {k: params.getunicode(k, "").strip() for k in FILTERS}
-        sort = params.getunicode("sort", "id")
+        sort = params.getunicode("sort", "id") or "id"
         try:
             page = max(1, int(params.get("page", "1")))
         except ValueError:
             page = 1
+        stats = [s for s in STATS_ORDER if s in _all(params, "stat")]
+        chosen = _all(params, "param")
+        sel = (params.getunicode("sel", "") or "").split(",")
         return cls(
             filters={k: v for k, v in filters.items() if v},
-            sort=sort if sort in COLUMNS else "id",
+            sort=sort if sort in COLUMNS or Column.parse(sort) else "id",
             desc=params.get("desc", "1") != "0",
             grouped=params.get("groupby") == "1",
             page=page,
+            where=(params.getunicode("where", "") or "").strip(),
+            metrics=list(dict.fromkeys(_all(params, "metric")))[:CHOICES_MAX],
+            stats=stats or ["final"],
+            params=list(dict.fromkeys(chosen))[:CHOICES_MAX] if chosen else None,
+            selected=list(dict.fromkeys(i for i in sel if RUN_ID.match(i)))[:SELECTED_MAX],
         )
+
+    @property
+    def narrowed(self) -> bool:
+        return bool(self.filters or self.where)
+
+    def state(self) -> dict[str, Any]:
+        """Every parameter of this view (the filter form carries them as hidden fields)."""
+        params: dict[str, Any] = dict(self.filters)
+        params.update(sort=self.sort, desc="1" if self.desc else "0", page=self.page)
+        params.update(where=self.where, metric=self.metrics, param=self.params or [])
+        params.update(sel=",".join(self.selected), groupby="1" if self.grouped else "")
+        params["stat"] = [] if self.stats == ["final"] else self.stats
+        return params
 
     def url(self, **changes: Any) -> str:
         """This page's URL with some parameters changed (used by sort links and pagination)."""
-        params: dict[str, Any] = dict(self.filters)
-        params.update(sort=self.sort, desc="1" if self.desc else "0", page=self.page)
-        if self.grouped:
-            params["groupby"] = "1"
+        params = self.state()
         params.update(changes)
-        return "/?" + urlencode({k: v for k, v in params.items() if v not in ("", None)})
+        kept = {k: v for k, v in params.items() if v not in ("", None, [])}
+        return "/?" + urlencode(kept, doseq=True)
+
+
+def _all(params: Any, name: str) -> list[str]:
+    """Every non-empty value of a repeated parameter (`metric=a&metric=b`)."""
+    values = params.decode().getall(name)  # decoded: a key may be any UTF-8 text
+    return [v.strip() for v in values if isinstance(v, str) and v.strip()]
 
 
 def _tag_matches(tags: Any, wanted: str) -> bool:
@@ -180,10 +226,14 @@ class Glance:
 
 
 def view_row(
-    row: dict[str, Any] | Broken, glance: Glance | None = None, declared: Declared | None = None
+    row: dict[str, Any] | Broken,
+    glance: Glance | None = None,
+    declared: Declared | None = None,
+    columns: Columns | None = None,
+    store: RunStore | None = None,
 ) -> dict[str, Any]:
     """What one table row shows (all plain strings; the template escapes them); `declared`:
-    the objective of the run's group."""
+    the objective of the run's group; `cells`: the (text, title) of each sweep column."""
     if isinstance(row, Broken):
         return {"id": row.id, "error": row.problem, "state": "error", "group": ""}
     dur = duration_s(row)
@@ -206,6 +256,9 @@ def view_row(
         "metric": metric_text(glance.latest, declared),
         "notes": notes_text(glance.notes, glance.last_note),
         "last_note": glance.last_note,
+        "cells": [cell(c, row, store) for c in (columns.params + columns.metrics)]
+        if columns
+        else [],
     }
 
 
@@ -230,23 +283,51 @@ def _group_of(row: dict[str, Any] | Broken) -> str:
     return "" if isinstance(row, Broken) else str(row.get("group") or "")
 
 
-def select(
-    rows: list[dict[str, Any] | Broken], query: Query, store: RunStore | None = None
-) -> dict[str, Any]:
-    """The rows of one page, after filters, sorting, grouping and paging; with `store`, each
-    shown run's latest main metric and notes are read from its files (PER_PAGE runs at most)."""
+def _kept(
+    rows: list[dict[str, Any] | Broken], query: Query, where: Where, store: RunStore | None
+) -> list[dict[str, Any] | Broken]:
+    """The rows the filters, the free text and the `where` expression keep."""
     field_filters = {k: v for k, v in query.filters.items() if k != "q"}
     kept: list[dict[str, Any] | Broken] = []
+    runs_dir = str(store.home.runs_dir) if store is not None else None
     for row in rows:
         if isinstance(row, Broken):
             # A run that cannot be read matches no field, but must not vanish silently.
-            if not field_filters and query.filters.get("q", row.id) in row.id:
+            if not field_filters and not where.terms and query.filters.get("q", row.id) in row.id:
                 kept.append(row)
-        elif matches(row, query.filters):
+        elif matches(row, query.filters) and (
+            not where.terms or where.matches(row, partial(summaries_of, store, row, runs_dir))
+        ):
             kept.append(row)
-    kept.sort(key=_sort_key(query.sort), reverse=query.desc)
+    return kept
+
+
+def _ordered(
+    kept: list[dict[str, Any] | Broken], query: Query, store: RunStore | None
+) -> list[dict[str, Any] | Broken]:
+    column = Column.parse(query.sort)
+    if column is not None:
+        kept = sort_rows(kept, column, query.desc, store)
+    else:
+        kept.sort(key=_sort_key(query.sort), reverse=query.desc)
     if query.grouped:  # stable: keeps the chosen order inside each group
         kept.sort(key=_group_of)
+    return kept
+
+
+def select(
+    rows: list[dict[str, Any] | Broken], query: Query, store: RunStore | None = None
+) -> dict[str, Any]:
+    """The rows of one page, after filters, the `where` expression, sorting, grouping and
+    paging; with `store`, each shown run's latest main metric, notes and chosen metric columns
+    are read from its files (PER_PAGE runs at most; every kept run's metric summaries only when
+    the expression or the sort needs them). `where_error`: why the expression is not one (it is
+    then not applied)."""
+    try:
+        where, where_error = parse_where(query.where), ""
+    except UsageError as exc:
+        where, where_error = Where(), str(exc)
+    kept = _ordered(_kept(rows, query, where, store), query, store)
     pages = max(1, math.ceil(len(kept) / PER_PAGE))
     page = min(query.page, pages)
     objectives: dict[str, Declared | None] = {}
@@ -260,46 +341,19 @@ def select(
         return objectives[group]
 
     page_rows = kept[(page - 1) * PER_PAGE : page * PER_PAGE]
-    shown = [view_row(r, _glance(store, r), declared(r)) for r in page_rows]
-    return {"rows": shown, "total": len(kept), "page": page, "pages": pages}
+    cols = columns_for(kept, page_rows, query.params, query.metrics, query.stats, store)
+    shown = [view_row(r, _glance(store, r), declared(r), cols, store) for r in page_rows]
+    return {
+        "rows": shown,
+        "total": len(kept),
+        "page": page,
+        "pages": pages,
+        "columns": cols,
+        "where_error": where_error,
+    }
 
 
-class GlanceCache:
-    """Glances by run directory, reused while its metrics.jsonl and notes.jsonl are unchanged
-    (size, mtime, inode): the page polls /api/runs every 2.5 s, and a finished run's files
-    never change, so a poll costs two stats per run instead of a parse of its metrics tail."""
-
-    MAX = 4096  # entries kept; the oldest go first
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._items: dict[Path, tuple[tuple[Any, Any], Glance]] = {}
-
-    def get(self, store: RunStore, run_id: str) -> Glance:
-        folder = store.run_dir(run_id)
-        stamp = (_stamp(folder / METRICS), _stamp(folder / NOTES))
-        with self._lock:
-            hit = self._items.get(folder)
-        if hit is not None and hit[0] == stamp:
-            return hit[1]
-        glance = Glance.read(store, run_id)
-        with self._lock:
-            self._items.pop(folder, None)
-            self._items[folder] = (stamp, glance)
-            while len(self._items) > self.MAX:
-                del self._items[next(iter(self._items))]
-        return glance
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_size, st.st_mtime_ns, st.st_ino)
-
-
-GLANCES = GlanceCache()
+GLANCES: StampCache[Glance] = StampCache((METRICS, NOTES), Glance.read, cap=4096)
 
 
 def _glance(store: RunStore | None, row: dict[str, Any] | Broken) -> Glance | None:
@@ -312,6 +366,8 @@ def runs_page() -> str:
     ctx = current()
     query = Query.parse(bottle.request.query)
     data = select(ctx.store.list_rows(), query, ctx.store)
+    if data["where_error"]:
+        bottle.response.status = 400  # the page, with the message and the expression to fix
     return ctx.render("listing", title="Runs", query=query, states=STATES, q=quote, **data)
 
 

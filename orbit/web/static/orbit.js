@@ -7,17 +7,50 @@
   if (show) show.addEventListener("click", function (e) { e.preventDefault(); toggleKeys(); });
 
   var rows = function () { return Array.prototype.slice.call(document.querySelectorAll("tr.run")); };
-  var selected = function () {
-    return Array.prototype.slice.call(document.querySelectorAll("tr.run input[name=ids]:checked"))
-      .map(function (b) { return b.value; });
+  var boxes = function () {
+    return Array.prototype.slice.call(document.querySelectorAll("tr.run input[name=ids]"));
+  };
+  var ticked = function () {
+    return boxes().filter(function (b) { return b.checked; }).map(function (b) { return b.value; });
   };
 
-  // --- multi-select -------------------------------------------------------------------------
-  var all = document.getElementById("select-all");
-  if (all) all.addEventListener("change", function () {
-    document.querySelectorAll("tr.run input[name=ids]").forEach(function (b) { b.checked = all.checked; });
+  // --- multi-select: any number of runs, kept in the URL (sel=1,2,3) across pages and sorts --
+  var selField = document.getElementById("sel");
+  var chosen = selField && selField.value ? selField.value.split(",") : [];
+  var selected = function () { return chosen.slice(); };
+  function withSel(href) {
+    var url = new URL(href, window.location.href);
+    if (chosen.length) url.searchParams.set("sel", chosen.join(","));
+    else url.searchParams.delete("sel");
+    return url.pathname + url.search + url.hash;
+  }
+  function syncSelection() {
+    var onPage = {};
+    boxes().forEach(function (b) {
+      onPage[b.value] = true;
+      var at = chosen.indexOf(b.value);
+      if (b.checked && at < 0) chosen.push(b.value);
+      if (!b.checked && at >= 0) chosen.splice(at, 1);
+    });
+    if (selField) selField.value = chosen.join(",");
+    var count = document.getElementById("selected-count");
+    if (count) count.textContent = chosen.length ? chosen.length + " selected" : "";
+    if (selField) window.history.replaceState(null, "", withSel(window.location.href));
+  }
+  boxes().forEach(function (b) { b.addEventListener("change", syncSelection); });
+  // Links to another view of the list (sort, pages, groups) carry the selection along.
+  document.addEventListener("click", function (e) {
+    var a = e.target.closest ? e.target.closest("a[href^='/?'], a[href='/']") : null;
+    if (a && selField && chosen.length) a.href = withSel(a.getAttribute("href"));
   });
-  var COMPARE_MAX = 10; // orbit/web/compare.py
+  var all = document.getElementById("select-all");
+  function selectAll(on) {
+    boxes().forEach(function (b) { b.checked = on; });
+    if (all) all.checked = on;
+    syncSelection();
+  }
+  if (all) all.addEventListener("change", function () { selectAll(all.checked); });
+  if (selField) syncSelection();
   function say(text) {
     var note = document.getElementById("actions-note");
     if (note) note.textContent = text;
@@ -25,14 +58,13 @@
   function compare() {
     var ids = selected();
     if (!ids.length) say("Select runs to compare first (x or the checkboxes).");
-    else if (ids.length > COMPARE_MAX) say("Compare at most " + COMPARE_MAX + " runs at once.");
     else window.location.href = "/compare?ids=" + ids.map(encodeURIComponent).join(",");
   }
   var cmp = document.getElementById("compare");
   if (cmp) cmp.addEventListener("click", compare);
   var form = document.getElementById("runs-form");
   if (form) form.addEventListener("submit", function (e) {
-    var ids = selected();
+    var ids = ticked(); // the form sends the ticked boxes of this page
     if (!ids.length) say("Select runs to cancel first (x or the checkboxes).");
     if (!ids.length || !window.confirm("Cancel " + ids.length + " run(s): " + ids.join(", ") + "?")) e.preventDefault();
   });
@@ -89,8 +121,14 @@
       window.location.href = "/runs/" + encodeURIComponent(list[current].dataset.id) + "#logs";
     } else if (e.key === "x" && list[current]) {
       var box = list[current].querySelector("input[name=ids]");
-      if (box) box.checked = !box.checked;
+      if (box) { box.checked = !box.checked; syncSelection(); }
+    } else if (e.key === "a") {
+      selectAll(!boxes().every(function (b) { return b.checked; }));
     } else if (e.key === "c") compare();
+    else if (e.key === "w" && document.getElementById("where")) {
+      e.preventDefault();
+      document.getElementById("where").focus();
+    }
     else if (e.key === "/") {
       var s = document.getElementById("search");
       if (!s) return false;

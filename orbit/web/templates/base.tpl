@@ -37,10 +37,12 @@
 % if page == "listing":
     <dt>j / k</dt><dd>next / previous row</dd>
     <dt>x</dt><dd>select the current row</dd>
+    <dt>a</dt><dd>select all shown runs (again: none)</dd>
     <dt>o or Enter</dt><dd>open the current run</dd>
     <dt>l</dt><dd>open the current run's log</dd>
     <dt>c</dt><dd>compare the selected runs</dd>
     <dt>/</dt><dd>search</dd>
+    <dt>w</dt><dd>edit the filter expression</dd>
 % elif page == "run":
     <dt>f</dt><dd>follow the log on / off</dd>
     <dt>/</dt><dd>filter the log</dd>
