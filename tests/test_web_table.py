@@ -172,7 +172,7 @@ def test_params_and_metrics_are_sortable_columns(site: Site, page: Any) -> None:
     page.wait_for_url("**sort=max%3Aloss**")
     assert _cells(page, "max:loss") == ["4002", "4001", "2002", "2001", "1002", "1001"]
     _shot(page, "table-columns")
-    page.click('th.reason a')  # the fixed columns sort too, reason among them
+    page.click("th.reason a")  # the fixed columns sort too, reason among them
     page.wait_for_url("**sort=reason**")
     assert _rows(page)[0] == site.sweep["lr4-s2"]  # the one with a reason, descending
 
