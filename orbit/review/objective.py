@@ -78,10 +78,14 @@ def _word_direction(word: str) -> str | None:
 
 
 def number(value: Any) -> float | None:
-    """`value` as a finite float, or None (bools, strings, NaN and infinities are no score)."""
+    """`value` as a finite float, or None (bools, strings, NaN, infinities and integers past
+    the float range are no score)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    out = float(value)
+    try:
+        out = float(value)
+    except OverflowError:
+        return None
     return out if math.isfinite(out) else None
 
 

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from itertools import chain, compress
 
 from orbit.record import Record
+from orbit.review.objective import number
 from orbit.review.pyramid import GROUPS_MAX, Pyramid, downsample
 
 TYPE_CHECKING = False
@@ -146,16 +147,6 @@ def _finite_list(values: list[float]) -> list[float | None]:
     if math.isfinite(math.fsum(values)):  # the common case: one C-level pass
         return list(values)
     return [_finite(v) for v in values]
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        f = float(value)
-    except OverflowError:
-        return None
-    return f if math.isfinite(f) else None
 
 
 _NUMBER_TYPES = {int, float}
@@ -327,7 +318,7 @@ class Parsed:
         if self.x_key is None:
             for o in objs:
                 if o:
-                    self.x_key = next((k for k in X_KEYS if _number(o.get(k)) is not None), "")
+                    self.x_key = next((k for k in X_KEYS if number(o.get(k)) is not None), "")
                     break
         if not self.x_key:
             return range(self.line_no + 1, self.line_no + 1 + len(objs))

@@ -344,18 +344,19 @@ class Follower:
             before = state.offset
             limit = size if budget is None else min(size, state.offset + budget)
             advance(state, fh, limit)
-            if state.offset == before and limit < size:  # one line longer than the budget
-                advance(state, fh, _line_end(fh, before, size))
+            end = _line_end(fh, before, size) if state.offset == before < limit < size else None
+            if end is not None:  # one line longer than the budget: past it
+                advance(state, fh, end)
             state.seen = (size, fst.st_mtime_ns)
-            done = state.offset == size or b"\n" not in _peek(fh, state.offset, size)
+            done = state.offset == size or _line_end(fh, state.offset, size) is None
         if state.offset and state.offset != state.from_sidecar:
             sidecar.write(self.path, state.offset, state.head, state.tail, state.state())
             state.from_sidecar = state.offset
         return done
 
 
-def _line_end(fh: Any, offset: int, size: int) -> int:
-    """The offset after the newline that ends the line at `offset` (`size` when none does)."""
+def _line_end(fh: Any, offset: int, size: int) -> int | None:
+    """The offset after the newline that ends the line at `offset`; None when none does."""
     fh.seek(offset)
     at = offset
     while at < size:
@@ -366,12 +367,7 @@ def _line_end(fh: Any, offset: int, size: int) -> int:
         if end >= 0:
             return at + end + 1
         at += len(chunk)
-    return size
-
-
-def _peek(fh: Any, offset: int, size: int) -> bytes:
-    fh.seek(offset)
-    return fh.read(min(size - offset, CHUNK_BYTES))
+    return None
 
 
 def _entry(key: Key) -> _File:
