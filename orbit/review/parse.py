@@ -20,7 +20,6 @@ from collections import OrderedDict
 from itertools import chain, compress
 
 from orbit.record import Record
-from orbit.review.objective import number
 from orbit.review.pyramid import GROUPS_MAX, Pyramid, downsample
 
 TYPE_CHECKING = False
@@ -147,6 +146,18 @@ def _finite_list(values: list[float]) -> list[float | None]:
     if math.isfinite(math.fsum(values)):  # the common case: one C-level pass
         return list(values)
     return [_finite(v) for v in values]
+
+
+def number(value: Any) -> float | None:
+    """`value` as a finite float, or None (bools, strings, NaN, infinities and integers past
+    the float range are no number: no point, no score)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        out = float(value)
+    except OverflowError:
+        return None
+    return out if math.isfinite(out) else None
 
 
 _NUMBER_TYPES = {int, float}
