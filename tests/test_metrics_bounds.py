@@ -201,6 +201,7 @@ HOSTILE = (
     '{"step": 5, "tiny": 2e-300, "wide": 1e308, "bad": -Infinity, "up": "fast"}\n'
     '{"step": 6, "nested": {"a": [1, 2]}, "flag": true, "big": 1' + "0" * 400 + "}\n"
     '{"step": 7, "loss": 0.5, "flag": false, "wide": 1.7976931348623157e308}\n'
+    '{"step": 8, "wide": 1.7976931348623157e308}\n'  # a sum of two overflows
 )
 
 

@@ -143,7 +143,7 @@ def _finite(v: float) -> float | None:
 
 
 def _finite_list(values: list[float]) -> list[float | None]:
-    if math.isfinite(math.fsum(values)):  # the common case: one C-level pass
+    if all(map(math.isfinite, values)):  # the common case: one C-level pass
         return list(values)
     return [_finite(v) for v in values]
 
