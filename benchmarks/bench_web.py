@@ -489,7 +489,7 @@ def _metrics_cases(args: argparse.Namespace, scratch: Path, pycache: Path | None
         )
         n, keys = web_metrics.PARALLEL, web_metrics.NEW_KEY_LINES
         out.append(
-            f"/api/runs while {n} views of a {keys:,}-new-key run are read: "
+            f"/api/runs while {n} views of a {keys:,}-new-key run are read: at worst "
             f"{busy * 1000:.0f} ms; idle {idle * 1000:.0f} ms (ratio {busy / idle:.2f})"
         )
     return out

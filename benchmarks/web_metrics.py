@@ -7,7 +7,7 @@
 
 4. 5,000 lines that each add a key (`f"sample_{i}_loss"`, 353 KB), its run page opened 8 times
    at once on a fresh server, while /api/runs is polled; the baseline is /api/runs on the same
-   server before (idle). The figure is the poll's median latency meanwhile over the idle one.
+   server before (idle). The figure is the poll's longest wait meanwhile over its idle median.
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ def parallel_new_keys(
     get: Callable[[str, str, str], tuple[bytes, float]],
     repeats: int,
 ) -> tuple[float, float]:
-    """Case 4: /api/runs's median seconds while 8 views of the run parse, and idle."""
+    """Case 4: /api/runs's longest wait while 8 views of the run parse (a listing that all
+    workers keep waiting is the failure), and its median idle."""
     run_id, size = make_run(new_key_lines(NEW_KEY_LINES))
     print(f"\n== {NEW_KEY_LINES:,} lines that each add a key ({size / 1000:,.0f} KB), "
           f"its page opened {PARALLEL} times at once ==")  # fmt: skip
@@ -123,4 +124,4 @@ def parallel_new_keys(
     print(f"each of the {PARALLEL} parallel GET /runs/<id>: {ms(pages)}")
     print(f"GET /api/runs meanwhile ({len(busy)} polls): {ms(busy)}")
     print(f"GET /api/runs idle, the baseline ({len(idle)} polls): {ms(idle)}")
-    return statistics.median(busy), statistics.median(idle)
+    return max(busy), statistics.median(idle)
