@@ -42,7 +42,11 @@ def metrics_deadline() -> float:
 
 
 def charts_html(metrics: Metrics, limit: int = PAGE_CHARTS) -> str:
+    """The charts, after the note of a preview (in the fragment too: a live refresh that is
+    whole drops it)."""
     out = []
+    if metrics.note:
+        out.append(f'<p class="muted metrics-note" id="metrics-note">{escape(metrics.note)}</p>')
     for i, (key, s) in enumerate(metrics.series.items()):
         if i >= limit:
             break
