@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import itertools
 import json
 import math
 import os
@@ -40,7 +41,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from wsgiref.util import setup_testing_defaults
@@ -133,6 +134,7 @@ class Server:
         self.cmd = [sys.executable, str(orbit_py), "web"]
         self.env = env
         self.base = ""
+        self.token = ""
         self.startup = 0.0
 
     def __enter__(self) -> Server:
@@ -145,7 +147,9 @@ class Server:
         if proc.returncode:
             raise SystemExit(f"bench_web: orbit web failed:\n{proc.stderr.decode()}")
         info = json.loads(proc.stdout)
-        self.base = f"http://127.0.0.1:{info['port']}"
+        self.base = str(info.get("base_url") or f"http://127.0.0.1:{info['port']}").rstrip("/")
+        root = Path(self.env["ORBIT_HOME"])
+        self.token = (root / "web-token").read_text().strip()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -215,6 +219,18 @@ def metrics_run(root: Path, n_lines: int) -> tuple[Home, str, int, float]:
                 block.clear()
         fh.write("".join(block))
     return home, run.id, path.stat().st_size, time.perf_counter() - t0
+
+
+def finished_run(root: Path, lines: Iterator[str]) -> tuple[str, int]:
+    """A succeeded run in the home at `root` whose metrics.jsonl holds `lines`: id and size."""
+    spec = {"name": "metrics", "image": "busybox", "command": ["true"]}
+    home = Home.from_environ({"ORBIT_HOME": str(root)})
+    run = RunStore(home).create(spec, state=RunState.SUCCEEDED, reason="exit code 0", actor="b")
+    path = run.path("metrics.jsonl")
+    with open(path, "w") as fh:
+        for block in iter(lambda: list(itertools.islice(lines, 10_000)), []):
+            fh.write("".join(block))
+    return run.id, path.stat().st_size
 
 
 def cold_get(orbit_py: Path, env: dict[str, str], root: Path, path: str) -> float:
@@ -426,6 +442,62 @@ def bench_run_page(
     return t_cold_http * 1000, t_bare_http * 1000, len(page)
 
 
+def _history(args: argparse.Namespace, root: Path) -> None:
+    if args.home:
+        src = args.home.resolve()
+        if not (src / "runs").is_dir() or not os.listdir(src / "runs"):
+            raise SystemExit(f"bench_web: {src} holds no runs (fill it with bench_ps.py)")
+        t0 = time.perf_counter()
+        copy_home(src, root)
+        took = time.perf_counter() - t0
+        print(f"history: a copy of {src} ({len(os.listdir(root / 'runs'))} runs, {took:.1f} s)")
+    else:
+        import bench_ps
+
+        home = Home.from_environ({"ORBIT_HOME": str(root)})
+        print(f"history: {bench_ps.fill(home, args.runs)}")
+
+
+def _metrics_cases(args: argparse.Namespace, scratch: Path, pycache: Path | None) -> list[str]:
+    """Cases 3 and 4 (web_metrics.py) through `args.orbit`'s server: their last lines."""
+    import web_metrics
+
+    out = []
+    root = scratch / "cases-home"
+    env = child_environ(root, pycache)
+    orbit_py = args.orbit.resolve()
+    repeats = max(1, min(COLD_SERVERS, args.repeats))
+
+    def make_run(lines: Iterator[str]) -> tuple[str, int]:
+        return finished_run(root, lines)
+
+    def get(base: str, path: str, token: str) -> tuple[bytes, float]:
+        return http_get(base, path, token)
+
+    if "cold" in args.parts:
+        big, small = web_metrics.cold_wide(
+            make_run, lambda: Server(orbit_py, env), get, repeats, args.wide_lines
+        )
+        out.append(
+            f"cold run page, {args.wide_lines:,} lines x 20 keys, no sidecar: {big * 1000:.0f} ms "
+            f"(target < {web_metrics.COLD_TARGET_MS:.0f} ms); baseline {small * 1000:.0f} ms "
+            f"(ratio {big / small:.2f})"
+        )
+    if "keys" in args.parts:
+        busy, idle = web_metrics.parallel_new_keys(
+            make_run, lambda: Server(orbit_py, env), get, repeats
+        )
+        n, keys = web_metrics.PARALLEL, web_metrics.NEW_KEY_LINES
+        out.append(
+            f"/api/runs while {n} views of a {keys:,}-new-key run are read: at worst "
+            f"{busy * 1000:.0f} ms; idle {idle * 1000:.0f} ms (ratio {busy / idle:.2f})"
+        )
+    return out
+
+
+PARTS = ("list", "run", "cold", "keys")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description="Server time of the runs page over many runs and of a run page with a "
@@ -435,6 +507,15 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=15, help="timed requests of each (15)")
     parser.add_argument("--lines", type=int, default=METRIC_LINES, help="metric lines (1e6)")
     parser.add_argument(
+        "--wide-lines", type=int, default=METRIC_LINES, help="lines of 20 keys, case 3 (1e6)"
+    )
+    parser.add_argument(
+        "--parts",
+        type=lambda v: v.split(","),
+        default=list(PARTS),
+        help="which cases, comma-separated: list, run, cold, keys (all)",
+    )
+    parser.add_argument(
         "--home",
         type=Path,
         help="a home already filled by bench_ps.py (--home): used through a private copy "
@@ -443,8 +524,10 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary homes")
     add_orbit_options(parser, orbit_help="the orbit.py whose `web` server to start")
     args = parser.parse_args()
-    if args.runs < 1 or args.repeats < 1 or args.lines < 1:
-        parser.error("--runs, --repeats and --lines must be at least 1")
+    if args.runs < 1 or args.repeats < 1 or args.lines < 1 or args.wide_lines < 1:
+        parser.error("--runs, --repeats, --lines and --wide-lines must be at least 1")
+    if not set(args.parts) <= set(PARTS):
+        parser.error(f"--parts: choose from {', '.join(PARTS)}")
 
     print("bench_web: server time of the runs page and of a run page with many metric lines")
     print(machine(load=True))
@@ -453,37 +536,30 @@ def main() -> int:
     pycache = None if args.env_as_is else scratch / "pycache"
     orbit_py = args.orbit.resolve()
     print(setup_lines(orbit_py, root, pycache))
+    last: list[str] = []
     try:
-        if args.home:
-            src = args.home.resolve()
-            if not (src / "runs").is_dir() or not os.listdir(src / "runs"):
-                raise SystemExit(f"bench_web: {src} holds no runs (fill it with bench_ps.py)")
-            t0 = time.perf_counter()
-            copy_home(src, root)
-            took = time.perf_counter() - t0
-            print(f"history: a copy of {src} ({len(os.listdir(root / 'runs'))} runs, {took:.1f} s)")
-        else:
-            import bench_ps
-
-            home = Home.from_environ({"ORBIT_HOME": str(root)})
-            print(f"history: {bench_ps.fill(home, args.runs)}")
-        list_ms = bench_listing(root, child_environ(root, pycache), orbit_py, args.repeats)
-        run_ms, bare_ms, run_bytes = bench_run_page(
-            scratch / "metrics-home", pycache, orbit_py, args.repeats, args.lines
-        )
+        if "list" in args.parts:
+            _history(args, root)
+            list_ms = bench_listing(root, child_environ(root, pycache), orbit_py, args.repeats)
+            last.append(f"runs page: {list_ms:.0f} ms (target < {LIST_TARGET_MS:.0f} ms)")
+        if "run" in args.parts:
+            run_ms, bare_ms, run_bytes = bench_run_page(
+                scratch / "metrics-home", pycache, orbit_py, args.repeats, args.lines
+            )
+            last.append(
+                f"run page with {args.lines:,} metric lines: {run_ms:.0f} ms, "
+                f"{run_bytes / 1000:.0f} KB (target < {LIST_TARGET_MS:.0f} ms with the "
+                f"shepherd's sidecar, < {PAGE_TARGET_BYTES / 1e6:g} MB; without the sidecar "
+                f"{bare_ms:.0f} ms)"
+            )
+        last += _metrics_cases(args, scratch, pycache)
     finally:
         if args.keep:
             print(f"kept: {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
-
     print()
-    print(f"runs page: {list_ms:.0f} ms (target < {LIST_TARGET_MS:.0f} ms)")
-    print(
-        f"run page with {args.lines:,} metric lines: {run_ms:.0f} ms, {run_bytes / 1000:.0f} KB "
-        f"(target < {LIST_TARGET_MS:.0f} ms with the shepherd's sidecar, "
-        f"< {PAGE_TARGET_BYTES / 1e6:g} MB; without the sidecar {bare_ms:.0f} ms)"
-    )
+    print("\n".join(last))
     return 0
 
 

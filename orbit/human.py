@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -24,12 +25,23 @@ def fmt_gib(n: float) -> str:
 
 def fmt_metric(value: float | None) -> str:
     """A metric's value to 4 significant digits: 0.012345 → "0.01235", 3.0 → "3"; a whole
-    number as it is (161051, not "1.611e+05": steps and counts); None → "-"."""
+    number as it is (161051, not "1.611e+05": steps and counts); None → "-". Total: NaN →
+    "NaN", infinities → "inf" / "-inf", an integer too big for a float (10**400) → "1e+400"."""
     if value is None:
         return "-"
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return f"{value:.4g}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    try:
+        f = float(value)
+    except OverflowError:  # an int past the float range: its power of ten
+        return f"{'-' if value < 0 else ''}1e+{int(math.log10(abs(value)))}"
+    if math.isnan(f):
+        return "NaN"
+    if math.isinf(f):
+        return "inf" if f > 0 else "-inf"
+    if f == int(f) and abs(f) < 1e15:
+        return str(int(f))
+    return f"{f:.4g}"
 
 
 def fmt_cpus(n: float) -> str:

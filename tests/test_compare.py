@@ -190,12 +190,12 @@ def test_series_min_max_steps_survive_appends_and_downsampling(tmp_path: Path) -
     assert len(s.x) <= 100 and s.count == 10_000
     assert (s.min, s.min_at, s.max, s.max_at) == (0.25, 1234, 9.0, 8765)
     key = next(k for k in series._cache if k[0] == str(path))
-    parsed = series._cache[key]
+    parsed = series._cache[key].state
 
     # Appended: only the new lines are parsed (the same parse state) and the steps follow.
     _lines(path, [(10_000, 0.125), (10_001, 2.0)])
     s = read_metrics(path, max_points=100).series["loss"]
-    assert series._cache[key] is parsed and parsed.keys["loss"].n == 10_002
+    assert series._cache[key].state is parsed and parsed.keys["loss"].n == 10_002
     assert (s.min, s.min_at, s.max, s.max_at, s.count) == (0.125, 10_000, 9.0, 8765, 10_002)
 
     # A torn last line counts while it is torn, and again once it is whole.

@@ -180,7 +180,7 @@ def test_stale_damaged_or_foreign_sidecars_are_ignored(tmp_path: Path) -> None:
     series._cache.clear()
     assert read_metrics(path).series["loss"].count == 5010
     key = next(k for k in series._cache if k[0] == str(path))
-    assert series._cache[key].from_sidecar == good["offset"]
+    assert series._cache[key].state.from_sidecar == good["offset"]
     check()
 
 
@@ -331,12 +331,12 @@ def test_a_cached_parse_far_behind_takes_a_newer_sidecar(tmp_path: Path) -> None
     assert read_metrics(path).series["loss"].count == 1000
     key = next(k for k in series._cache if k[0] == str(path))
     lines(path, 1000, 120_000)  # more than SIDECAR_GAIN appended
-    assert path.stat().st_size - series._cache[key].offset > series.SIDECAR_GAIN
+    assert path.stat().st_size - series._cache[key].state.offset > series.SIDECAR_GAIN
     Follower(path).update()
     lines(path, 121_000, 10)
     got = read_metrics(path).to_json()
     assert (
-        series._cache[key].from_sidecar
+        series._cache[key].state.from_sidecar
         == json.loads(sidecar.sidecar_path(path).read_text())["offset"]
     )
     assert got == full_parse(path, 1000)

@@ -179,11 +179,13 @@ def compare(
     *,
     max_metrics: int = DEFAULT_METRICS,
     objective: MetricSpec | None = None,
+    deadline: float | None = None,
 ) -> Comparison:
     """The comparison of `runs` (in the given order). Without `metrics`, the first
     `max_metrics` numeric keys the runs have are compared (the rest named in
-    `metrics_left_out`), the `objective` (the group's) first and with its direction."""
-    read = [summarize_with_x(r) for r in runs]
+    `metrics_left_out`), the `objective` (the group's) first and with its direction. With a
+    `deadline` (series.read_metrics), a big metrics file may be summarised from a preview."""
+    read = [summarize_with_x(r, deadline=deadline) for r in runs]
     summaries = [s for _, s in read]
     x_label = next((x for x, s in read if s), "step")
     chosen = list(metrics)

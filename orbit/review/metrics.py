@@ -31,15 +31,18 @@ def _x(value: float) -> float | int:
     return int(value) if value.is_integer() and abs(value) < 2**53 else value
 
 
-def summarize_with_x(run: Run, *, save: bool = False) -> tuple[str, dict[str, Summary]]:
+def summarize_with_x(
+    run: Run, *, save: bool = False, deadline: float | None = None
+) -> tuple[str, dict[str, Summary]]:
     """The x axis the steps are of (`step`, `time`, `timestamp` or `line`) and each numeric
     key's summary, in the file's key order. Read through metrics.summary.json when it is
     current (then only the lines appended since are parsed); without one, a file past
     series.MAX_PARSE_BYTES is summarised over its last part only. Keys past series.MAX_KEYS
     are not summarised (as the charts). With `save`, a finished run whose sidecar was missing
-    or stale gets one (a run that ended before Orbit wrote them, or whose shepherd could not)."""
+    or stale gets one (a run that ended before Orbit wrote them, or whose shepherd could not).
+    A `deadline` as series.read_metrics's."""
     save = save and run.state.finished
-    metrics = read_metrics(run.path(METRICS), max_points=0, save=save)
+    metrics = read_metrics(run.path(METRICS), max_points=0, save=save, deadline=deadline)
     return metrics.x_label, {
         key: Summary(s.last, s.min, s.max, s.count, _x(s.min_at), _x(s.max_at))
         for key, s in metrics.series.items()

@@ -20,13 +20,13 @@ whose name says nothing and that no one gave a direction for is not ranked.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from orbit.errors import CorruptError, NotFoundError, UsageError
+from orbit.review.parse import number
 from orbit.store import groups
 from orbit.store.groups import Declared
 from orbit.store.home import Home
@@ -75,14 +75,6 @@ def _word_direction(word: str) -> str | None:
     if higher == lower:
         return None
     return "max" if higher else "min"
-
-
-def number(value: Any) -> float | None:
-    """`value` as a finite float, or None (bools, strings, NaN and infinities are no score)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    out = float(value)
-    return out if math.isfinite(out) else None
 
 
 def way_text(direction: str | None) -> str:

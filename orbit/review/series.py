@@ -1,7 +1,8 @@
 """Metric series: metrics.jsonl read as a stream, each numeric key summarised and down-sampled.
 
-The one parser of metrics files: the web's charts and the review's summaries (`orbit show`,
-`orbit compare`) both read through `read_metrics`.
+The one reader of metrics files: the web's charts and the review's summaries (`orbit show`,
+`orbit compare`) both read through `read_metrics`; the shepherd keeps the sidecar with
+`Follower`.
 
 A metrics file can hold millions of lines, so nothing here keeps more than one 1 MiB chunk of
 text and, per key, a Pyramid (pyramid.py: the minimum and maximum of each of at most
@@ -9,343 +10,72 @@ GROUPS_MAX blocks, about 2,000 points) in memory, and what leaves the server is 
 `max_points` points per key: LTTB (largest triangle three buckets) over the pyramid's points,
 with the minimum and maximum of every bucket kept as well, so a spike or a divergence never
 disappears from a chart. The pyramid is what the shepherd saves in metrics.summary.json
-(sidecar.py, `Follower`), so a reader parses only the lines appended after it.
+(sidecar.py, `Follower`), so a reader parses only the lines appended after it. The parse itself
+(parse.py) costs time linear in the bytes read, whatever they hold.
+
+One parse per file: readers of the same file (path, device, inode, x key) share it, and never
+do two threads parse it at once (`_File.lock`; a waiter gets the parse's result). A reader
+with a `deadline` (the web) waits at most until then: a file too big to read by then is
+answered with a preview (sample.py: evenly spaced pieces of the file, or the lines read so far)
+whose `note` says so, while one background thread per file reads the rest, so that a later
+call has the whole file.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
-import math
 import os
 import threading
-from array import array
+import time
 from collections import OrderedDict
-from itertools import chain, compress
 from pathlib import Path
 
-from orbit.record import Record
 from orbit.review import sidecar
-from orbit.review.pyramid import GROUPS_MAX, Pyramid, downsample
+from orbit.review.parse import (
+    CHUNK_BYTES,
+    MAX_KEYS,
+    X_KEYS,
+    Metrics,
+    Parsed,
+    Series,
+    advance,
+    usable,
+)
+from orbit.review.sample import sample
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+__all__ = ["MAX_KEYS", "X_KEYS", "Follower", "Metrics", "Series", "read_metrics", "read_tail"]
+
 log = logging.getLogger(__name__)
 
-CHUNK_BYTES = 1 << 20
 MAX_PARSE_BYTES = 256 << 20  # without a sidecar, only the last 256 MiB of a file is read
-MAX_KEYS = 64  # keys beyond this are counted, not charted
-X_KEYS = ("step", "time", "timestamp")  # the x axis: the first of these a file uses, else line
-
-
-class Series(Record):
-    """One key's points, down-sampled, and its summary; compared by value."""
-
-    __slots__ = ("count", "key", "last", "max", "max_at", "min", "min_at", "x", "y")
-
-    def __init__(
-        self,
-        key: str,
-        x: list[float],
-        y: list[float],
-        count: int,  # points before down-sampling
-        min: float,  # min, max and their x: of every point parsed, never of the down-sampled ones
-        max: float,
-        last: float,
-        min_at: float,  # the x of the first point holding the minimum
-        max_at: float,
-    ) -> None:
-        self.key = key
-        self.x = x
-        self.y = y
-        self.count = count
-        self.min = min
-        self.max = max
-        self.last = last
-        self.min_at = min_at
-        self.max_at = max_at
-
-
-class Metrics(Record):
-    """What a metrics file holds, as series; compared by value."""
-
-    __slots__ = ("dropped_keys", "lines", "series", "skipped_bytes", "x_label")
-
-    def __init__(
-        self,
-        x_label: str = "line",
-        lines: int = 0,
-        series: dict[str, Series] | None = None,
-        dropped_keys: int = 0,  # numeric keys past MAX_KEYS
-        skipped_bytes: int = 0,  # bytes at the head of a huge file that were not read
-    ) -> None:
-        self.x_label = x_label
-        self.lines = lines
-        self.series: dict[str, Series] = {} if series is None else series
-        self.dropped_keys = dropped_keys
-        self.skipped_bytes = skipped_bytes
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "x_label": self.x_label,
-            "lines": self.lines,
-            "dropped_keys": self.dropped_keys,
-            "skipped_bytes": self.skipped_bytes,
-            "series": {
-                k: {
-                    "x": s.x,
-                    "y": s.y,
-                    "count": s.count,
-                    "min": s.min,
-                    "max": s.max,
-                    "last": s.last,
-                    "min_at": s.min_at,
-                    "max_at": s.max_at,
-                }
-                for k, s in self.series.items()
-            },
-        }
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        f = float(value)
-    except OverflowError:
-        return None
-    return f if math.isfinite(f) else None
-
-
-_NUMBER_TYPES = {int, float}
-
-
-_FLOAT_INT_MAX = 2**1023  # a JSON integer beyond this does not fit a float
-
-
-def _is_number(v: Any) -> bool:
-    """A finite int or float that fits a float (not bool, NaN, inf or a 400-digit integer)."""
-    if type(v) is int:
-        return -_FLOAT_INT_MAX < v < _FLOAT_INT_MAX
-    return type(v) is float and v - v == 0.0
-
-
-def _all_numbers(col: list[Any]) -> bool:
-    """True when every value is a finite int or float (C-level checks: the common case)."""
-    if not set(map(type, col)) <= _NUMBER_TYPES:
-        return False
-    try:
-        return math.isfinite(sum(col))  # a NaN or an infinity anywhere makes the sum one
-    except OverflowError:
-        return False
-
-
-def _floats(col: list[Any]) -> array[float] | None:
-    """An all-number column as floats; None when some value is not a finite number or does
-    not fit a float (a 400-digit integer)."""
-    if not _all_numbers(col):
-        return None
-    try:
-        return array("d", col)
-    except OverflowError:
-        return None
-
-
-def _objects(raw: bytes) -> list[Any]:
-    """The JSON values of a block of whole lines: one `json.loads` for the block (far cheaper
-    than one per line), falling back to line by line when some line is malformed."""
-    lines = [line for line in raw.split(b"\n") if line.strip()]
-    if not lines:
-        return []
-    try:
-        return list(json.loads(b"[" + b",".join(lines) + b"]"))
-    except (ValueError, RecursionError):  # RecursionError: a line nested too deeply
-        out: list[Any] = []
-        for line in lines:
-            try:
-                out.append(json.loads(line))
-            except (ValueError, RecursionError):
-                out.append(None)  # keeps the line count right for a line-numbered x axis
-        return out
-
-
 MAX_CACHED_POINTS = 1_000_000  # kept points (each key keeps at most ~2 * GROUPS_MAX)
 MAX_CACHED_FILES = 32
-_TAIL_CHECK = sidecar.CHECK_BYTES  # bytes before the parsed offset compared on each call
 SIDECAR_GAIN = 4 << 20  # a cached parse this far behind the file looks for a newer sidecar
+SAMPLE_ABOVE = 8 << 20  # a reader with a deadline previews a bigger file it starts from nothing
+BACKGROUND = 2  # files read in the background at once (the others wait their turn)
+STEP_S = 0.25  # the background holds a file's lock this long at most at a time
+
+Key = tuple[str, int, int, str | None]  # path, device, inode, x key
 
 
-class _Parsed:
-    """The parse of one file (path, device, inode) so far: each key's Pyramid and the byte
-    offset up to which whole lines have been read. Growing the file costs only the new lines;
-    the down-sampled results are kept per (size, mtime, max_points). Its `state()` is what
-    metrics.summary.json holds; `from_state` takes it back."""
+class _File:
+    """What every reader of one metrics file shares: its parse (`state`), the lock whoever
+    parses holds, and while the background reads the rest, the preview shown meanwhile."""
 
-    def __init__(self, start: int) -> None:
+    __slots__ = ("background", "key", "lock", "preview", "progress", "state", "what")
+
+    def __init__(self, key: Key) -> None:
+        self.key = key
         self.lock = threading.Lock()
-        self.start = start  # where parsing began (beyond 0: the head of a huge file skipped)
-        self.offset = start  # whole lines before this byte are in the pyramids
-        self.head = b""  # the file's first bytes (up to _TAIL_CHECK), when start is 0
-        self.tail = b""  # the last bytes parsed, to notice a file rewritten in place
-        self.seen = (-1, -1)  # (size, mtime_ns) of the file when last read
-        self.skipped_bytes = 0
-        self.x_key: str | None = None
-        self.x_now: float = 0.0
-        self.line_no = 0
-        self.keys: dict[str, Pyramid] = {}
-        self.dropped: set[str] = set()
-        self.from_sidecar = 0  # the offset of the sidecar this parse started from (0: none)
-        self.results: OrderedDict[tuple[int, int, int], Metrics] = OrderedDict()
-
-    @property
-    def points(self) -> int:
-        return sum(2 * len(p.groups) + 2 for p in self.keys.values())
-
-    def state(self) -> dict[str, Any]:
-        return {
-            "groups_max": GROUPS_MAX,
-            "max_keys": MAX_KEYS,
-            "x_key": self.x_key,
-            "x_now": self.x_now,
-            "lines": self.line_no,
-            "dropped": sorted(self.dropped),
-            "keys": {k: p.to_json() for k, p in self.keys.items()},
-            "summary": {k: _summary(p) for k, p in self.keys.items()},  # for people (cat, jq)
-        }
-
-    @classmethod
-    def from_state(cls, data: dict[str, Any]) -> _Parsed:
-        """The parse a sidecar holds; ValueError when its state is damaged or was made with
-        other limits."""
-        out = cls(0)
-        x_key, x_now, lines, dropped = (data.get(k) for k in ("x_key", "x_now", "lines", "dropped"))
-        keys = data.get("keys")
-        if (
-            data.get("groups_max") != GROUPS_MAX
-            or data.get("max_keys") != MAX_KEYS
-            or not (x_key is None or x_key == "" or x_key in X_KEYS)
-            or not _is_number(x_now)
-            or type(lines) is not int
-            or lines < 0
-            or not isinstance(dropped, list)
-            or not all(isinstance(k, str) for k in dropped)
-            or not isinstance(keys, dict)
-            or len(keys) > MAX_KEYS
-        ):
-            raise ValueError("sidecar state")
-        out.x_key, out.line_no, out.dropped = x_key, lines, set(dropped)
-        out.x_now = x_now  # type: ignore[assignment]  # checked by _is_number above
-        out.keys = {k: Pyramid.from_json(v) for k, v in keys.items()}
-        if any(p.n > lines for p in out.keys.values()) or (out.dropped & set(out.keys)):
-            raise ValueError("sidecar state")
-        offset = data["offset"]
-        out.offset = out.from_sidecar = offset
-        out.head = base64.b64decode(data["head"])
-        out.tail = base64.b64decode(data["tail"])
-        return out
-
-    def copy(self) -> _Parsed:
-        """A copy to parse a torn last line into (the pyramids copied, the rest shared)."""
-        out = _Parsed(self.start)
-        out.x_key, out.x_now, out.line_no = self.x_key, self.x_now, self.line_no
-        out.dropped, out.skipped_bytes = set(self.dropped), self.skipped_bytes
-        out.keys = {k: p.copy() for k, p in self.keys.items()}
-        return out
-
-    def consume(self, block: bytes) -> None:
-        """Add the lines of `block` (whole lines, the last one may lack its newline)."""
-        objs = [o if type(o) is dict else _EMPTY for o in _objects(block)]
-        if not objs:
-            return
-        keys, dropped = self.keys, self.dropped
-        xcol = self._x_column(objs)
-        x_key = self.x_key
-        self.line_no += len(objs)
-        xall: array[float] | None = None
-        # Column by column: comprehensions and C-level min/max, not a loop per value.
-        for k in dict.fromkeys(chain.from_iterable(objs)):
-            if k == x_key or k in dropped:
-                continue
-            col: list[Any] = [o.get(k) for o in objs]
-            values = _floats(col)
-            every = values is not None
-            ok = [] if every else [_is_number(v) for v in col]
-            pyr = keys.get(k)
-            if pyr is None:
-                if not every and not any(ok):
-                    continue
-                if len(keys) >= MAX_KEYS:
-                    dropped.add(k)
-                    continue
-                pyr = keys[k] = Pyramid()
-            if values is not None:
-                if xall is None:
-                    xall = array("d", xcol)
-                pyr.add(xall, values)
-            else:
-                pyr.add(array("d", compress(xcol, ok)), array("d", compress(col, ok)))
-
-    def _x_column(self, objs: list[dict[str, Any]]) -> list[Any] | range:
-        """The x of each line: its `x_key` value, the last one seen for a line without one,
-        or the line number when the file has no x key."""
-        if self.x_key is None:
-            for o in objs:
-                if o:
-                    self.x_key = next((k for k in X_KEYS if _number(o.get(k)) is not None), "")
-                    break
-        if not self.x_key:
-            return range(self.line_no + 1, self.line_no + 1 + len(objs))
-        raw: list[Any] = [o.get(self.x_key) for o in objs]
-        if _floats(raw) is not None:
-            xcol = raw
-        else:
-            xcol = []
-            x_now = self.x_now
-            for v in raw:
-                if _is_number(v):
-                    x_now = v  # a line without a step belongs to the last one seen
-                xcol.append(x_now)
-        self.x_now = xcol[-1]
-        return xcol
-
-    def metrics(self, max_points: int) -> Metrics:
-        """Every key's summary and, when `max_points` > 0, its down-sampled points (0: the
-        summary alone, for a caller that shows no chart)."""
-        out = Metrics(x_label=self.x_key or "line", lines=self.line_no)
-        out.dropped_keys = len(self.dropped)
-        out.skipped_bytes = self.skipped_bytes
-        for k, pyr in self.keys.items():
-            lo, hi = pyr.extremes()
-            px: list[float] = []
-            py: list[float] = []
-            if max_points:
-                px, py = downsample(*pyr.points(), max_points)
-            out.series[k] = Series(
-                k, px, py, pyr.n, lo[2], hi[2], pyr.last[2], min_at=lo[1], max_at=hi[1]
-            )
-        return out
-
-    def metrics_with(self, torn: bytes, max_points: int) -> Metrics:
-        """The result as if `torn` (a last line without its newline) were parsed, leaving the
-        state as it was: that line is read again once it is complete."""
-        other = self.copy()
-        other.consume(torn)
-        return other.metrics(max_points)
-
-
-def _summary(p: Pyramid) -> dict[str, Any]:
-    lo, hi = p.extremes()
-    return {
-        "count": p.n,
-        "last": p.last[2],
-        "min": lo[2],
-        "min_at": lo[1],
-        "max": hi[2],
-        "max_at": hi[1],
-    }
+        self.state: Parsed | None = None
+        self.preview: Parsed | None = None
+        self.what = ""  # what the preview is of, for its note
+        self.progress = (0, 0)  # (bytes read, file size) of the background's parse
+        self.background = False
 
 
 def read_tail(path: Path, max_bytes: int, *, max_points: int = 1000) -> Metrics:
@@ -360,7 +90,7 @@ def read_tail(path: Path, max_bytes: int, *, max_points: int = 1000) -> Metrics:
             block = fh.read(max_bytes)
     except OSError:
         return Metrics()
-    state = _Parsed(start)
+    state = Parsed(start)
     if start:
         first = block.find(b"\n") + 1
         state.skipped_bytes = start + first if first else size
@@ -369,77 +99,211 @@ def read_tail(path: Path, max_bytes: int, *, max_points: int = 1000) -> Metrics:
     return state.metrics(max_points)
 
 
-def read_metrics(path: Path, *, max_points: int = 1000, save: bool = False) -> Metrics:
-    """Every numeric key of a metrics.jsonl against `step` (or `time`, or the line number):
-    its count, last, min and max (with their x) over every point, and its points
-    down-sampled to at most `max_points` (0: no points).
+def read_metrics(
+    path: Path,
+    *,
+    max_points: int = 1000,
+    save: bool = False,
+    x_key: str | None = None,
+    deadline: float | None = None,
+) -> Metrics:
+    """Every numeric key of a metrics.jsonl against `step` (or `time`, or the line number; or
+    `x_key` when given): its count, last, min and max (with their x) over every point, and its
+    points down-sampled to at most `max_points` (0: no points).
 
     The parse starts from the sidecar metrics.summary.json when it still describes the file
-    (only the lines appended since are read), else from the file's start (its last
-    MAX_PARSE_BYTES when bigger); either way the result is the same. With `save` (a caller
-    that may write the run directory), a parse that found no usable sidecar writes one
+    (only the lines appended since are read; never with `x_key`), else from the file's start
+    (its last MAX_PARSE_BYTES when bigger); either way the result is the same. With `save` (a
+    caller that may write the run directory), a parse that found no usable sidecar writes one
     (failures ignored). The parse is kept per file identity, so a page reloaded while nothing
-    was appended costs nothing and one reloaded after an append parses only the new lines."""
+    was appended costs nothing and one reloaded after an append parses only the new lines.
+
+    With a `deadline` (a time.monotonic() value) the answer comes by then, give or take one
+    chunk's parse: when the file is not read by then, a preview (`complete` False, its `note`
+    saying what it is of) while the rest is read in the background."""
     try:
         st = os.stat(path)
     except OSError:
         return Metrics()
-    key = (str(path), st.st_dev, st.st_ino)
-    with _cache_lock:
-        state = _cache.get(key)
-        if state is not None:
-            _cache.move_to_end(key)
+    entry = _entry((str(path), st.st_dev, st.st_ino, x_key))
+    state = entry.state
     if state is not None:
-        with state.lock:
-            hit = state.results.get((st.st_size, st.st_mtime_ns, max_points))
-            if hit is not None:
-                return hit
+        hit = state.results.get((st.st_size, st.st_mtime_ns, max_points))
+        if hit is not None:
+            return hit
+    if deadline is None:
+        entry.lock.acquire()
+    elif entry.background or not _acquire(entry.lock, deadline):
+        return _shown(entry, max_points)
+    try:
+        return _read(entry, path, max_points, save, deadline)
+    finally:
+        entry.lock.release()
+
+
+def _acquire(lock: threading.Lock, deadline: float) -> bool:
+    wait = deadline - time.monotonic()
+    return lock.acquire(timeout=wait) if wait > 0 else lock.acquire(blocking=False)
+
+
+def _read(entry: _File, path: Path, max_points: int, save: bool, deadline: float | None) -> Metrics:
+    """read_metrics under the file's lock."""
     try:
         fh = open(path, "rb")  # noqa: SIM115 - closed by the with-block below
     except OSError:
         return Metrics()
+    key = entry.key
     with fh:
         fst = os.fstat(fh.fileno())
-        if (fst.st_dev, fst.st_ino) != key[1:]:  # replaced since the stat
-            key, state = (str(path), fst.st_dev, fst.st_ino), None
-        stamp = (fst.st_size, fst.st_mtime_ns, max_points)
-        result = None
-        if state is not None:
-            with state.lock:
-                if not _usable(state, fh, fst.st_size, fst.st_mtime_ns):
-                    state = None
-                elif fst.st_size - state.offset > SIDECAR_GAIN:
-                    newer = _from_sidecar(path, fh, fst.st_size)
-                    if newer is not None and newer.offset > state.offset:
-                        state = newer
-                if state is not None:
-                    result = _update(state, fh, fst.st_size, stamp)
-        if state is None:
-            state = _from_sidecar(path, fh, fst.st_size)
-            if state is None:
-                state = _Parsed(max(0, fst.st_size - MAX_PARSE_BYTES))
-            with state.lock:
-                result = _update(state, fh, fst.st_size, stamp)
-                if save and not state.from_sidecar and state.start == 0 and state.offset:
-                    _save(path, state)
-    assert result is not None
-    _keep(key, state)
+        size, stamp = fst.st_size, (fst.st_size, fst.st_mtime_ns, max_points)
+        if (fst.st_dev, fst.st_ino) != key[1:3]:  # replaced since the stat: not this entry's
+            return _once(fh, size, key[3], max_points, deadline)
+        state = entry.state = _current(entry.state, path, fh, fst, key[3])
+        hit = state.results.get(stamp)
+        if hit is not None:
+            return hit
+        if (
+            deadline is not None
+            and state.offset == state.start
+            and size - state.start > (SAMPLE_ABOVE)
+        ):
+            preview, n = sample(fh, state.start, size, key[3])
+            what = f"a sample of {_mb(n)} evenly spaced across the file's {_mb(size)}"
+            return _hand_off(entry, path, preview, what, max_points, size)
+        torn = advance(state, fh, size, deadline)
+        if torn is None:  # the deadline passed: the lines read so far, the rest later
+            what = f"the first {_mb(state.offset)} of {_mb(size)}"
+            return _hand_off(entry, path, state.copy(), what, max_points, size)
+        result = _result(state, torn, stamp)
+        if save and not state.x_fixed and not state.from_sidecar and state.start == 0:
+            _save(path, state)
+    _keep(key, entry)
     return result
 
 
-def _from_sidecar(path: Path, fh: Any, size: int) -> _Parsed | None:
+def _current(
+    state: Parsed | None, path: Path, fh: Any, fst: os.stat_result, x_key: str | None
+) -> Parsed:
+    """The parse to go on from: the cached one while it describes the file (a newer sidecar
+    when it is far behind), else the sidecar's, else a new one."""
+    size = fst.st_size
+    if state is not None and not usable(state, fh, size, fst.st_mtime_ns):
+        state = None
+    sidecar_ok = x_key is None
+    if state is not None and sidecar_ok and size - state.offset > SIDECAR_GAIN:
+        newer = _from_sidecar(path, fh, size)
+        if newer is not None and newer.offset > state.offset:
+            state = newer
+    if state is None and sidecar_ok:
+        state = _from_sidecar(path, fh, size)
+    return state or Parsed(max(0, size - MAX_PARSE_BYTES), x_key)
+
+
+def _result(state: Parsed, torn: bytes, stamp: tuple[int, int, int]) -> Metrics:
+    """The down-sampled result of a parse that read to the file's end (kept for `stamp`)."""
+    state.seen = stamp[:2]
+    result = state.metrics_with(torn, stamp[2]) if torn.strip() else state.metrics(stamp[2])
+    state.results[stamp] = result
+    while len(state.results) > 4:
+        state.results.popitem(last=False)
+    return result
+
+
+def _once(
+    fh: Any, size: int, x_key: str | None, max_points: int, deadline: float | None
+) -> Metrics:
+    """A parse of a file replaced while it was opened: not cached, cut at the deadline."""
+    state = Parsed(max(0, size - MAX_PARSE_BYTES), x_key)
+    torn = advance(state, fh, size, deadline)
+    out = state.metrics_with(torn or b"", max_points)
+    if torn is None:
+        return out.with_note(f"metrics from the first {_mb(state.offset)} of {_mb(size)}")
+    return out
+
+
+def _hand_off(
+    entry: _File, path: Path, preview: Parsed, what: str, max_points: int, size: int
+) -> Metrics:
+    """Show `preview` (of `what`) until the background has read the whole file; start it."""
+    entry.preview, entry.what = preview, what
+    state = entry.state
+    entry.progress = (state.offset - state.start, size - state.start) if state else (0, size)
+    if not entry.background:
+        entry.background = True
+        _keep(entry.key, entry)
+        thread = threading.Thread(
+            target=_complete, args=(entry, path), name="orbit-metrics", daemon=True
+        )
+        thread.start()
+    return _shown(entry, max_points)
+
+
+def _shown(entry: _File, max_points: int) -> Metrics:
+    """What a reader that cannot wait is shown: the preview, with a note that says of what."""
+    preview = entry.preview
+    if preview is None or not entry.background:
+        note = "The metrics are being read: reload in a moment for their charts."
+        return Metrics(note=note, complete=False)
+    done, size = entry.progress
+    so_far = f" ({_mb(done)} of {_mb(size)} so far)" if size else ""
+    note = f"Charts from {entry.what}; the rest is being read{so_far}: reload for all of it."
+    return preview.metrics(max_points).with_note(note)
+
+
+def _complete(entry: _File, path: Path) -> None:
+    """The background's part: read the rest of the file, STEP_S at a time under its lock (a
+    reader may take it in between and finds the work done so far). Never raises."""
+    try:
+        with _slots:
+            while not _step(entry, path):
+                pass
+    except Exception:  # a thread that died silently would leave `background` set
+        log.exception("%s: reading metrics in the background failed", path)
+    finally:
+        entry.background = False
+        entry.preview = None
+
+
+def _step(entry: _File, path: Path) -> bool:
+    """Read on for STEP_S; True when the file was read to its end (or cannot be read)."""
+    with entry.lock:
+        try:
+            fh = open(path, "rb")  # noqa: SIM115 - closed by the with-block below
+        except OSError:
+            return True
+        with fh:
+            fst = os.fstat(fh.fileno())
+            key = entry.key
+            if (fst.st_dev, fst.st_ino) != key[1:3]:
+                return True  # replaced: a reader starts again under the new identity
+            state = entry.state = _current(entry.state, path, fh, fst, key[3])
+            torn = advance(state, fh, fst.st_size, time.monotonic() + STEP_S)
+            entry.progress = (state.offset - state.start, fst.st_size - state.start)
+            if torn is None:
+                return False
+            _result(state, torn, (fst.st_size, fst.st_mtime_ns, 0))
+            return True
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB" if n >= 100_000 else f"{n / 1e3:,.0f} KB"
+
+
+def _from_sidecar(path: Path, fh: Any, size: int) -> Parsed | None:
     data = sidecar.read(path, fh, size)
     if data is None:
         return None
     try:
-        return _Parsed.from_state(data)
+        return Parsed.from_state(data)
     except (ValueError, TypeError, KeyError) as exc:
         log.info("%s: sidecar ignored (%s)", path, exc)
         return None
 
 
-def _save(path: Path, state: _Parsed) -> bool:
+def _save(path: Path, state: Parsed) -> bool:
     """Write the sidecar of `state` (a parse from the file's start); False when it cannot."""
+    if not state.offset:
+        return False
     try:
         sidecar.write(path, state.offset, state.head, state.tail, state.state())
     except OSError as exc:
@@ -452,12 +316,13 @@ def _save(path: Path, state: _Parsed) -> bool:
 class Follower:
     """The shepherd's side: the metrics file of one run read as it grows, its sidecar
     rewritten after each update that read new lines. Each `update` reads at most `budget`
-    bytes (the rest waits for the next one), so a run that writes metrics fast never holds
-    the shepherd up for long; the last update reads to the end."""
+    bytes (the rest waits for the next one; a single line longer than that is skipped over),
+    so a run that writes metrics fast never holds the shepherd up for long; the last update
+    reads to the end."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.state: _Parsed | None = None
+        self.state: Parsed | None = None
 
     def update(self, budget: int | None = None) -> bool:
         """Read what was appended (up to `budget` bytes) and save the sidecar when something
@@ -471,91 +336,71 @@ class Follower:
             fst = os.fstat(fh.fileno())
             size = fst.st_size
             state = self.state
-            if state is not None and not _usable(state, fh, size, fst.st_mtime_ns):
+            if state is not None and not usable(state, fh, size, fst.st_mtime_ns):
                 state = None  # truncated or rewritten: start again
             if state is None:
-                state = _from_sidecar(self.path, fh, size) or _Parsed(0)
+                state = _from_sidecar(self.path, fh, size) or Parsed(0)
             self.state = state
+            before = state.offset
             limit = size if budget is None else min(size, state.offset + budget)
-            _advance(state, fh, limit)
+            advance(state, fh, limit)
+            end = _line_end(fh, before, size) if state.offset == before < limit < size else None
+            if end is not None:  # one line longer than the budget: past it
+                advance(state, fh, end)
             state.seen = (size, fst.st_mtime_ns)
-            done = state.offset == size or b"\n" not in _peek(fh, state.offset, size)
+            done = state.offset == size or _line_end(fh, state.offset, size) is None
         if state.offset and state.offset != state.from_sidecar:
             sidecar.write(self.path, state.offset, state.head, state.tail, state.state())
             state.from_sidecar = state.offset
         return done
 
 
-def _peek(fh: Any, offset: int, size: int) -> bytes:
+def _line_end(fh: Any, offset: int, size: int) -> int | None:
+    """The offset after the newline that ends the line at `offset`; None when none does."""
     fh.seek(offset)
-    return fh.read(min(size - offset, CHUNK_BYTES))
-
-
-def _update(state: _Parsed, fh: Any, size: int, stamp: tuple[int, int, int]) -> Metrics:
-    """Parse what was appended, then down-sample (the result is kept for `stamp`)."""
-    hit = state.results.get(stamp)
-    if hit is not None:
-        return hit
-    torn = _advance(state, fh, size)
-    state.seen = (size, stamp[1])
-    result = state.metrics_with(torn, stamp[2]) if torn.strip() else state.metrics(stamp[2])
-    state.results[stamp] = result
-    while len(state.results) > 4:
-        state.results.popitem(last=False)
-    return result
-
-
-def _usable(state: _Parsed, fh: Any, size: int, mtime_ns: int) -> bool:
-    """Whether `state` is a parse of an earlier version of this file (appended to since)."""
-    if size < state.offset or size < state.seen[0]:
-        return False  # truncated
-    if size == state.seen[0] and mtime_ns != state.seen[1]:
-        return False  # changed without growing: rewritten
-    if state.tail:
-        fh.seek(state.offset - len(state.tail))
-        if fh.read(len(state.tail)) != state.tail:
-            return False
-    return True
-
-
-def _advance(state: _Parsed, fh: Any, size: int) -> bytes:
-    """Parse the whole lines between state.offset and `size`; the torn rest is returned."""
-    fh.seek(state.offset)
-    if state.offset == state.start and state.start and not state.skipped_bytes:
-        fh.readline()  # the first line is probably cut
-        state.offset = state.skipped_bytes = fh.tell()
-    rest = b""
-    read = state.offset
-    while read < size:
-        chunk = fh.read(min(CHUNK_BYTES, size - read))
+    at = offset
+    while at < size:
+        chunk = fh.read(min(CHUNK_BYTES, size - at))
         if not chunk:
             break
-        read += len(chunk)
-        block = rest + chunk
-        cut = block.rfind(b"\n") + 1
-        rest = block[cut:]
-        if cut:
-            state.consume(block[:cut])
-            if state.start == 0 and len(state.head) < _TAIL_CHECK:
-                state.head = (state.head + block[:cut])[:_TAIL_CHECK]
-            state.offset += cut
-            state.tail = (state.tail + block[:cut])[-_TAIL_CHECK:]
-    return rest
+        end = chunk.find(b"\n")
+        if end >= 0:
+            return at + end + 1
+        at += len(chunk)
+    return None
 
 
-def _keep(key: tuple[str, int, int], state: _Parsed) -> None:
-    """Cache `state`, dropping the least recently used parses beyond the caps."""
+def _entry(key: Key) -> _File:
+    """The shared entry of a file identity (made, and cached, on first use)."""
     with _cache_lock:
-        _cache[key] = state
+        entry = _cache.get(key)
+        if entry is None:
+            entry = _cache[key] = _File(key)
         _cache.move_to_end(key)
-        total = sum(s.points for s in _cache.values())
-        while len(_cache) > 1 and (len(_cache) > MAX_CACHED_FILES or total > MAX_CACHED_POINTS):
-            _, old = _cache.popitem(last=False)
-            total -= old.points
-        if total > MAX_CACHED_POINTS:  # this one file alone is too big to keep
-            del _cache[key]
+        return entry
 
 
-_cache: OrderedDict[tuple[str, int, int], _Parsed] = OrderedDict()
+def _keep(key: Key, entry: _File) -> None:
+    """Cache `entry`, dropping the least recently used parses beyond the caps (never one the
+    background is reading: it would be parsed twice)."""
+    with _cache_lock:
+        _cache[key] = entry
+        _cache.move_to_end(key)
+        total = sum(_points(e) for e in _cache.values())
+        for old in list(_cache):
+            if len(_cache) <= MAX_CACHED_FILES and total <= MAX_CACHED_POINTS:
+                break
+            busy = _cache[old].background or _cache[old].lock.locked()
+            if old != key and not busy:
+                total -= _points(_cache.pop(old))
+        if total > MAX_CACHED_POINTS and not entry.background:  # too big alone to keep
+            entry.state = None
+
+
+def _points(entry: _File) -> int:
+    return entry.state.points if entry.state is not None else 0
+
+
+_cache: OrderedDict[Key, _File] = OrderedDict()
 _cache_lock = threading.Lock()
-_EMPTY: dict[str, Any] = {}
+_slots = threading.BoundedSemaphore(BACKGROUND)

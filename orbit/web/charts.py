@@ -6,6 +6,7 @@ points are already down-sampled (orbit.review.series), so a chart is a few tens 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -36,20 +37,27 @@ def _num(v: float) -> str:
     return str(int(v)) if v == int(v) and abs(v) < 1e15 else repr(float(v))
 
 
+def _widened(lo: float, hi: float) -> tuple[float, float]:
+    """A range that is not empty: a single value gets a margin relative to its size (1e18 - 1
+    is 1e18), kept within the floats; halved, the span is still above 0 (5e-324 is not)."""
+    if hi / 2 - lo / 2 > 0:
+        return lo, hi
+    d = max(abs(lo) * 1e-6, 1.0)
+    lo, hi = max(lo - d, -sys.float_info.max), min(hi + d, sys.float_info.max)
+    return lo, hi
+
+
 def svg_chart(title: str, lines: Sequence[Line], x_label: str) -> str:
     """An SVG line chart of `lines` (markup, escaped)."""
     xs = [v for ln in lines for v in (ln.x[0], ln.x[-1]) if len(ln.x)]
     ys = [v for ln in lines for v in (min(ln.y), max(ln.y)) if len(ln.y)]
     if not xs or not ys:
         return ""
-    x0, x1 = min(xs), max(xs)
-    y0, y1 = min(ys), max(ys)
-    if x1 == x0:
-        x0, x1 = x0 - 1, x1 + 1
-    if y1 == y0:
-        y0, y1 = y0 - 1, y1 + 1
+    x0, x1 = _widened(min(xs), max(xs))
+    y0, y1 = _widened(min(ys), max(ys))
     pw, ph = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    sx, sy = pw / (x1 - x0), ph / (y1 - y0)
+    # Halved, so that a span from -1e308 to 1e308 does not overflow to inf.
+    sx, sy = pw / (x1 / 2 - x0 / 2), ph / (y1 / 2 - y0 / 2)
     parts = [
         f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
         f'aria-label="{escape(title)}" data-x0="{x0}" data-x1="{x1}" data-y0="{y0}" '
@@ -59,8 +67,8 @@ def svg_chart(title: str, lines: Sequence[Line], x_label: str) -> str:
         f'<rect class="frame" x="{LEFT}" y="{TOP}" width="{pw}" height="{ph}"/>',
     ]
     for frac in (0.0, 0.5, 1.0):
-        yv = y0 + (y1 - y0) * frac
-        py = TOP + ph - (yv - y0) * sy
+        yv = y0 * (1 - frac) + y1 * frac
+        py = TOP + ph - (yv / 2 - y0 / 2) * sy
         parts.append(
             f'<line class="grid" x1="{LEFT}" x2="{LEFT + pw}" y1="{py:.1f}" y2="{py:.1f}"/>'
         )
@@ -69,7 +77,7 @@ def svg_chart(title: str, lines: Sequence[Line], x_label: str) -> str:
             f"{escape(fmt(yv))}</text>"
         )
     for frac, anchor in ((0.0, "start"), (0.5, "middle"), (1.0, "end")):
-        xv = x0 + (x1 - x0) * frac
+        xv = x0 * (1 - frac) + x1 * frac
         px = LEFT + pw * frac
         parts.append(
             f'<text class="tick" x="{px:.1f}" y="{HEIGHT - 8}" text-anchor="{anchor}">'
@@ -77,7 +85,7 @@ def svg_chart(title: str, lines: Sequence[Line], x_label: str) -> str:
         )
     for ln in lines:
         pts = " ".join(
-            f"{LEFT + (x - x0) * sx:.1f},{TOP + ph - (y - y0) * sy:.1f}"
+            f"{LEFT + (x / 2 - x0 / 2) * sx:.1f},{TOP + ph - (y / 2 - y0 / 2) * sy:.1f}"
             for x, y in zip(ln.x, ln.y, strict=False)
         )
         label = escape(ln.label)

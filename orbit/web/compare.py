@@ -37,7 +37,7 @@ from orbit.store.runs import Broken, id_key
 from orbit.web import objective
 from orbit.web.charts import COLORS, Line, svg_chart
 from orbit.web.context import Route, WebContext, current, load_run
-from orbit.web.run_page import PAGE_CHARTS
+from orbit.web.run_page import PAGE_CHARTS, metrics_deadline
 
 COMPARE_MAX = 10  # a group's settings page shows the best runs of this many settings
 
@@ -77,7 +77,7 @@ def api_compare() -> dict[str, Any]:
         results = [parse_result(v) for v in query.getall("result") if v]
     except UsageError as exc:
         bottle.abort(400, str(exc))
-    return review_compare(runs, metrics, results).to_json()
+    return review_compare(runs, metrics, results, deadline=metrics_deadline()).to_json()
 
 
 def _group() -> str | None:
@@ -96,11 +96,13 @@ def _ids() -> list[str]:
     return ids
 
 
-def _charts(runs: list[Run]) -> tuple[list[tuple[str, str]], int]:
-    """One chart per metric key (the first PAGE_CHARTS), and how many keys are left out."""
+def _charts(runs: list[Run], deadline: float) -> tuple[list[tuple[str, str]], int, list[str]]:
+    """One chart per metric key (the first PAGE_CHARTS), how many keys are left out, and the
+    note of each run whose metrics are not read to the end yet."""
     # Fewer points per run as runs are added, so the page stays small with ten runs.
     points = max(150, 1500 // len(runs))
-    metrics = [read_metrics(r.path(METRICS), max_points=points) for r in runs]
+    metrics = [read_metrics(r.path(METRICS), max_points=points, deadline=deadline) for r in runs]
+    notes = [f"{r.label}: {m.note}" for r, m in zip(runs, metrics, strict=True) if m.note]
     keys: list[str] = []
     for m in metrics:
         keys.extend(k for k in m.series if k not in keys)
@@ -113,7 +115,7 @@ def _charts(runs: list[Run]) -> tuple[list[tuple[str, str]], int]:
         ]
         x_label = next((m.x_label for m in metrics if key in m.series), "line")
         charts.append((key, svg_chart(key, lines, x_label)))
-    return charts, max(0, len(keys) - PAGE_CHARTS)
+    return charts, max(0, len(keys) - PAGE_CHARTS), notes
 
 
 _SECTIONS = (  # title, which columns of the comparison (by key prefix or key)
@@ -150,14 +152,16 @@ def _sections(cmp: Comparison, runs: list[Run]) -> list[tuple[str, list[Row]]]:
 
 
 def compare_data(ctx: WebContext, runs: list[Run]) -> dict[str, Any]:
-    charts, more_keys = _charts(runs)
-    cmp = review_compare(runs)
+    deadline = metrics_deadline()
+    charts, more_keys, notes = _charts(runs, deadline)
+    cmp = review_compare(runs, deadline=deadline)
     return {
         "runs": runs,
         "labels": [r.label for r in runs],
         "colors": [COLORS[i % len(COLORS)] for i in range(len(runs))],
         "charts": charts,
         "more_keys": more_keys,
+        "metrics_notes": notes,
         "sections": _sections(cmp, runs),
     }
 

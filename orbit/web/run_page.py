@@ -10,6 +10,7 @@ POST /runs/<id>/notes           add a note (RunStore.add_note)
 
 from __future__ import annotations
 
+import time
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,20 @@ ERROR_LINES = 10
 PAGE_CHARTS = 32  # charts on one page; the rest are named, and in /api/runs/<id>/metrics
 NOTE_MAX = 64 << 10
 LISTED = 200  # entries of output/ and session/ listed on the page
+PARSE_BUDGET_S = 1.0  # a page waits this long for a metrics file; then a preview and a note
+
+
+def metrics_deadline() -> float:
+    """When a page's metrics must be read by (series.read_metrics `deadline`)."""
+    return time.monotonic() + PARSE_BUDGET_S
 
 
 def charts_html(metrics: Metrics, limit: int = PAGE_CHARTS) -> str:
+    """The charts, after the note of a preview (in the fragment too: a live refresh that is
+    whole drops it)."""
     out = []
+    if metrics.note:
+        out.append(f'<p class="muted metrics-note" id="metrics-note">{escape(metrics.note)}</p>')
     for i, (key, s) in enumerate(metrics.series.items()):
         if i >= limit:
             break
@@ -63,6 +74,8 @@ def _summary(metrics: Metrics) -> dict[str, Any]:
         "keys": list(metrics.series),
         "dropped_keys": metrics.dropped_keys,
         "skipped_bytes": metrics.skipped_bytes,
+        "note": metrics.note,
+        "complete": metrics.complete,
     }
 
 
@@ -87,7 +100,7 @@ def _node_listing(node: remote.NodeView) -> tuple[list[runfiles.Entry], int] | t
 def run_page(run_id: str) -> str:
     ctx = current()
     run = load_run(ctx, run_id)
-    metrics = read_metrics(run.path(METRICS))
+    metrics = read_metrics(run.path(METRICS), deadline=metrics_deadline())
     diff, diff_cut = runfiles.diff_lines(run.path(CODE_DIFF))
     node = remote.view(ctx.home, run)  # output/ of a run on another node stays there
     output, n_output = _listing(run.dir, OUTPUT) if node is None else _node_listing(node)
@@ -149,12 +162,12 @@ def metrics_api(run_id: str) -> dict[str, Any]:
         points = max(10, min(2000, int(bottle.request.query.get("points", "1000"))))
     except ValueError:
         bottle.abort(400, "points must be an integer")
-    return read_metrics(run.path(METRICS), max_points=points).to_json()
+    return read_metrics(run.path(METRICS), max_points=points, deadline=metrics_deadline()).to_json()
 
 
 def charts_fragment(run_id: str) -> str:
     run = load_run(current(), run_id)
-    return charts_html(read_metrics(run.path(METRICS)))
+    return charts_html(read_metrics(run.path(METRICS), deadline=metrics_deadline()))
 
 
 def add_note(run_id: str) -> Any:

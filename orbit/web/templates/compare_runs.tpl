@@ -5,6 +5,9 @@
 % end
 </p>
 <h2>Metrics</h2>
+% for note in metrics_notes:
+<p class="muted metrics-note">{{note}}</p>
+% end
 % if not charts:
 <p class="muted">None of these runs has numeric metrics.</p>
 % end

@@ -114,7 +114,7 @@
 % if metrics['skipped_bytes']:
 <p class="muted">The file is large: only its last part is charted ({{fmt_size(metrics['skipped_bytes'])}} skipped).</p>
 % end
-% if not metrics['keys']:
+% if not metrics['keys'] and metrics['complete']:
 <p class="muted">No numeric metrics in metrics.jsonl yet.</p>
 % end
 <div class="charts" id="charts">{{!charts}}</div>
