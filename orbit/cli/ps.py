@@ -353,7 +353,7 @@ def matching(env: Env, found: list[dict[str, Any]], expr: Where) -> list[dict[st
     runs_dir = env.home.runs_dir
 
     def summaries(rid: str) -> dict[str, Any]:
-        return glance(Run(rid, runs_dir / rid))
+        return glance(Run(rid, runs_dir / rid))[0]
 
     return [
         r

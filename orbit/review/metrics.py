@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from orbit.review import sidecar
-from orbit.review.series import read_metrics
+from orbit.review.series import Metrics, read_metrics
 from orbit.store.model import METRICS, Run
 
 
@@ -43,7 +43,11 @@ def summarize_with_x(
     A `deadline` as series.read_metrics's."""
     save = save and run.state.finished
     metrics = read_metrics(run.path(METRICS), max_points=0, save=save, deadline=deadline)
-    return metrics.x_label, {
+    return metrics.x_label, _of(metrics)
+
+
+def _of(metrics: Metrics) -> dict[str, Summary]:
+    return {
         key: Summary(s.last, s.min, s.max, s.count, _x(s.min_at), _x(s.max_at))
         for key, s in metrics.series.items()
     }
@@ -55,22 +59,26 @@ def metrics_json(run: Run, *, save: bool = False) -> dict[str, Any]:
     return {"x": x_label, "summary": {k: s.to_json() for k, s in summaries.items()}}
 
 
-def glance(run: Run) -> dict[str, Summary]:
-    """Each numeric key's summary for a list of many runs: the `summary` of the shepherd's
-    metrics.summary.json when it covers the whole file (nothing of metrics.jsonl is parsed),
-    else `summarize_with_x` (the lines appended since the sidecar, or the file). {} without
-    metrics."""
+def glance(run: Run, *, deadline: float | None = None) -> tuple[dict[str, Summary], bool]:
+    """Each numeric key's summary for a list of many runs, and whether it covers the whole file:
+    the `summary` of the shepherd's metrics.summary.json when it covers the whole file (nothing
+    of metrics.jsonl is parsed), else the file's parse (the lines appended since the sidecar, or
+    the file), by the `deadline` when one is given (as series.read_metrics's: past it, a preview
+    whose summaries are not complete; the rest is read in the background). {} without metrics."""
     path = run.path(METRICS)
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             data = sidecar.read_summary(path, fh, size) if size else None
     except OSError:
-        return {}
+        return {}, True
     if not size:
-        return {}
+        return {}, True
     found = _summaries(data) if data is not None and data.get("offset") == size else None
-    return found if found is not None else summarize_with_x(run)[1]
+    if found is not None:
+        return found, True
+    metrics = read_metrics(path, max_points=0, deadline=deadline)
+    return _of(metrics), metrics.complete
 
 
 def _summaries(data: dict[str, Any]) -> dict[str, Summary] | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -58,8 +59,14 @@ class StampCache(Generic[T]):
     costs a few stats per run instead of a read. Paths are plain strings: a list of 10,000
     runs would spend more on pathlib than on the stats."""
 
-    def __init__(self, names: tuple[str, ...], read: Callable[[RunStore, str], T], cap: int):
-        self._names, self._read, self._cap = names, read, cap
+    def __init__(
+        self,
+        names: tuple[str, ...],
+        read: Callable[[RunStore, str], T],
+        cap: int,
+        keep: Callable[[T], bool] = lambda value: True,  # a value not kept is read again
+    ):
+        self._names, self._read, self._cap, self._keep = names, read, cap, keep
         self._lock = threading.Lock()
         self._items: dict[str, tuple[tuple[Any, ...], T]] = {}
 
@@ -72,6 +79,8 @@ class StampCache(Generic[T]):
         if hit is not None and hit[0] == stamp:
             return hit[1]
         value = self._read(store, run_id)
+        if not self._keep(value):
+            return value
         with self._lock:
             self._items.pop(folder, None)
             self._items[folder] = (stamp, value)
@@ -88,20 +97,27 @@ def _stamp(path: str) -> tuple[int, int, int] | None:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def _read_summaries(store: RunStore, run_id: str) -> dict[str, Summary]:
-    return glance(Run(run_id, store.run_dir(run_id)))
+GLANCE_BUDGET_S = 0.25  # a run's file without a current sidecar is parsed this long for a list
+
+
+def _read_summaries(store: RunStore, run_id: str) -> tuple[dict[str, Summary], bool]:
+    deadline = time.monotonic() + GLANCE_BUDGET_S
+    return glance(Run(run_id, store.run_dir(run_id)), deadline=deadline)
 
 
 # Keyed on metrics.jsonl alone: the summaries are a function of its bytes (the sidecar only
-# saves parsing them), so one stat a run tells whether they can have changed.
-SUMMARIES: StampCache[dict[str, Summary]] = StampCache((METRICS,), _read_summaries, cap=1 << 15)
+# saves parsing them), so one stat a run tells whether they can have changed. A preview (a big
+# file read past the budget: the rest is read in the background) is not kept.
+SUMMARIES: StampCache[tuple[dict[str, Summary], bool]] = StampCache(
+    (METRICS,), _read_summaries, cap=1 << 15, keep=lambda value: value[1]
+)
 
 
 def summaries(store: RunStore | None, row: Row, runs_dir: str | None = None) -> dict[str, Summary]:
     """The run's metric summaries (key → Summary); {} for an unreadable run."""
     if store is None or isinstance(row, Broken):
         return {}
-    return SUMMARIES.get(store, str(row["id"]), runs_dir)
+    return SUMMARIES.get(store, str(row["id"]), runs_dir)[0]
 
 
 def param_keys(rows: Iterable[Row]) -> list[str]:
