@@ -369,10 +369,14 @@ def read_tail(path: Path, max_bytes: int, *, max_points: int = 1000) -> Metrics:
     return state.metrics(max_points)
 
 
-def read_metrics(path: Path, *, max_points: int = 1000, save: bool = False) -> Metrics:
+def read_metrics(
+    path: Path, *, max_points: int = 1000, save: bool = False, x_key: str | None = None
+) -> Metrics:
     """Every numeric key of a metrics.jsonl against `step` (or `time`, or the line number):
     its count, last, min and max (with their x) over every point, and its points
-    down-sampled to at most `max_points` (0: no points).
+    down-sampled to at most `max_points` (0: no points). `x_key` names another x axis: any
+    logged key, or "line" for the line number (a line without that key keeps the last x
+    seen); that parse never reads or writes the sidecar, which is of the default axis.
 
     The parse starts from the sidecar metrics.summary.json when it still describes the file
     (only the lines appended since are read), else from the file's start (its last
@@ -384,7 +388,8 @@ def read_metrics(path: Path, *, max_points: int = 1000, save: bool = False) -> M
         st = os.stat(path)
     except OSError:
         return Metrics()
-    key = (str(path), st.st_dev, st.st_ino)
+    name = str(path) if x_key is None else f"{path}\0{x_key}"  # one parse per axis
+    key = (name, st.st_dev, st.st_ino)
     with _cache_lock:
         state = _cache.get(key)
         if state is not None:
@@ -401,23 +406,21 @@ def read_metrics(path: Path, *, max_points: int = 1000, save: bool = False) -> M
     with fh:
         fst = os.fstat(fh.fileno())
         if (fst.st_dev, fst.st_ino) != key[1:]:  # replaced since the stat
-            key, state = (str(path), fst.st_dev, fst.st_ino), None
+            key, state = (name, fst.st_dev, fst.st_ino), None
         stamp = (fst.st_size, fst.st_mtime_ns, max_points)
         result = None
         if state is not None:
             with state.lock:
                 if not _usable(state, fh, fst.st_size, fst.st_mtime_ns):
                     state = None
-                elif fst.st_size - state.offset > SIDECAR_GAIN:
+                elif x_key is None and fst.st_size - state.offset > SIDECAR_GAIN:
                     newer = _from_sidecar(path, fh, fst.st_size)
                     if newer is not None and newer.offset > state.offset:
                         state = newer
                 if state is not None:
                     result = _update(state, fh, fst.st_size, stamp)
         if state is None:
-            state = _from_sidecar(path, fh, fst.st_size)
-            if state is None:
-                state = _Parsed(max(0, fst.st_size - MAX_PARSE_BYTES))
+            state = _start(path, fh, fst.st_size, x_key)
             with state.lock:
                 result = _update(state, fh, fst.st_size, stamp)
                 if save and not state.from_sidecar and state.start == 0 and state.offset:
@@ -425,6 +428,17 @@ def read_metrics(path: Path, *, max_points: int = 1000, save: bool = False) -> M
     assert result is not None
     _keep(key, state)
     return result
+
+
+def _start(path: Path, fh: Any, size: int, x_key: str | None) -> _Parsed:
+    """A new parse: the sidecar's when it describes the file, else from the start (the last
+    MAX_PARSE_BYTES); against `x_key`, always from the start, never saved as the sidecar."""
+    if x_key is None:
+        return _from_sidecar(path, fh, size) or _Parsed(max(0, size - MAX_PARSE_BYTES))
+    state = _Parsed(max(0, size - MAX_PARSE_BYTES))
+    state.x_key = "" if x_key == "line" else x_key
+    state.from_sidecar = -1  # not a sidecar's, and never to be saved as one
+    return state
 
 
 def _from_sidecar(path: Path, fh: Any, size: int) -> _Parsed | None:
