@@ -143,9 +143,23 @@
     return [min, max];
   }
 
-  function fmtValue(u, v) {
+  function fmtValue(u, v) { // the legend: every digit of a step or a count, else 6
     if (v == null) return "–";
+    return Number.isInteger(v) && Math.abs(v) < 1e15 ? String(v) : String(+v.toPrecision(6));
+  }
+
+  function fmtTick(v) {
+    var a = Math.abs(v);
+    if (a !== 0 && (a >= 1e6 || a < 1e-3)) return v.toExponential(2).replace("e+", "e");
     return String(+v.toPrecision(6));
+  }
+
+  function ticks(u, splits) { return splits.map(function (v) { return v == null ? "" : fmtTick(v); }); }
+
+  function tickRoom(u, values) { // the y axis as wide as its longest label
+    var n = 0;
+    (values || []).forEach(function (s) { n = Math.max(n, String(s).length); });
+    return 16 + 7 * n;
   }
 
   function overflows(aligned) {
@@ -175,7 +189,7 @@
         x: { time: time, range: xRange },
         y: { distr: state.log ? 3 : asinh ? 4 : 1, log: 10, range: yRange }
       },
-      axes: [{}, { size: 60 }],
+      axes: [time ? {} : { values: ticks }, { size: tickRoom, values: ticks }],
       cursor: { drag: { x: true, y: false }, sync: { key: "orbit-charts" } },
       legend: { live: true }
     };
