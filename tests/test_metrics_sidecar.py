@@ -226,7 +226,7 @@ def test_web_pages_are_the_same_with_and_without_the_sidecar(tmp_path: Path) -> 
     run = make_run(home, 20_000)
     metrics = run.path("metrics.jsonl")
     app = make_app(home, token="t")
-    urls = [f"/runs/{run.id}", f"/runs/{run.id}/charts", f"/api/runs/{run.id}/metrics"]
+    urls = [f"/runs/{run.id}", f"/api/series?ids={run.id}", f"/api/runs/{run.id}/metrics"]
     urls.append(f"/api/runs/{run.id}/metrics?points=2000")
     urls.append(f"/compare?ids={run.id}")
 

@@ -175,7 +175,8 @@ def test_detail_page_renders_every_section(client: Client, store: RunStore) -> N
         "python train.py",
         "Measured peaks",
         "3.4 MiB",  # peak memory
-        '<svg class="chart"',
+        'data-src="/api/series?ids=',  # the charts: uPlot draws them (static/charts.js)
+        '<figure class="metric" data-key="loss">',
         ">loss<",
         ">acc<",
         "result.json",
@@ -357,7 +358,10 @@ def test_compare_highlights_differences(client: Client, store: RunStore) -> None
     assert "1e-4" in page and "3e-4" in page
     assert '<tr class="differs"><th>lr</th>' in page
     assert '<tr class=""><th>seed</th>' in page
-    assert page.count("<polyline") >= 4  # loss and acc, one line per run
+    assert f'data-src="/api/series?ids={a.id},{b.id}"' in page  # the charts' data (uPlot)
+    charts = client.get("/api/series", f"ids={a.id},{b.id}").json()
+    assert [r["id"] for r in charts["runs"]] == [a.id, b.id]
+    assert all(set(r["series"]) == {"loss", "acc"} for r in charts["runs"])
     assert f"{a.id} (a)" in page and f"{b.id} (b)" in page
     assert client.get("/compare", "ids=").status == 400
     assert client.get("/compare", f"ids={a.id},999").status == 404

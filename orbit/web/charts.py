@@ -10,6 +10,7 @@ that follows a live run.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from bisect import bisect_left
@@ -18,7 +19,7 @@ from itertools import pairwise
 from typing import Any
 
 from orbit.human import fmt_metric, human_bytes
-from orbit.review.best import by_params, params_text
+from orbit.review.best import Setting, by_params, params_text
 from orbit.review.series import Metrics, read_metrics
 from orbit.store.model import METRICS, Run
 
@@ -135,13 +136,27 @@ def x_choices(metrics: Sequence[Metrics]) -> list[str]:
     return found + [k for k in dict.fromkeys(keys) if k not in found]
 
 
-def run_colors(runs: list[Run]) -> tuple[list[str], list[Any]]:
-    """Each run's colour, and the settings of `runs`: a run of a setting with a band takes
-    the setting's colour (so do its band and mean), else its own by position."""
-    settings = by_params(runs, "", True, values={}) if len(runs) > 1 else []
+def settings_of(runs: list[Run]) -> list[Setting]:
+    """The settings among `runs` that have a band: two runs or more whose params differ only
+    in the seed-like keys (runs without params are no seeds of anything)."""
+    if len(runs) < 2:
+        return []
+    params = {
+        r.id: json.dumps(r.spec.get("params") or {}, sort_keys=True, default=str) for r in runs
+    }
+    settings = by_params(runs, "", True, values={})
+    return [s for s in settings if len({params[i] for i in s.run_ids}) > 1]
+
+
+def run_colors(runs: list[Run]) -> tuple[list[str], list[Setting]]:
+    """Each run's colour, and the settings with a band (settings_of): when there are some, a
+    run takes its setting's colour (so do the band and its mean), else its own by position."""
+    settings = settings_of(runs)
     setting_of = {rid: i for i, s in enumerate(settings) for rid in s.run_ids}
-    banded = any(len(s.run_ids) > 1 for s in settings)
-    colors = [COLORS[(setting_of[r.id] if banded else i) % len(COLORS)] for i, r in enumerate(runs)]
+    colors = [
+        COLORS[(setting_of.get(r.id, len(settings) + i) if settings else i) % len(COLORS)]
+        for i, r in enumerate(runs)
+    ]
     return colors, settings
 
 
@@ -182,13 +197,11 @@ def chart_data(
     }
 
 
-def _bands(settings: list[Any], runs: list[dict[str, Any]], keys: list[str]) -> list[Any]:
+def _bands(settings: list[Setting], runs: list[dict[str, Any]], keys: list[str]) -> list[Any]:
     by_id = {r["id"]: r for r in runs}
     out = []
     for i, s in enumerate(settings):
         members = [by_id[rid] for rid in s.run_ids if rid in by_id]
-        if len(members) < 2:
-            continue
         bands = {}
         for k in keys:
             lines = [m["series"][k] for m in members if k in m["series"]]
