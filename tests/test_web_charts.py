@@ -153,7 +153,7 @@ def page(site: Site, browser: Any) -> Iterator[Any]:
     errors: list[str] = []
     try:
         p = ctx.new_page()
-        p.on("pageerror", lambda exc: errors.append(str(exc)))
+        p.on("pageerror", lambda exc: errors.append(str(exc) + str(exc.stack)))
         p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         res = site.orbit("web", "--json")
         assert res.code == 0, res.err
@@ -289,10 +289,10 @@ def test_huge_tiny_infinite_and_nan_values_render(site: Site, page: Any) -> None
     assert _plot(page, "flops", "u.scales.y.min < 3.2e18 && u.scales.y.max > 3.2e18") is True
     wide = page.locator('figure.metric[data-key="wide"]')
     assert wide.get_attribute("data-scale") == "asinh"  # a span beyond a float's range
+    _shot(page, "charts-extremes")
     page.locator("#chart-log").check()
     _until(page, "tiny", "u.scales.y.distr === 3")
     assert _plot(page, "tiny", "u.scales.y.min > 0 && u.scales.y.min <= 1e-300") is True
-    _shot(page, "charts-extremes")
 
 
 def test_every_key_is_charted_as_it_scrolls_in_and_the_filter_narrows(

@@ -130,8 +130,24 @@
       var lo = min - d, hi = max + d;
       return [isFinite(lo) ? lo : min, isFinite(hi) ? hi : max];
     }
-    if (!isFinite(max - min)) return [min, max]; // drawn on an asinh scale (see distr)
-    return uPlot.rangeNum(min, max, 0.05, true);
+    var pad = (max - min) * 0.05; // Infinity for a span beyond a float: an asinh scale then
+    return isFinite(pad) && isFinite(min - pad) && isFinite(max + pad) ? [min - pad, max + pad] : [min, max];
+  }
+
+  // The y ticks of a linear scale: uPlot's own steps stop at 1e-16 and 1e16, so 1e-300 had none.
+  function ySplits(u, axisIdx, min, max) {
+    var span = max - min, n = Math.max(2, Math.round(HEIGHTS[state.size] / 50));
+    if (!(span > 0) || !isFinite(span)) return [min, max];
+    var raw = span / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    var step = [1, 2, 2.5, 5, 10].map(function (m) { return m * mag; })
+      .filter(function (v) { return v >= raw; })[0] || 10 * mag;
+    var out = [], first = Math.ceil(min / step) * step;
+    for (var i = 0; i <= n + 1; i++) {
+      var v = first + i * step;
+      if (v > max) break;
+      out.push(v);
+    }
+    return out;
   }
 
   function xRange(u, min, max) {
@@ -180,6 +196,8 @@
     var time = !b.series[0].value;
     var asinh = !state.log && overflows(b.aligned);
     var width = Math.max(200, f.box.clientWidth || f.fig.clientWidth - 16);
+    var yAxis = { size: tickRoom, values: ticks };
+    if (!state.log) yAxis.splits = asinh ? function (u, i, min, max) { return [min, 0, max]; } : ySplits;
     var opts = {
       width: width,
       height: HEIGHTS[state.size],
@@ -189,7 +207,7 @@
         x: { time: time, range: xRange },
         y: { distr: state.log ? 3 : asinh ? 4 : 1, log: 10, range: yRange }
       },
-      axes: [time ? {} : { values: ticks }, { size: tickRoom, values: ticks }],
+      axes: [time ? {} : { values: ticks }, yAxis],
       cursor: { drag: { x: true, y: false }, sync: { key: "orbit-charts" } },
       legend: { live: true }
     };
