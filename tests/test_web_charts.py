@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 import pytest
 from conftest import Orbit, _cleanup_containers
 from docker_setup import BUSYBOX_IMAGE
-from test_web_e2e import CHROMIUM, CHROMIUM_ARGS, NEEDS_CHROMIUM, SCREENSHOTS, _free_port
+from test_web_e2e import NEEDS_CHROMIUM, _free_port, _shot
+from test_web_e2e import browser as browser  # the fixture: one Chromium for the module
 
 from orbit.store.home import Home
 from orbit.store.model import RunState
@@ -31,7 +32,7 @@ TIMEOUT_MS = 15_000
 WIDE = {"width": 1280, "height": 900}
 GROUP_RUNS, SEEDS = 50, 5  # 10 settings of 5 seeds
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+# (test_web_e2e skips the module without playwright)
 pytestmark = [NEEDS_CHROMIUM, pytest.mark.chromium]
 
 
@@ -135,16 +136,6 @@ def site(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
         _cleanup_containers(orbit.home)
 
 
-@pytest.fixture(scope="module")
-def browser(site: Site) -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
 @pytest.fixture
 def page(site: Site, browser: Any) -> Iterator[Any]:
     """A logged-in page; any script error fails the test."""
@@ -153,7 +144,7 @@ def page(site: Site, browser: Any) -> Iterator[Any]:
     errors: list[str] = []
     try:
         p = ctx.new_page()
-        p.on("pageerror", lambda exc: errors.append(str(exc) + str(exc.stack)))
+        p.on("pageerror", lambda exc: errors.append(f"{exc}: {exc.stack}"))
         p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         res = site.orbit("web", "--json")
         assert res.code == 0, res.err
@@ -187,11 +178,6 @@ def _plot(page: Any, key: str, what: str) -> Any:
 def _until(page: Any, key: str, what: str, timeout: int = TIMEOUT_MS) -> None:
     """Wait until `what` (see _js) holds."""
     page.wait_for_function(_js(key, what), timeout=timeout)
-
-
-def _shot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
 def _over(page: Any, key: str) -> dict[str, float]:
