@@ -31,6 +31,7 @@ from orbit.store.runs import RunStore
 TIMEOUT_MS = 15_000
 WIDE = {"width": 1280, "height": 900}
 GROUP_RUNS, SEEDS = 50, 5  # 10 settings of 5 seeds
+HOSTILE = '<img src=x onerror="window.pwned=1">'  # a metric key
 
 # (test_web_e2e skips the module without playwright)
 pytestmark = [NEEDS_CHROMIUM, pytest.mark.chromium]
@@ -110,7 +111,7 @@ def site(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
         ],
     )
     signs = _run(store, "signs")
-    _write(signs, [json.dumps({"step": s, "v": s - 6}) for s in range(1, 21)])
+    _write(signs, [json.dumps({"step": s, "v": s - 6, HOSTILE: 1}) for s in range(1, 21)])
     wide = _run(store, "wide")
     _write(
         wide, [json.dumps({"step": s, **{f"k{k:02d}": k * s for k in range(40)}}) for s in (1, 3)]
@@ -360,3 +361,16 @@ def test_a_live_run_appends_only_the_new_points(site: Site, page: Any) -> None:
     _write(run, [json.dumps({"step": 16, "loss": 1 / 16, "new_key": 1.5})])
     page.wait_for_selector('figure.metric[data-key="new_key"] canvas', timeout=20_000)
     assert time.monotonic() - before < 20
+
+
+def test_a_key_with_markup_is_shown_as_text(site: Site, page: Any) -> None:
+    _open(page, f"{site.base}/runs/{site.signs}")
+    key = json.dumps(HOSTILE)
+    page.wait_for_function(f"() => window.orbitCharts.figures[{key}].plot")
+    fig = page.evaluate(
+        f"() => {{ const f = window.orbitCharts.figures[{key}].fig;"
+        " return [f.querySelector('figcaption b').textContent, f.querySelectorAll('img').length]; }"
+    )
+    assert fig == [HOSTILE, 0]
+    assert page.locator("#charts img").count() == 0
+    assert page.evaluate("() => window.pwned === undefined")

@@ -349,6 +349,40 @@ def test_a_million_metric_lines(client: Client, store: RunStore) -> None:
     assert len(api["series"]["loss"]["x"]) <= 1000 and api["series"]["loss"]["count"] == 1_000_000
 
 
+def test_the_charts_data_of_runs_and_a_group(client: Client, store: RunStore) -> None:
+    runs = [make_run(store, f"s{i}", lr=str(i // 3), seed=str(i % 3)) for i in range(6)]
+    ids = ",".join(r.id for r in runs)
+    got = client.get("/api/series", f"ids={ids}").json()
+    assert [r["id"] for r in got["runs"]] == [r.id for r in runs]  # any number: no cap of 10
+    assert got["keys"] == ["loss", "acc"] and got["x_label"] == "step"
+    assert got["x_keys"][:2] == ["step", "line"] and "acc" in got["x_keys"]
+    # Two settings (lr) of three seeds: a band each, its mean and std those of the seeds.
+    assert [s["runs"] for s in got["settings"]] == [
+        [r.id for r in runs[:3]],
+        [r.id for r in runs[3:]],
+    ]
+    xs, mean, lo, hi = got["settings"][0]["bands"]["loss"]
+    assert xs[0] == 1 and mean[0] == lo[0] == hi[0] == 1.0  # the seeds logged the same values
+    assert {r["color"] for r in got["runs"][:3]} == {got["settings"][0]["color"]}
+    # Only the points after x = 45, against another axis, from a group.
+    later = client.get("/api/series", f"ids={runs[0].id}&since=45").json()
+    assert later["runs"][0]["series"]["loss"][0] == [46, 47, 48, 49, 50] and later["settings"] == []
+    by_acc = client.get("/api/series", f"ids={runs[0].id}&x=acc").json()
+    assert by_acc["runs"][0]["series"]["loss"][0][:2] == [0.02, 0.04]
+    assert len(client.get("/api/series", "group=lr").json()["runs"]) == 6
+    for query, status in (
+        (f"ids={ids}&since=soon", 400),
+        (f"ids={ids}&points=many", 400),
+        (f"ids={ids}&x=" + "k" * 201, 400),
+        ("ids=", 400),
+        ("ids=999", 404),
+        ("group=nope", 404),
+        (f"group=lr&ids={ids}", 400),
+    ):
+        assert client.get("/api/series", query).status == status, query
+    assert client.get("/api/series", f"ids={ids}&since=nan").status == 200  # as no since
+
+
 def test_compare_highlights_differences(client: Client, store: RunStore) -> None:
     a = make_run(store, "a", lr="1e-4", seed="1")
     b = make_run(store, "b", lr="3e-4", seed="1")
