@@ -355,6 +355,7 @@ def test_a_live_run_appends_only_the_new_points(site: Site, page: Any) -> None:
     _until(page, "loss", "u.data[0].length === 15", timeout=20_000)
     polls = page.evaluate("() => window.orbitCharts.polls")
     assert polls and all("since=" in p["url"] for p in polls)
+    print(f"live poll: {max(p['bytes'] for p in polls)} bytes at most ({len(polls)} polls)")
     assert max(p["bytes"] for p in polls) < 1500, polls  # 5 points, not the whole series
     assert _plot(page, "loss", "u.data[0].slice(-5)") == [11, 12, 13, 14, 15]
     before = time.monotonic()

@@ -300,6 +300,7 @@ def test_review_in_the_browser(site: Site, browser: Any) -> None:
         assert a in title and b in title
         legend = [x.inner_text() for x in page.locator("p.legend a").all()]
         assert len(legend) == 2
+        page.wait_for_function("() => window.orbitCharts && window.orbitCharts.loads >= 1")
         assert page.locator("#charts figure.metric").count() == 2
         for key in ("acc", "loss"):
             labels, colors = _chart(

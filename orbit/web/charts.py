@@ -27,6 +27,7 @@ COLORS = (
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
     "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22",
 )  # fmt: skip
+POINTS_DEFAULT = 1000  # per run and key (the run page's own read, so its parse is shared)
 POINTS_MAX = 2000  # per run and key, whatever the request asks
 POINTS_BUDGET = 4000  # per key over every run: 50 runs get 100 points each (POINTS_MIN)
 POINTS_MIN = 100
@@ -46,9 +47,9 @@ def fmt_size(n: int) -> str:
 
 
 def points_per_run(n_runs: int, asked: int | None = None) -> int:
-    """The points of each run's line: `asked` (at most POINTS_MAX) for one run, fewer as
-    runs are added so a chart's weight stays about the same."""
-    cap = POINTS_MAX if asked is None else max(10, min(POINTS_MAX, asked))
+    """The points of each run's line: `asked` (at most POINTS_MAX) or POINTS_DEFAULT for one
+    run, fewer as runs are added so a chart's weight stays about the same."""
+    cap = POINTS_DEFAULT if asked is None else max(10, min(POINTS_MAX, asked))
     return min(cap, max(POINTS_MIN, POINTS_BUDGET // max(1, n_runs)))
 
 
