@@ -247,7 +247,7 @@ def test_drag_zooms_and_double_click_resets(site: Site, page: Any) -> None:
 def test_the_x_axis_choice_fetches_the_series_again(site: Site, page: Any) -> None:
     _open(page, f"{site.base}/runs/{site.docker}")
     choices = page.locator("#chart-x option").all_inner_texts()
-    assert choices[:2] == ["step", "time"] and "line" in choices and "acc" in choices
+    assert choices[:4] == ["step", "time", "relative time", "line"] and "acc" in choices
     asked: list[str] = []
     page.on("request", lambda r: asked.append(r.url) if "/api/series" in r.url else None)
     page.select_option("#chart-x", "time")
@@ -261,6 +261,13 @@ def test_the_x_axis_choice_fetches_the_series_again(site: Site, page: Any) -> No
     page.select_option("#chart-x", "acc")
     page.wait_for_function("() => window.orbitCharts.loads >= 3")
     assert _plot(page, "loss", "u.data[0]") == [i * 5 for i in range(1, 21)]
+    page.select_option("#chart-x", label="relative time")  # seconds since the run's start
+    page.wait_for_function("() => window.orbitCharts.loads >= 4")
+    assert _plot(page, "loss", "[u.data[0], u.scales.x.time]") == [
+        [i * 60 for i in range(20)],
+        False,
+    ]
+    assert "x=reltime" in page.url and asked[-1].endswith("x=time")
 
 
 def test_huge_tiny_infinite_and_nan_values_render(site: Site, page: Any) -> None:

@@ -51,9 +51,22 @@
     }).then(function (t) { return { json: JSON.parse(t), bytes: t.length }; });
   }
 
+  // "reltime": the time axis less each run's first time (seconds since the run's start).
+  var REL = "reltime";
+  function timeKey() {
+    return data && data.x_keys.indexOf("time") < 0 && data.x_keys.indexOf("timestamp") >= 0 ? "timestamp" : "time";
+  }
+
   function srcURL(extra) {
-    var u = root.dataset.src + (state.x ? "&x=" + encodeURIComponent(state.x) : "");
-    return u + (extra || "");
+    var x = state.x === REL ? timeKey() : state.x;
+    return root.dataset.src + (x ? "&x=" + encodeURIComponent(x) : "") + (extra || "");
+  }
+
+  function shifted(r, xs) {
+    if (state.x !== REL) return xs;
+    var t0 = Infinity;
+    Object.keys(r.series).forEach(function (k) { if (r.series[k][0].length) t0 = Math.min(t0, r.series[k][0][0]); });
+    return xs.map(function (x) { return x - t0; });
   }
 
   // --- the drawn values ------------------------------------------------------------------
@@ -80,11 +93,11 @@
 
   function alpha(color, a) { return color + a; } // "#rrggbb" + "aa"
 
-  function banded() { return state.bands && data.settings.length > 0; }
+  function banded() { return state.bands && data.settings.length > 0 && state.x !== REL; }
 
   // Series and aligned data of one key: [x, run lines (raw faint, smoothed), bands].
   function build(key) {
-    var xLabel = { label: state.x || data.x_label };
+    var xLabel = { label: state.x === REL ? "seconds since the start" : state.x || data.x_label };
     var tables = [], series = [xLabel], bands = [], counter = { hidden: 0 };
     var thin = banded();
     function add(label, color, width, ys, xs, extra) {
@@ -95,9 +108,9 @@
     data.runs.forEach(function (r) {
       var s = r.series[key];
       if (!s || !s[0].length) return;
-      var color = thin ? alpha(r.color, "99") : r.color;
-      if (state.smooth > 0) add(r.label + " (raw)", alpha(r.color, "40"), 1, s[1], s[0]);
-      add(r.label, color, thin ? 1 : 1.5, ema(s[1], state.smooth), s[0]);
+      var color = thin ? alpha(r.color, "99") : r.color, xs = shifted(r, s[0]);
+      if (state.smooth > 0) add(r.label + " (raw)", alpha(r.color, "40"), 1, s[1], xs);
+      add(r.label, color, thin ? 1 : 1.5, ema(s[1], state.smooth), xs);
     });
     if (thin) {
       data.settings.forEach(function (st) {
@@ -281,11 +294,14 @@
   function fillX() {
     while (ui.x.firstChild) ui.x.removeChild(ui.x.firstChild);
     var choices = data.x_keys.slice();
+    if (choices.indexOf("time") >= 0 || choices.indexOf("timestamp") >= 0 || state.x === REL) {
+      choices.splice(choices.indexOf("line"), 0, REL);
+    }
     if (state.x && choices.indexOf(state.x) < 0) choices.push(state.x);
     choices.forEach(function (k) {
       var o = document.createElement("option");
       o.value = k;
-      o.textContent = k;
+      o.textContent = k === REL ? "relative time" : k;
       ui.x.appendChild(o);
     });
     ui.x.value = state.x || data.x_label;
