@@ -116,7 +116,7 @@
       data.settings.forEach(function (st) {
         var b = st.bands[key];
         if (!b || !b[0].length) return;
-        var hidden = { stroke: "transparent", width: 0, points: { show: false } };
+        var hidden = { stroke: "transparent", width: 0, points: { show: false }, class: "band-edge" };
         add(st.label + " mean", st.color, 2.5, b[1], b[0]);
         add(st.label + " −std", st.color, 0, b[2], b[0], hidden);
         add(st.label + " +std", st.color, 0, b[3], b[0], hidden);
