@@ -10,6 +10,7 @@ that follows a live run.
 
 from __future__ import annotations
 
+import colorsys
 import json
 import math
 import statistics
@@ -35,6 +36,15 @@ BAND_POINTS = 100  # the grid a setting's runs are interpolated on for its band
 X_AXES = ("step", "time", "timestamp", "line")  # offered first; any logged key too
 
 Pairs = list[list[float]]  # [[x...], [y...]]
+
+
+def color(i: int) -> str:
+    """The i-th line's colour ("#rrggbb", as charts.js appends an alpha to it): the palette
+    first, then hues a golden angle apart, so 50 runs are not 5 runs of each colour."""
+    if i < len(COLORS):
+        return COLORS[i]
+    r, g, b = colorsys.hls_to_rgb((i * 0.381966) % 1.0, 0.42, 0.65)
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
 
 
 def fmt(v: float | None) -> str:
@@ -155,7 +165,7 @@ def run_colors(runs: list[Run]) -> tuple[list[str], list[Setting]]:
     settings = settings_of(runs)
     setting_of = {rid: i for i, s in enumerate(settings) for rid in s.run_ids}
     colors = [
-        COLORS[(setting_of.get(r.id, len(settings) + i) if settings else i) % len(COLORS)]
+        color(setting_of.get(r.id, len(settings) + i) if settings else i)
         for i, r in enumerate(runs)
     ]
     return colors, settings
@@ -212,7 +222,7 @@ def _bands(settings: list[Setting], runs: list[dict[str, Any]], keys: list[str])
             {
                 "setting": i,
                 "label": params_text(s.params),
-                "color": COLORS[i % len(COLORS)],
+                "color": color(i),
                 "runs": [m["id"] for m in members],
                 "bands": bands,
             }
