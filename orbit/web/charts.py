@@ -30,8 +30,8 @@ COLORS = (
 )  # fmt: skip
 POINTS_DEFAULT = 1000  # per run and key (the run page's own read, so its parse is shared)
 POINTS_MAX = 2000  # per run and key, whatever the request asks
-POINTS_BUDGET = 4000  # per key over every run: 50 runs get 100 points each (POINTS_MIN)
-POINTS_MIN = 100
+POINTS_BUDGET = 5000  # per key over every run: 50 runs get 100 points each, 250 runs 20
+POINTS_MIN = 20
 BAND_POINTS = 100  # the grid a setting's runs are interpolated on for its band
 X_AXES = ("step", "time", "timestamp", "line")  # offered first; any logged key too
 
