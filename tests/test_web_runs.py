@@ -21,6 +21,7 @@ from orbit.store.model import Run, RunState
 from orbit.store.runs import RunStore
 from orbit.web.app import make_app
 from orbit.web.auth import new_login_code
+from orbit.web.charts import band
 
 TOKEN = "test-token-123"
 PNG = bytes.fromhex(
@@ -381,6 +382,18 @@ def test_the_charts_data_of_runs_and_a_group(client: Client, store: RunStore) ->
     ):
         assert client.get("/api/series", query).status == status, query
     assert client.get("/api/series", f"ids={ids}&since=nan").status == 200  # as no since
+
+
+def test_a_band_is_the_mean_and_std_on_the_common_range_and_never_inf() -> None:
+    xs, mean, lo, hi = band([[[1, 2, 3], [1.0, 2.0, 3.0]], [[2, 3, 4], [4.0, 5.0, 6.0]]])
+    assert (xs[0], xs[-1], len(xs)) == (2, 3, 100)  # where both runs have points
+    assert (mean[0], lo[0], hi[0]) == pytest.approx((3.0, 3 - 1.4142136, 3 + 1.4142136))
+    unsorted = band([[[3, 1, 2], [3.0, 1.0, 2.0]], [[1, 2, 3], [1.0, 2.0, 3.0]]])
+    assert unsorted[1][0] == 1.0 and unsorted[1][-1] == 3.0
+    huge = band([[[1, 2], [1e308, 1e308]], [[1, 2], [-1e308, 1.7e308]]])
+    assert huge[1][0] == 0.0 and huge[3][0] == pytest.approx(1.414214e308)
+    assert huge[1][1] is None  # past a float's range: a gap, not inf (which JSON cannot hold)
+    assert json.dumps(huge, allow_nan=False)
 
 
 def test_compare_highlights_differences(client: Client, store: RunStore) -> None:

@@ -1,11 +1,11 @@
 """The charts' data: what static/charts.js draws with uPlot (static/vendor/), as JSON.
 
-One chart per metric key; on it one line per run and, for each setting with two runs or more
-(the runs' params without the seed-like keys, grouped as `orbit best --by-params` does:
-orbit/review/best.py), its mean ± the sample standard deviation as a band. The points are
-already down-sampled (orbit/review/series.py), fewer per run as runs are added, so a chart
-of 50 runs stays well under a megabyte; `since` sends only the points after an x, for a page
-that follows a live run.
+One chart per metric key; on it one line per run and, for each setting whose runs differ only in
+the seed-like keys (the runs' params without those, grouped as `orbit best --by-params` does:
+orbit/review/best.py), its mean ± the sample standard deviation across them as a band. The
+points are already down-sampled (orbit/review/series.py), fewer per run as runs are added, so
+a chart of 50 runs stays well under a megabyte; `since` sends only the points after an x, for
+a page that follows a live run.
 """
 
 from __future__ import annotations
@@ -119,11 +119,12 @@ def band(lines: list[Pairs]) -> list[list[float | None]]:
     for x in xs:
         values = [_at(ln[0], ln[1], x) for ln in lines]
         got = _stats([v for v in values if v is not None]) if None not in values else None
-        mean, std = got if got is not None else (None, None)
-        out[0].append(x)
-        out[1].append(_round(mean))
-        out[2].append(_round(None if got is None else _finite(mean - std)))  # type: ignore[operator]
-        out[3].append(_round(None if got is None else _finite(mean + std)))  # type: ignore[operator]
+        mean = lo = hi = None
+        if got is not None:
+            mean, std = got
+            lo, hi = _finite(mean - std), _finite(mean + std)
+        for column, v in zip(out, (x, mean, lo, hi), strict=True):
+            column.append(v if column is out[0] else _round(v))
     return out
 
 
