@@ -206,7 +206,7 @@ def test_another_x_axis_is_its_own_parse_and_never_the_sidecar(tmp_path: Path) -
     by_acc = read_metrics(path, max_points=100, save=True, x_key="acc")
     assert by_acc.x_label == "acc" and set(by_acc.series) == {"step", "loss"}
     assert by_acc.series["step"].count == 3000 and by_acc.series["step"].max_at == (2999 % 97) / 97
-    by_line = read_metrics(path, max_points=0, x_key="line")
+    by_line = read_metrics(path, max_points=0, x_key="")  # the line number
     assert by_line.x_label == "line" and by_line.series["loss"].min_at == 3000
     lines(path, 3000, 10)
     assert read_metrics(path, max_points=0, x_key="acc").series["step"].count == 3010

@@ -370,6 +370,8 @@ def test_the_charts_data_of_runs_and_a_group(client: Client, store: RunStore) ->
     assert later["runs"][0]["series"]["loss"][0] == [46, 47, 48, 49, 50] and later["settings"] == []
     by_acc = client.get("/api/series", f"ids={runs[0].id}&x=acc").json()
     assert by_acc["runs"][0]["series"]["loss"][0][:2] == [0.02, 0.04]
+    by_line = client.get("/api/series", f"ids={runs[0].id}&x=line").json()
+    assert by_line["x_label"] == "line" and "step" in by_line["keys"]
     assert len(client.get("/api/series", "group=lr").json()["runs"]) == 6
     for query, status in (
         (f"ids={ids}&since=soon", 400),

@@ -375,8 +375,8 @@ def read_metrics(
     """Every numeric key of a metrics.jsonl against `step` (or `time`, or the line number):
     its count, last, min and max (with their x) over every point, and its points
     down-sampled to at most `max_points` (0: no points). `x_key` names another x axis: any
-    logged key, or "line" for the line number (a line without that key keeps the last x
-    seen); that parse never reads or writes the sidecar, which is of the default axis.
+    logged key, or "" for the line number (a line without that key keeps the last x seen);
+    that parse never reads or writes the sidecar, which is of the default axis.
 
     The parse starts from the sidecar metrics.summary.json when it still describes the file
     (only the lines appended since are read), else from the file's start (its last
@@ -436,7 +436,7 @@ def _start(path: Path, fh: Any, size: int, x_key: str | None) -> _Parsed:
     if x_key is None:
         return _from_sidecar(path, fh, size) or _Parsed(max(0, size - MAX_PARSE_BYTES))
     state = _Parsed(max(0, size - MAX_PARSE_BYTES))
-    state.x_key = "" if x_key == "line" else x_key
+    state.x_key = x_key
     state.from_sidecar = -1  # not a sidecar's, and never to be saved as one
     return state
 

@@ -182,7 +182,8 @@ def chart_data(
     """The charts of `runs` as static/charts.js reads them: every run's points per key and,
     without `since`, each multi-run setting's band per key."""
     per_run = points_per_run(len(runs), points)
-    metrics = [read_metrics(r.path(METRICS), max_points=per_run, x_key=x_key) for r in runs]
+    axis = "" if x_key == "line" else x_key  # read_metrics: "" is the line number
+    metrics = [read_metrics(r.path(METRICS), max_points=per_run, x_key=axis) for r in runs]
     keys = list(dict.fromkeys(k for m in metrics for k in m.series))
     colors, settings = run_colors(runs)
     setting_of = {rid: i for i, s in enumerate(settings) for rid in s.run_ids}
