@@ -217,13 +217,16 @@ def test_every_hostile_value_gives_pages_and_strict_json(live: Live) -> None:
     hostile, plain = make_run(live.home, "hostile"), make_run(live.home, "plain")
     (_run_dir(live.home, hostile) / "metrics.jsonl").write_text(HOSTILE)
     (_run_dir(live.home, plain) / "metrics.jsonl").write_text('{"step": 1, "loss": 2}\n')
-    pages = [f"/runs/{hostile}", f"/runs/{hostile}/charts", f"/compare?ids={hostile},{plain}",
-             f"/compare?ids={plain},{hostile}", "/", f"/api/runs?ids={hostile}"]  # fmt: skip
+    pages = [f"/runs/{hostile}", f"/api/series?ids={hostile},{plain}",
+             f"/compare?ids={hostile},{plain}", f"/compare?ids={plain},{hostile}", "/",
+             f"/api/runs?ids={hostile}"]  # fmt: skip
     for path in pages:
         reply = live.request(path, token=live.token)
         assert reply.status == 200, (path, reply.text[-300:])
     assert "3.2e+18" in live.request(f"/runs/{hostile}", token=live.token).text
-    for path in (f"/api/runs/{hostile}/metrics", f"/api/compare?ids={hostile},{plain}"):
+    strict = (f"/api/runs/{hostile}/metrics", f"/api/compare?ids={hostile},{plain}",
+              f"/api/series?ids={hostile},{plain}")  # fmt: skip
+    for path in strict:
         reply = live.request(path, token=live.token)
         assert reply.status == 200, (path, reply.text[-300:])
         _strict_json(reply.text)
@@ -275,7 +278,7 @@ def test_a_big_file_shows_a_preview_and_a_note_then_everything(live: Live) -> No
             page.goto(f"{base}/runs/{run_id}")
             note = page.locator("#metrics-note")
             assert "sample" in note.inner_text() and "being read" in note.inner_text()
-            assert page.locator("#charts svg.chart").count() == 2
+            assert page.locator("#charts figure.metric").count() == 2
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
             page.locator("#metrics").screenshot(path=str(SCREENSHOTS / "parse-preview.png"))
             for _ in range(100):  # the background reads the rest: a reload has all of it
@@ -286,7 +289,8 @@ def test_a_big_file_shows_a_preview_and_a_note_then_everything(live: Live) -> No
             assert page.locator("#metrics-note").count() == 0
             assert f"{n:,}" in page.locator("#metrics").inner_text() or str(n) in page.content()
             page.goto(f"{base}/runs/{hostile}")
-            assert page.locator("#charts svg.chart").count() == 4
+            page.wait_for_function("() => window.orbitCharts && window.orbitCharts.loads >= 1")
+            assert page.locator("#charts figure.metric").count() == 4
             assert "3.2e+18" in page.locator("#metrics").inner_text()
             page.locator("#metrics").screenshot(path=str(SCREENSHOTS / "parse-hostile.png"))
         finally:

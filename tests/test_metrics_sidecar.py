@@ -196,6 +196,25 @@ def test_a_reader_that_may_write_saves_the_sidecar(tmp_path: Path) -> None:
     assert fresh(path, 0) == before == full_parse(path, 0)
 
 
+def test_another_x_axis_is_its_own_parse_and_never_the_sidecar(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    lines(path, 0, 3000, "w")
+    series._cache.clear()
+    default = read_metrics(path, max_points=100, save=True).to_json()
+    side = sidecar.sidecar_path(path)
+    saved = side.read_bytes()
+    by_acc = read_metrics(path, max_points=100, save=True, x_key="acc")
+    assert by_acc.x_label == "acc" and set(by_acc.series) == {"step", "loss"}
+    assert by_acc.series["step"].count == 3000 and by_acc.series["step"].max_at == (2999 % 97) / 97
+    by_line = read_metrics(path, max_points=0, x_key="")  # the line number
+    assert by_line.x_label == "line" and by_line.series["loss"].min_at == 3000
+    lines(path, 3000, 10)
+    assert read_metrics(path, max_points=0, x_key="acc").series["step"].count == 3010
+    assert side.read_bytes() == saved  # neither read nor rewritten by another axis
+    assert read_metrics(path, max_points=100).to_json() != default  # the default axis grew
+    assert fresh(path, 100) == full_parse(path, 100)
+
+
 # --- the readers: web pages and `orbit show --json` -----------------------------------------
 def make_run(home: Home, n: int) -> Run:
     spec = {
@@ -226,7 +245,7 @@ def test_web_pages_are_the_same_with_and_without_the_sidecar(tmp_path: Path) -> 
     run = make_run(home, 20_000)
     metrics = run.path("metrics.jsonl")
     app = make_app(home, token="t")
-    urls = [f"/runs/{run.id}", f"/runs/{run.id}/charts", f"/api/runs/{run.id}/metrics"]
+    urls = [f"/runs/{run.id}", f"/api/series?ids={run.id}", f"/api/runs/{run.id}/metrics"]
     urls.append(f"/api/runs/{run.id}/metrics?points=2000")
     urls.append(f"/compare?ids={run.id}")
 

@@ -22,6 +22,7 @@ from orbit.store.model import Run, RunState
 from orbit.store.runs import RunStore
 from orbit.web.app import make_app
 from orbit.web.auth import new_login_code, read_host
+from orbit.web.charts import band
 
 TOKEN = "test-token-123"
 PNG = bytes.fromhex(
@@ -179,7 +180,8 @@ def test_detail_page_renders_every_section(client: Client, store: RunStore) -> N
         "python train.py",
         "Measured peaks",
         "3.4 MiB",  # peak memory
-        '<svg class="chart"',
+        'data-src="/api/series?ids=',  # the charts: uPlot draws them (static/charts.js)
+        '<figure class="metric" data-key="loss">',
         ">loss<",
         ">acc<",
         "result.json",
@@ -359,6 +361,54 @@ def test_a_million_metric_lines(client: Client, store: RunStore) -> None:
     assert len(api["series"]["loss"]["x"]) <= 1000 and api["series"]["loss"]["count"] == 1_000_000
 
 
+def test_the_charts_data_of_runs_and_a_group(client: Client, store: RunStore) -> None:
+    runs = [make_run(store, f"s{i}", lr=str(i // 3), seed=str(i % 3)) for i in range(6)]
+    ids = ",".join(r.id for r in runs)
+    got = client.get("/api/series", f"ids={ids}").json()
+    assert [r["id"] for r in got["runs"]] == [r.id for r in runs]  # any number: no cap of 10
+    assert got["keys"] == ["loss", "acc"] and got["x_label"] == "step"
+    assert got["x_keys"][:2] == ["step", "line"] and "acc" in got["x_keys"]
+    # Two settings (lr) of three seeds: a band each, its mean and std those of the seeds.
+    assert [s["runs"] for s in got["settings"]] == [
+        [r.id for r in runs[:3]],
+        [r.id for r in runs[3:]],
+    ]
+    xs, mean, lo, hi = got["settings"][0]["bands"]["loss"]
+    assert xs[0] == 1 and mean[0] == lo[0] == hi[0] == 1.0  # the seeds logged the same values
+    assert {r["color"] for r in got["runs"][:3]} == {got["settings"][0]["color"]}
+    # Only the points after x = 45, against another axis, from a group.
+    later = client.get("/api/series", f"ids={runs[0].id}&since=45").json()
+    assert later["runs"][0]["series"]["loss"][0] == [46, 47, 48, 49, 50] and later["settings"] == []
+    by_acc = client.get("/api/series", f"ids={runs[0].id}&x=acc").json()
+    assert by_acc["runs"][0]["series"]["loss"][0][:2] == [0.02, 0.04]
+    by_line = client.get("/api/series", f"ids={runs[0].id}&x=line").json()
+    assert by_line["x_label"] == "line" and "step" in by_line["keys"]
+    assert len(client.get("/api/series", "group=lr").json()["runs"]) == 6
+    for query, status in (
+        (f"ids={ids}&since=soon", 400),
+        (f"ids={ids}&points=many", 400),
+        (f"ids={ids}&x=" + "k" * 201, 400),
+        ("ids=", 400),
+        ("ids=999", 404),
+        ("group=nope", 404),
+        (f"group=lr&ids={ids}", 400),
+    ):
+        assert client.get("/api/series", query).status == status, query
+    assert client.get("/api/series", f"ids={ids}&since=nan").status == 200  # as no since
+
+
+def test_a_band_is_the_mean_and_std_on_the_common_range_and_never_inf() -> None:
+    xs, mean, lo, hi = band([[[1, 2, 3], [1.0, 2.0, 3.0]], [[2, 3, 4], [4.0, 5.0, 6.0]]])
+    assert (xs[0], xs[-1], len(xs)) == (2, 3, 100)  # where both runs have points
+    assert (mean[0], lo[0], hi[0]) == pytest.approx((3.0, 3 - 1.4142136, 3 + 1.4142136))
+    unsorted = band([[[3, 1, 2], [3.0, 1.0, 2.0]], [[1, 2, 3], [1.0, 2.0, 3.0]]])
+    assert unsorted[1][0] == 1.0 and unsorted[1][-1] == 3.0
+    huge = band([[[1, 2], [1e308, 1e308]], [[1, 2], [-1e308, 1.7e308]]])
+    assert huge[1][0] == 0.0 and huge[3][0] == pytest.approx(1.414214e308)
+    assert huge[1][1] is None  # past a float's range: a gap, not inf (which JSON cannot hold)
+    assert json.dumps(huge, allow_nan=False)
+
+
 def test_compare_highlights_differences(client: Client, store: RunStore) -> None:
     a = make_run(store, "a", lr="1e-4", seed="1")
     b = make_run(store, "b", lr="3e-4", seed="1")
@@ -368,7 +418,10 @@ def test_compare_highlights_differences(client: Client, store: RunStore) -> None
     assert "1e-4" in page and "3e-4" in page
     assert '<tr class="differs"><th>lr</th>' in page
     assert '<tr class=""><th>seed</th>' in page
-    assert page.count("<polyline") >= 4  # loss and acc, one line per run
+    assert f'data-src="/api/series?ids={a.id},{b.id}"' in page  # the charts' data (uPlot)
+    charts = client.get("/api/series", f"ids={a.id},{b.id}").json()
+    assert [r["id"] for r in charts["runs"]] == [a.id, b.id]
+    assert all(set(r["series"]) == {"loss", "acc"} for r in charts["runs"])
     assert f"{a.id} (a)" in page and f"{b.id} (b)" in page
     assert client.get("/compare", "ids=").status == 400
     assert client.get("/compare", f"ids={a.id},999").status == 404

@@ -582,7 +582,7 @@ def test_hostile_metrics_and_json_give_pages_not_500s(live: Live) -> None:
     (d_deep / "output" / "deep.json").write_text(nested)
     for path in (f"/runs/{huge}", f"/api/runs/{huge}/metrics", f"/runs/{deep}",
                  f"/api/runs/{deep}/metrics", f"/compare?ids={huge},{deep}",
-                 f"/runs/{deep}/files/deep.json", f"/runs/{huge}/charts"):  # fmt: skip
+                 f"/runs/{deep}/files/deep.json", f"/api/series?ids={huge},{deep}"):  # fmt: skip
         reply = live.request(path, token=live.token)
         assert reply.status == 200, (path, reply.text[-300:])
 

@@ -142,30 +142,29 @@ def page(site: Site, browser: Any) -> Iterator[Any]:
         ctx.close()
 
 
-def _tip_at(page: Any, chart: Any, step: float, height: float) -> str:
-    """Move the pointer over `chart` at x = `step`, `height` (0 bottom … 1 top) of the plot."""
-    d = chart.evaluate("el => ({...el.dataset})")
-    chart.scroll_into_view_if_needed()
-    box = chart.bounding_box()
-    k = box["width"] / 560  # the viewBox width (orbit.web.charts.WIDTH)
-    fx = (step - float(d["x0"])) / (float(d["x1"]) - float(d["x0"]))
-    x = box["x"] + (float(d["left"]) + fx * float(d["pw"])) * k
-    y = box["y"] + (float(d["top"]) + (1 - height) * float(d["ph"])) * k
-    page.mouse.move(x, y)
-    return str(chart.locator("xpath=..").locator(".chart-tip").inner_text())
+def _tip_at(page: Any, key: str, step: float, height: float) -> list[str]:
+    """Move the pointer over `key`'s chart at x = `step`, `height` (0 bottom … 1 top) of the
+    plot: the values its legend then shows (the x first, then each line's)."""
+    fig = page.locator(f'figure.metric[data-key="{key}"]')
+    fig.scroll_into_view_if_needed()
+    plot = f"window.orbitCharts.figures[{json.dumps(key)}].plot"
+    page.wait_for_function(f"() => window.orbitCharts && {plot}")
+    box = fig.locator(".u-over").bounding_box()
+    px = page.evaluate(f"() => {plot}.valToPos({step}, 'x')")
+    page.mouse.move(box["x"] + px, box["y"] + (1 - height) * box["height"])
+    return list(fig.locator(".u-legend .u-value").all_inner_texts())
 
 
 def test_chart_hover_reads_the_data_not_the_pointer(site: Site, page: Any) -> None:
     page.goto(f"{site.base}/runs/{site.finished}")
-    chart = page.locator("#charts svg.chart").first
-    high, low = _tip_at(page, chart, 10, 0.9), _tip_at(page, chart, 10, 0.1)
-    assert high == low == "step 10 · loss 0.1", (high, low)
-    assert _tip_at(page, chart, 39.8, 0.5) == "step 40 · loss 0.025"
+    high, low = _tip_at(page, "loss", 10, 0.9), _tip_at(page, "loss", 10, 0.1)
+    assert high == low == ["10", "0.1"], (high, low)
+    assert _tip_at(page, "loss", 39.8, 0.5) == ["40", "0.025"]
     # On compare, each run's own value at the nearest step.
     page.goto(f"{site.base}/compare?ids={site.finished},{site.failed}")
-    chart = page.locator("svg.chart").first
-    tip = _tip_at(page, chart, 20, 0.7)
-    assert tip == f"step 20 · {site.finished} (finished) 0.05 · {site.failed} (failed) 0.1", tip
+    assert _tip_at(page, "loss", 20, 0.7) == ["20", "0.05", "0.1"]
+    labels = page.locator('figure.metric[data-key="loss"] .u-legend .u-label').all_inner_texts()
+    assert labels[1:] == [f"{site.finished} (finished)", f"{site.failed} (failed)"], labels
 
 
 def _log_state(page: Any) -> dict[str, Any]:

@@ -1,16 +1,21 @@
-"""The compare page: up to ten runs, metrics overlaid, parameters and results side by side.
-Its tables are orbit/review/compare.py's, the rows of `orbit compare` turned on their side.
-A group's page ranks every setting of its params first, as `orbit best --by-params` does
-(orbit/review/best.py), then shows the best run of each of the first ten side by side.
+"""The compare page: any number of runs, metrics overlaid, parameters and results side by
+side. Its tables are orbit/review/compare.py's, the rows of `orbit compare` turned on their
+side. A group's page ranks every setting of its params first, as `orbit best --by-params` does
+(orbit/review/best.py), charts every run of the group with a mean ± std band per setting, then
+shows the best run of each of the first ten settings side by side.
 
 GET /compare?ids=1,2,3
 GET /api/compare?ids=1,2,3   `orbit compare --json` of those runs
 GET /compare?group=G         (&metric=NAME&order=max|min) the settings ranked, then the runs
 GET /api/compare?group=G     `orbit best -g G --by-params --json`
+GET /api/series?ids=1,2,3    the charts' data (web/charts.py): ?group=G for a group's runs,
+                             &x=KEY (step, time, line or any logged key), &since=X (only the
+                             points after x = X), &points=N (per run, at most 2000)
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -31,15 +36,15 @@ from orbit.review.best import (
 from orbit.review.compare import Column, Comparison, parse_metric, parse_result
 from orbit.review.compare import compare as review_compare
 from orbit.review.objective import Objective, declared_of, logged_keys
-from orbit.review.series import read_metrics
-from orbit.store.model import METRICS, Run
+from orbit.store.model import Run
 from orbit.store.runs import Broken, id_key
 from orbit.web import objective
-from orbit.web.charts import COLORS, Line, svg_chart
+from orbit.web.charts import chart_data, run_colors
 from orbit.web.context import Route, WebContext, current, load_run
-from orbit.web.run_page import PAGE_CHARTS, metrics_deadline
+from orbit.web.run_page import metrics_deadline
 
-COMPARE_MAX = 10  # a group's settings page shows the best runs of this many settings
+SIDE_BY_SIDE = 10  # settings whose best runs a group's page shows side by side
+X_KEY_MAX = 200  # characters of an x axis name
 
 Row = tuple[str, list[str], bool]  # name, the value of each run, whether they differ
 
@@ -96,28 +101,6 @@ def _ids() -> list[str]:
     return ids
 
 
-def _charts(runs: list[Run], deadline: float) -> tuple[list[tuple[str, str]], int, list[str]]:
-    """One chart per metric key (the first PAGE_CHARTS), how many keys are left out, and the
-    note of each run whose metrics are not read to the end yet."""
-    # Fewer points per run as runs are added, so the page stays small with ten runs.
-    points = max(150, 1500 // len(runs))
-    metrics = [read_metrics(r.path(METRICS), max_points=points, deadline=deadline) for r in runs]
-    notes = [f"{r.label}: {m.note}" for r, m in zip(runs, metrics, strict=True) if m.note]
-    keys: list[str] = []
-    for m in metrics:
-        keys.extend(k for k in m.series if k not in keys)
-    charts = []
-    for key in keys[:PAGE_CHARTS]:
-        lines = [
-            Line(runs[i].label, m.series[key].x, m.series[key].y, COLORS[i % len(COLORS)])
-            for i, m in enumerate(metrics)
-            if key in m.series
-        ]
-        x_label = next((m.x_label for m in metrics if key in m.series), "line")
-        charts.append((key, svg_chart(key, lines, x_label)))
-    return charts, max(0, len(keys) - PAGE_CHARTS), notes
-
-
 _SECTIONS = (  # title, which columns of the comparison (by key prefix or key)
     ("Parameters", ("params.",)),
     ("Tags", ("tags.",)),
@@ -151,19 +134,38 @@ def _sections(cmp: Comparison, runs: list[Run]) -> list[tuple[str, list[Row]]]:
     return out
 
 
-def compare_data(ctx: WebContext, runs: list[Run]) -> dict[str, Any]:
-    deadline = metrics_deadline()
-    charts, more_keys, notes = _charts(runs, deadline)
-    cmp = review_compare(runs, deadline=deadline)
+def compare_data(ctx: WebContext, runs: list[Run], charted: bool = True) -> dict[str, Any]:
+    """What compare_runs.tpl shows of `runs`; `charted`: with their charts."""
+    cmp = review_compare(runs, deadline=metrics_deadline())
+    ids = ",".join(quote(r.id, safe="") for r in runs)
     return {
         "runs": runs,
         "labels": [r.label for r in runs],
-        "colors": [COLORS[i % len(COLORS)] for i in range(len(runs))],
-        "charts": charts,
-        "more_keys": more_keys,
-        "metrics_notes": notes,
+        "colors": run_colors(runs)[0],
+        "chart_src": f"/api/series?ids={ids}" if charted else None,
         "sections": _sections(cmp, runs),
     }
+
+
+def series_api() -> dict[str, Any]:
+    """The charts' data of ?ids=… or ?group=G (web/charts.py `chart_data`)."""
+    ctx = current()
+    q = bottle.request.query
+    group = _group()
+    runs = group_runs(ctx, group)[0] if group is not None else [load_run(ctx, i) for i in _ids()]
+    x_key = (q.getunicode("x", "") or "").strip() or None
+    try:
+        since = float(q["since"]) if q.get("since") not in (None, "") else None
+        points = int(q["points"]) if q.get("points") not in (None, "") else None
+    except ValueError:
+        bottle.abort(400, "since must be a number and points an integer")
+    if x_key is not None and len(x_key) > X_KEY_MAX:
+        bottle.abort(400, f"an x axis name is at most {X_KEY_MAX} characters")
+    if since is not None and not math.isfinite(since):
+        since = None
+    if group is not None:
+        runs.sort(key=lambda r: id_key(r.id))
+    return chart_data(runs, x_key=x_key, since=since, points=points, deadline=metrics_deadline())
 
 
 # --- a group: its settings ranked -------------------------------------------------------------
@@ -181,8 +183,8 @@ class GroupRanking:
     damaged: str | None  # why the group's declared objective cannot be read
 
 
-def rank_group(ctx: WebContext, group: str, wanted: objective.Asked) -> GroupRanking:
-    """The group's readable runs ranked by setting; a 404 when no run names the group."""
+def group_runs(ctx: WebContext, group: str) -> tuple[list[Run], int]:
+    """The group's readable runs and how many cannot be read; a 404 when no run names it."""
     ids, unreadable = [], 0
     for row in ctx.store.list_rows():
         if isinstance(row, Broken):
@@ -193,6 +195,12 @@ def rank_group(ctx: WebContext, group: str, wanted: objective.Asked) -> GroupRan
         bottle.abort(404, f"no runs in group {group!r}")
     loaded = ctx.store.load_many(ids)
     runs = [r for r in loaded if isinstance(r, Run)]
+    return runs, unreadable + len(loaded) - len(runs)
+
+
+def rank_group(ctx: WebContext, group: str, wanted: objective.Asked) -> GroupRanking:
+    """The group's readable runs ranked by setting; a 404 when no run names the group."""
+    runs, unreadable = group_runs(ctx, group)
     declared, damaged = declared_of(ctx.home, group)
     read = finals(runs)
     o, values = objective_of(
@@ -208,7 +216,7 @@ def rank_group(ctx: WebContext, group: str, wanted: objective.Asked) -> GroupRan
     return GroupRanking(
         group,
         runs,
-        unreadable + len(loaded) - len(runs),
+        unreadable,
         o,
         settings,
         logged_keys(list(read.values())),
@@ -246,11 +254,11 @@ def _group_page(ctx: WebContext, group: str) -> str:
     )
     runs: list[Run] = []
     if ranked.settings:  # the best run of each setting, best setting first
-        shown = [s.best_run for s in ranked.settings if s.best_run][:COMPARE_MAX]
+        shown = [s.best_run for s in ranked.settings if s.best_run][:SIDE_BY_SIDE]
         by_id = {r.id: r for r in ranked.runs}
         runs = [by_id[i] for i in shown]
     elif status is None:  # nothing qualifies: what the runs logged, to choose a metric from
-        runs = sorted(ranked.runs, key=lambda r: id_key(r.id))[:COMPARE_MAX]
+        runs = sorted(ranked.runs, key=lambda r: id_key(r.id))[:SIDE_BY_SIDE]
     top = ranked.settings[0] if ranked.settings and ranked.settings[0].best else None
     return ctx.render(
         "compare_group",
@@ -261,10 +269,15 @@ def _group_page(ctx: WebContext, group: str) -> str:
         rows=_setting_rows(ranked.settings),
         top=_setting_rows([top])[0] if top else None,
         lessons_href=objective.href("/lessons", wanted, group=group),
-        side_by_side=compare_data(ctx, runs) if runs else None,
+        side_by_side=compare_data(ctx, runs, charted=False) if runs else None,
+        chart_src=f"/api/series?group={quote(group, safe='')}" if ranked.runs else None,
         seed_keys=SEED_KEYS,
         q=quote,
     )
 
 
-ROUTES: list[Route] = [("GET", "/compare", compare), ("GET", "/api/compare", api_compare)]
+ROUTES: list[Route] = [
+    ("GET", "/compare", compare),
+    ("GET", "/api/compare", api_compare),
+    ("GET", "/api/series", series_api),
+]

@@ -4,14 +4,13 @@ GET  /runs/<id>                 overview, log tail, charts, artifacts, diff, not
                                 (a run on another node: its output/ is listed through the node)
 GET  /api/runs/<id>/log         ?offset=N&limit=BYTES (or ?before=N): a range of log.txt
 GET  /api/runs/<id>/metrics     down-sampled series as JSON (?points=N, at most 2000)
-GET  /runs/<id>/charts          the charts as an HTML fragment (live refresh)
+                                (the charts read /api/series?ids=<id>: web/compare.py)
 POST /runs/<id>/notes           add a note (RunStore.add_note)
 """
 
 from __future__ import annotations
 
 import time
-from html import escape
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -24,13 +23,12 @@ from orbit.review.series import Metrics, read_metrics
 from orbit.store.describe import describe
 from orbit.store.model import CODE_DIFF, LOG, METRICS, OUTPUT, RunState
 from orbit.web import remote, runfiles, session
-from orbit.web.charts import COLORS, Line, fmt, fmt_size, svg_chart
+from orbit.web.charts import fmt, fmt_size
 from orbit.web.context import Route, current, header, load_run
 
 LOG_TAIL = 64 << 10
 ERROR_TAIL_BYTES = 16 << 10  # read for the last lines of a failed run's log
 ERROR_LINES = 10
-PAGE_CHARTS = 32  # charts on one page; the rest are named, and in /api/runs/<id>/metrics
 NOTE_MAX = 64 << 10
 LISTED = 200  # entries of output/ and session/ listed on the page
 PARSE_BUDGET_S = 1.0  # a page waits this long for a metrics file; then a preview and a note
@@ -41,24 +39,17 @@ def metrics_deadline() -> float:
     return time.monotonic() + PARSE_BUDGET_S
 
 
-def charts_html(metrics: Metrics, limit: int = PAGE_CHARTS) -> str:
-    """The charts, after the note of a preview (in the fragment too: a live refresh that is
-    whole drops it)."""
-    out = []
-    if metrics.note:
-        out.append(f'<p class="muted metrics-note" id="metrics-note">{escape(metrics.note)}</p>')
-    for i, (key, s) in enumerate(metrics.series.items()):
-        if i >= limit:
-            break
-        chart = svg_chart(key, [Line(key, s.x, s.y, COLORS[0])], metrics.x_label)
-        out.append(
-            f'<figure class="metric"><figcaption><b>{escape(key)}</b> '
-            f"<small>last {escape(fmt(s.last))} · min {escape(fmt(s.min))} · "
-            f"max {escape(fmt(s.max))} · {s.count} points"
-            f"{' (down-sampled)' if len(s.x) < s.count else ''}"
-            f"</small></figcaption>{chart}</figure>"
+def chart_keys(metrics: Metrics) -> list[tuple[str, str]]:
+    """Each charted key and its summary, for the figures the page shows before its charts
+    are drawn (static/charts.js)."""
+    return [
+        (
+            key,
+            f"last {fmt(s.last)} · min {fmt(s.min)} · max {fmt(s.max)} · {s.count} points"
+            + (" (down-sampled)" if len(s.x) < s.count else ""),
         )
-    return "".join(out)
+        for key, s in metrics.series.items()
+    ]
 
 
 def error_tail(log_path: Path) -> list[str]:
@@ -121,9 +112,8 @@ def run_page(run_id: str) -> str:
         events=ctx.store.events(run.id),
         log=runfiles.read_log(run.path(LOG), -1, LOG_TAIL),
         error_lines=error_lines,
-        charts=charts_html(metrics),
+        chart_keys=chart_keys(metrics),
         metrics=_summary(metrics),
-        page_charts=PAGE_CHARTS,
         has_diff=run.path(CODE_DIFF).exists(),
         diff=diff,
         diff_cut=diff_cut,
@@ -165,11 +155,6 @@ def metrics_api(run_id: str) -> dict[str, Any]:
     return read_metrics(run.path(METRICS), max_points=points, deadline=metrics_deadline()).to_json()
 
 
-def charts_fragment(run_id: str) -> str:
-    run = load_run(current(), run_id)
-    return charts_html(read_metrics(run.path(METRICS), deadline=metrics_deadline()))
-
-
 def add_note(run_id: str) -> Any:
     ctx = current()
     ctx.check_csrf()
@@ -190,6 +175,5 @@ ROUTES: list[Route] = [
     ("GET", "/runs/<run_id>", run_page),
     ("GET", "/api/runs/<run_id>/log", log_api),
     ("GET", "/api/runs/<run_id>/metrics", metrics_api),
-    ("GET", "/runs/<run_id>/charts", charts_fragment),
     ("POST", "/runs/<run_id>/notes", add_note),
 ]

@@ -1,4 +1,5 @@
-// The run detail page: log ranges (load earlier, follow while running, filter) and live charts.
+// The run detail page: log ranges (load earlier, follow while running, filter); the charts
+// (live too) are static/charts.js's.
 (function () {
   "use strict";
   var page = document.getElementById("run-page");
@@ -115,16 +116,5 @@
     "/": function (e) { if (search) { e.preventDefault(); search.focus(); } }
   };
 
-  // Charts: re-fetched while the run is active (server-side SVG, already down-sampled).
-  var charts = document.getElementById("charts");
-  function refreshCharts() {
-    if (!active || !charts) return;
-    fetch("/runs/" + encodeURIComponent(runId) + "/charts", { credentials: "same-origin" })
-      .then(function (r) { return r.ok ? r.text() : null; })
-      .then(function (html) { if (html !== null) { charts.innerHTML = html; if (window.orbitCharts) window.orbitCharts(charts); } })
-      .catch(function () {});
-  }
-
   setInterval(poll, 2000);
-  setInterval(refreshCharts, 15000);
 })();

@@ -29,6 +29,10 @@
 <p id="best-setting">No setting has a succeeded run that logged {{ranked.objective.metric}}.</p>
 % end
 % end
+% if chart_src:
+<h2 id="group-charts">Every run of the group{{", mean ± std per setting" if rows else ""}}</h2>
+% include("charts", src=chart_src)
+% end
 % if side_by_side:
 % if rows:
 <h2>The best run of each setting, side by side{{" (the first %d)" % len(side_by_side["runs"]) if len(side_by_side["runs"]) < sum(1 for r in rows if r["best_run"]) else ""}}</h2>

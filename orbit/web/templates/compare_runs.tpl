@@ -4,20 +4,9 @@
 <span class="swatch" style="background: {{color}}"></span><a href="/runs/{{r.id}}">{{label}}</a>
 % end
 </p>
+% if chart_src:
 <h2>Metrics</h2>
-% for note in metrics_notes:
-<p class="muted metrics-note">{{note}}</p>
-% end
-% if not charts:
-<p class="muted">None of these runs has numeric metrics.</p>
-% end
-<div class="charts">
-% for key, svg in charts:
-<figure class="metric"><figcaption><b>{{key}}</b></figcaption>{{!svg}}</figure>
-% end
-</div>
-% if more_keys:
-<p class="muted">{{more_keys}} more keys are not charted.</p>
+% include("charts", src=chart_src)
 % end
 % for title, rows in sections:
 %   if rows:
@@ -39,4 +28,3 @@
 %   end
 % end
 <p class="muted">Rows that differ between the runs are highlighted.</p>
-<script src="/static/charts.js"></script>

@@ -117,9 +117,12 @@
 % if not metrics['keys'] and metrics['complete']:
 <p class="muted">No numeric metrics in metrics.jsonl yet.</p>
 % end
-<div class="charts" id="charts">{{!charts}}</div>
-% if len(metrics['keys']) > page_charts or metrics['dropped_keys']:
-<p class="muted">{{max(0, len(metrics['keys']) - page_charts) + metrics['dropped_keys']}} more keys are not charted here: see <a href="/api/runs/{{run.id}}/metrics">the metrics as JSON</a>.</p>
+% if metrics['note']:
+<p class="muted metrics-note" id="metrics-note">{{metrics['note']}}</p>
+% end
+% include("charts", src="/api/series?ids=" + q(run.id, safe=""), live=not run.state.finished, keys=chart_keys)
+% if metrics['dropped_keys']:
+<p class="muted">{{metrics['dropped_keys']}} more keys are not charted: see <a href="/api/runs/{{run.id}}/metrics">the metrics as JSON</a>.</p>
 % end
 </section>
 
@@ -229,5 +232,4 @@
 </table></div>
 </section>
 </div>
-<script src="/static/charts.js"></script>
 <script src="/static/run.js"></script>
