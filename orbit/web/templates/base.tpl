@@ -57,6 +57,7 @@
   </dl>
 </div>
 <script src="/static/orbit.js"></script>
+<script src="/static/times.js"></script>
 % end
 </body>
 </html>

@@ -1,0 +1,53 @@
+"""Markdown as the pages show notes and transcripts: one renderer for all of them.
+
+markdown-it-py (CommonMark, with tables and strikethrough) with raw HTML off, so a `<script>`
+or `<img onerror=…>` in the text is shown as text; links only to http(s), mailto, or a path on
+this server (a `javascript:`, `data:`, `vbscript:` or `file:` link stays text); images are never
+loaded (their alt text and address are shown instead); no linkify, no typographer. Links open
+without a referrer or an opener.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+SAFE_LINK = re.compile(r"^(?:https?:|mailto:|[/#?.]|[^:/?#\s]+(?:[/?#]|$))", re.IGNORECASE)
+
+
+def _safe_link(url: str) -> bool:
+    return bool(SAFE_LINK.match(url.strip())) and not url.strip().startswith("//")
+
+
+def _image(_renderer: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    token = tokens[idx]
+    alt = "".join(t.content for t in token.children or [])
+    src = str(token.attrGet("src") or "")
+    return f'<span class="md-image">[image: {escape(alt)} {escape(src)}]</span>'
+
+
+def _link_open(_renderer: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    token = tokens[idx]
+    href = str(token.attrGet("href") or "")
+    return f'<a href="{escape(href)}" rel="noopener noreferrer nofollow">'
+
+
+@functools.cache
+def _parser() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.enable(["table", "strikethrough"])
+    md.validateLink = _safe_link  # type: ignore[method-assign]
+    md.add_render_rule("image", _image)
+    md.add_render_rule("link_open", _link_open)
+    return md
+
+
+def render(text: str) -> str:
+    """`text` (markdown) as safe HTML."""
+    return str(_parser().render(text or ""))
