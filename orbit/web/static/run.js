@@ -141,7 +141,7 @@
   function goLine(n) {
     var el = document.getElementById("L" + n);
     if (el) { setFollow(false); mark(el); return; }
-    api(base + "?render=1&line=" + n + "&limit=" + CHUNK).then(function (d) {
+    api(base + "?render=1&line=" + n + "&limit=1048576").then(function (d) {
       setFollow(false);
       replaceAll(d);
       var at = document.getElementById("L" + n);

@@ -1,0 +1,240 @@
+"""Logs, notes, transcripts and times as a person sees them, in Debian's Chromium.
+
+A real busybox run (through `orbit run`) prints ANSI colours and a progress bar drawn with
+carriage returns; a hand-written run holds a big log (a line to find far outside the loaded
+window, a 300 KB line); notes written with `orbit note` hold markdown, one of them hostile; a
+Claude Code transcript under session/ holds markdown too. The server is started through
+`orbit web`, and the browser logs in with the URL it prints. Screenshots `text-*.png`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from conftest import Orbit, _cleanup_containers
+from docker_setup import BUSYBOX_IMAGE
+from test_web_e2e import CHROMIUM, CHROMIUM_ARGS, NEEDS_CHROMIUM, TIMEOUT_MS, WIDE, _free_port
+from test_web_e2e import _shot as _shot
+
+from orbit.store.home import Home
+from orbit.store.model import RunState
+from orbit.store.runs import RunStore
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+pytestmark = [NEEDS_CHROMIUM, pytest.mark.chromium]
+
+BIG_LINES = 200_000  # about 9 MB: the page loads its last 64 KiB only
+NEEDLE_LINE = 1234
+NEEDLE = "needle: the checkpoint was written to /ckpt/best.pt"
+LONG_LINE = 150_000  # a 300 KB line
+MARKDOWN = (
+    "Conclusion: **lr 0.1 wins**, see `train.py`.\n\n- seed 1 diverged\n- seed 2 fine\n\n"
+    "[the paper](https://example.org/paper)"
+)
+HOSTILE = (
+    '<script>window.pwned = 1</script> <img src=x onerror="window.pwned = 2"> '
+    "[click me](javascript:window.pwned=3) [data](data:text/html,<script>1</script>) "
+    "![pic](/static/x.png) **still bold**"
+)
+ASSISTANT = "Done: **loss 0.21**.\n\n1. ran `pytest`\n2. fixed the [bug](https://example.org/b)"
+BUSYBOX_SCRIPT = (
+    r"printf '\033[31mred error\033[0m plain\n'; "
+    r"printf '\033[1;32mbold green\033[0m \033[38;5;208morange\033[0m\n'; "
+    r"printf '\033]8;;javascript:alert(1)\033\\osc link\033]8;;\033\\ \033[2Kerased\n'; "
+    r"for i in 1 2 3 4 5; do printf '\rtraining %d/5 |%s|' $i '#####'; sleep 0.2; done; "
+    r"printf '\n'; echo finished"
+)
+
+
+@dataclass
+class Site:
+    orbit: Orbit
+    login_url: str
+    base: str
+    colours: str  # the busybox run
+    big: str  # the hand-written run with the big log
+
+
+def _big_log() -> str:
+    lines = [f"step {i} loss {1 / i:.6f}" for i in range(1, BIG_LINES + 1)]
+    lines[NEEDLE_LINE - 1] = NEEDLE
+    lines[LONG_LINE - 1] = "x" * 300_000
+    return "\n".join(lines) + "\n"
+
+
+def _transcript() -> str:
+    user = {"type": "user", "sessionId": "s1", "timestamp": "2026-11-30T10:00:00Z",
+            "message": {"role": "user", "content": "Train it, **quickly**."}}  # fmt: skip
+    reply = {"type": "assistant", "sessionId": "s1", "timestamp": "2026-11-30T10:01:00Z",
+             "message": {"role": "assistant", "content": [{"type": "text", "text": ASSISTANT}]}}  # fmt: skip
+    hostile = {"type": "assistant", "sessionId": "s1",
+               "message": {"role": "assistant", "content": [{"type": "text", "text": HOSTILE}]}}  # fmt: skip
+    return "".join(json.dumps(x) + "\n" for x in (user, reply, hostile))
+
+
+@pytest.fixture(scope="module")
+def site(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    root = tmp_path_factory.mktemp("web-text")
+    (root / "work").mkdir()
+    orbit = Orbit(root / "home", root / "work")
+    colours = orbit.submit(
+        "--image", BUSYBOX_IMAGE, "--no-project", "-n", "colours", "-g", "text",
+        "--", "sh", "-c", BUSYBOX_SCRIPT,
+    )  # fmt: skip
+    store = RunStore(Home.from_environ(orbit.environ))
+    spec = {"name": "big", "group": "text", "image": "x", "command": ["train"]}
+    run = store.create(spec, state=RunState.SUCCEEDED, reason="", actor="test")
+    run.path("log.txt").write_text(_big_log())
+    session = run.dir / "session"
+    session.mkdir()
+    (session / "s1.jsonl").write_text(_transcript())
+    status = orbit.wait_for(colours, lambda s: bool(s.get("finished_at")), 60)
+    assert status["state"] == "succeeded", status
+    for text in (MARKDOWN, HOSTILE):
+        assert orbit("note", colours, text).code == 0
+    assert orbit("note", "-g", "text", "group: **seeds** matter").code == 0
+    res = orbit("web", "--port", str(_free_port()), "--json")
+    assert res.code == 0, res.err
+    url = str(res.json()["url"])
+    try:
+        yield Site(orbit, url, url.split("/login", 1)[0], colours, run.id)
+    finally:
+        orbit("web", "--stop", "--json")
+        _cleanup_containers(orbit.home)
+
+
+@pytest.fixture(scope="module")
+def browser(site: Site) -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(site: Site, browser: Any) -> Iterator[Any]:
+    ctx = browser.new_context(viewport=WIDE, timezone_id="Asia/Tokyo")
+    ctx.set_default_timeout(TIMEOUT_MS)
+    pg = ctx.new_page()
+    problems: list[str] = []
+    pg.on("pageerror", lambda exc: problems.append(str(exc)))
+    pg.on("dialog", lambda d: (problems.append("dialog: " + d.message), d.dismiss()))
+    fresh = site.orbit("web", "--json")
+    assert fresh.code == 0, fresh.err
+    pg.goto(str(fresh.json()["url"]))
+    assert pg.url == site.base + "/"
+    try:
+        yield pg
+        assert problems == []
+    finally:
+        ctx.close()
+
+
+def test_colours_and_a_progress_bar_from_a_real_run(site: Site, page: Any) -> None:
+    page.goto(f"{site.base}/runs/{site.colours}")
+    log = page.locator("#log")
+    red = log.locator("span.a-f1")
+    assert red.inner_text() == "red error"
+    assert red.evaluate("e => getComputedStyle(e).color") == "rgb(205, 49, 49)"
+    assert log.locator("span.a-bold.a-f2").inner_text() == "bold green"
+    orange = log.locator("span[style]", has_text="orange")
+    assert orange.evaluate("e => getComputedStyle(e).color") == "rgb(255, 135, 0)"
+    text = log.inner_text()
+    assert "\x1b" not in text and "[31m" not in text and "]8;;" not in text
+    assert log.locator("a:not(.ln)").count() == 0  # the OSC-8 link is text, not a link
+    assert "osc link erased" in text
+    bars = [line for line in text.split("\n") if "training" in line]
+    assert bars == ["training 5/5 |#####|"], bars  # the bar once, at its last state
+    assert "finished" in text
+    numbers = log.locator("a.ln")
+    assert numbers.first.get_attribute("href") == "#L1"
+    assert "1" not in text.split("\n")[0]  # the number is not part of the copied text
+    _shot(page, "text-log")
+
+
+def test_search_finds_a_line_outside_the_window_and_jumps_to_it(site: Site, page: Any) -> None:
+    page.goto(f"{site.base}/runs/{site.big}")
+    assert page.locator(f"#L{BIG_LINES}").count() == 1  # the tail, numbered from the file
+    assert page.locator(f"#L{NEEDLE_LINE}").count() == 0  # not loaded
+    page.fill("#log-search", "CHECKPOINT was")  # case-insensitive, over the whole log
+    results = page.locator("#log-results li")
+    results.first.wait_for()
+    assert results.count() == 1
+    assert results.first.inner_text() == f"L{NEEDLE_LINE} {NEEDLE}"
+    assert page.locator("#log-count").inner_text() == "1 matching line in the whole log"
+    _shot(page, "text-log-search")
+    results.first.locator("a").click()
+    target = page.locator(f"#L{NEEDLE_LINE}")
+    target.wait_for()
+    assert target.inner_text().strip() == NEEDLE and "target" in str(target.get_attribute("class"))
+    assert page.url.endswith(f"#L{NEEDLE_LINE}")
+    box, view = target.bounding_box(), page.locator("#log").bounding_box()
+    assert view["y"] <= box["y"] <= view["y"] + view["height"]  # scrolled into the log's view
+
+    # A link to a line opens the log there; a 300 KB line is cut with "show all".
+    page.goto(f"{site.base}/runs/{site.big}#L{LONG_LINE}")
+    long = page.locator(f"#L{LONG_LINE}")
+    long.wait_for()
+    assert len(long.inner_text()) < 12_000
+    long.locator("button.show-all").click()
+    assert len(long.inner_text()) > 300_000
+    page.goto(f"{site.base}/runs/{site.big}#L{NEEDLE_LINE + 1}")
+    page.locator(f"#L{NEEDLE_LINE + 1}.target").wait_for()
+
+
+def test_markdown_in_notes_and_transcripts_and_nothing_hostile_runs(
+    site: Site, page: Any
+) -> None:
+    page.goto(f"{site.base}/runs/{site.colours}#notes")
+    notes = page.locator("#notes .note-text")
+    good = notes.nth(0)
+    assert good.locator("strong").inner_text() == "lr 0.1 wins"
+    assert good.locator("code").inner_text() == "train.py"
+    assert good.locator("li").count() == 2
+    assert good.locator("a").get_attribute("href") == "https://example.org/paper"
+    bad = notes.nth(1)
+    assert bad.locator("script, img, iframe").count() == 0
+    assert bad.locator("a").count() == 0  # javascript: and data: links stay text
+    assert "<script>window.pwned = 1</script>" in bad.inner_text()
+    assert bad.locator("strong").inner_text() == "still bold"
+    group = page.locator("#notes .group-note .note-text strong")
+    assert group.inner_text() == "seeds"
+    _shot(page, "text-notes")
+    page.goto(f"{site.base}/lessons?group=text")
+    assert page.locator("#lessons-notes .note-text strong").first.inner_text() == "seeds"
+
+    page.goto(f"{site.base}/runs/{site.big}/conversation/s1.jsonl")
+    turns = page.locator("#conversation .turn .text")
+    assert turns.nth(0).locator("strong").inner_text() == "quickly"
+    reply = turns.nth(1)
+    assert reply.locator("strong").inner_text() == "loss 0.21"
+    assert reply.locator("ol li").count() == 2 and reply.locator("code").inner_text() == "pytest"
+    assert reply.locator("a").get_attribute("href") == "https://example.org/b"
+    assert turns.nth(2).locator("script, img, a").count() == 0
+    _shot(page, "text-conversation")
+    assert page.evaluate("window.pwned") is None
+
+
+def test_times_are_local_with_their_age(site: Site, page: Any) -> None:
+    page.goto(f"{site.base}/runs/{site.colours}")
+    submitted = page.locator("#overview time").first
+    iso = str(submitted.get_attribute("datetime"))
+    tokyo = datetime.fromisoformat(iso).astimezone(ZoneInfo("Asia/Tokyo"))
+    shown = submitted.inner_text()
+    assert shown.startswith(tokyo.strftime("%H:%M")) or tokyo.strftime("%Y-%m-%d %H:%M") in shown
+    assert shown.endswith(" ago") or shown.endswith("just now"), shown
+    assert "GMT+9" in str(submitted.get_attribute("title"))
+    for where in ("/", f"/runs/{site.colours}", "/lessons?group=text"):
+        page.goto(site.base + where)
+        times = page.locator("time[datetime]")
+        assert times.count() > 0, where
+        assert page.locator("time[datetime]:not(.localised)").count() == 0, where
+        assert "+00:00" not in page.locator("main").inner_text(), where
