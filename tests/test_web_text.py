@@ -19,8 +19,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from conftest import Orbit, _cleanup_containers
 from docker_setup import BUSYBOX_IMAGE
-from test_web_e2e import CHROMIUM, CHROMIUM_ARGS, NEEDS_CHROMIUM, TIMEOUT_MS, WIDE, _free_port
-from test_web_e2e import _shot as _shot
+from test_web_e2e import NEEDS_CHROMIUM, TIMEOUT_MS, WIDE, _free_port, _shot
+from test_web_e2e import browser as browser  # the module's Chromium, for this module's site
 
 from orbit.store.home import Home
 from orbit.store.model import RunState
@@ -68,14 +68,18 @@ def _big_log() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _turn(kind: str, text: str, at: str | None = None) -> str:
+    content: Any = text if kind == "user" else [{"type": "text", "text": text}]
+    line = {"type": kind, "sessionId": "s1", "message": {"role": kind, "content": content}}
+    return json.dumps({**line, "timestamp": at} if at else line) + "\n"
+
+
 def _transcript() -> str:
-    user = {"type": "user", "sessionId": "s1", "timestamp": "2026-11-30T10:00:00Z",
-            "message": {"role": "user", "content": "Train it, **quickly**."}}  # fmt: skip
-    reply = {"type": "assistant", "sessionId": "s1", "timestamp": "2026-11-30T10:01:00Z",
-             "message": {"role": "assistant", "content": [{"type": "text", "text": ASSISTANT}]}}  # fmt: skip
-    hostile = {"type": "assistant", "sessionId": "s1",
-               "message": {"role": "assistant", "content": [{"type": "text", "text": HOSTILE}]}}  # fmt: skip
-    return "".join(json.dumps(x) + "\n" for x in (user, reply, hostile))
+    return (
+        _turn("user", "Train it, **quickly**.", "2026-11-30T10:00:00Z")
+        + _turn("assistant", ASSISTANT, "2026-11-30T10:01:00Z")
+        + _turn("assistant", HOSTILE)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -107,16 +111,6 @@ def site(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
     finally:
         orbit("web", "--stop", "--json")
         _cleanup_containers(orbit.home)
-
-
-@pytest.fixture(scope="module")
-def browser(site: Site) -> Iterator[Any]:
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.fixture
@@ -171,7 +165,9 @@ def test_search_finds_a_line_outside_the_window_and_jumps_to_it(site: Site, page
     assert results.first.inner_text() == f"L{NEEDLE_LINE} {NEEDLE}"
     assert page.locator("#log-count").inner_text() == "1 matching line in the whole log"
     _shot(page, "text-log-search")
-    results.first.locator("a").click()
+    with page.expect_response(lambda r: f"line={NEEDLE_LINE}" in r.url) as jumped:
+        results.first.locator("a").click()
+    assert jumped.value.status == 200, jumped.value.text()
     target = page.locator(f"#L{NEEDLE_LINE}")
     target.wait_for()
     assert target.inner_text().strip() == NEEDLE and "target" in str(target.get_attribute("class"))
@@ -186,13 +182,9 @@ def test_search_finds_a_line_outside_the_window_and_jumps_to_it(site: Site, page
     assert len(long.inner_text()) < 12_000
     long.locator("button.show-all").click()
     assert len(long.inner_text()) > 300_000
-    page.goto(f"{site.base}/runs/{site.big}#L{NEEDLE_LINE + 1}")
-    page.locator(f"#L{NEEDLE_LINE + 1}.target").wait_for()
 
 
-def test_markdown_in_notes_and_transcripts_and_nothing_hostile_runs(
-    site: Site, page: Any
-) -> None:
+def test_markdown_in_notes_and_transcripts_and_nothing_hostile_runs(site: Site, page: Any) -> None:
     page.goto(f"{site.base}/runs/{site.colours}#notes")
     notes = page.locator("#notes .note-text")
     good = notes.nth(0)

@@ -114,23 +114,25 @@ def index_for(st: os.stat_result) -> LineIndex:
         return found
 
 
-def line_of(path: Path, offset: int, budget: float) -> int | None:
-    """The line that holds byte `offset` of the log (None: no log, or not counted yet)."""
+def _ask(path: Path, ask: Any) -> int | None:
+    """ask(index, open file, size) on the log's index; None without a readable log."""
     try:
         with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())
-            return index_for(st).line_of(fh, offset, st.st_size, budget)
+            found: int | None = ask(index_for(st), fh, st.st_size)
+            return found
     except OSError:
         return None
+
+
+def line_of(path: Path, offset: int, budget: float) -> int | None:
+    """The line that holds byte `offset` of the log (None: no log, or not counted yet)."""
+    return _ask(path, lambda index, fh, size: index.line_of(fh, offset, size, budget))
 
 
 def offset_of(path: Path, line: int, budget: float) -> int | None:
-    try:
-        with open(path, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            return index_for(st).offset_of(fh, line, st.st_size, budget)
-    except OSError:
-        return None
+    """The byte where line `line` starts (None: no such line, or not counted yet)."""
+    return _ask(path, lambda index, fh, size: index.offset_of(fh, line, size, budget))
 
 
 # --- a window of lines -------------------------------------------------------------------------

@@ -111,8 +111,10 @@
     });
   }
 
+  var jumped = false; // a line was asked for: a late renumbering must not replace its window
   function loadTail(tries) {
     return api(base + "?render=1&offset=-1&limit=65536").then(function (d) {
+      if (tries > 0 && jumped) return;
       replaceAll(d); state(d); toBottom();
       // A log not yet counted this far shows no numbers: ask again, the count goes on.
       if (d.first_line === null && d.lines.length && tries > 0) setTimeout(function () { loadTail(tries - 1); }, 300);
@@ -139,6 +141,7 @@
     logEl.scrollTop = el.offsetTop - logEl.offsetTop - 40;
   }
   function goLine(n) {
+    jumped = true;
     var el = document.getElementById("L" + n);
     if (el) { setFollow(false); mark(el); return; }
     api(base + "?render=1&line=" + n + "&limit=1048576").then(function (d) {
