@@ -25,7 +25,7 @@ def test_line_numbers_and_offsets_agree_across_blocks(tmp_path: Path) -> None:
         assert loglines.line_of(path, at, 5.0) == n
     assert loglines.offset_of(path, 60_002, 5.0) is None
     win = loglines.around_line(path, 30_001, 4096, 5.0)
-    assert win is not None and any('id="L30001"' in html for html in win["lines"])
+    assert win is not None and any("id='L30001'" in html for html in win["lines"])
 
 
 def test_search_pages_through_the_whole_log(tmp_path: Path, monkeypatch: Any) -> None:
@@ -49,12 +49,12 @@ def test_a_bar_still_drawing_is_sent_again_whole(tmp_path: Path) -> None:
     path = _log(tmp_path, ["epoch 1"], tail="\r 10%|#   \r 50%|#####")
     win = loglines.window(path, 0, 1 << 20, budget=1.0)
     assert win["partial"] and win["next_offset"] == len("epoch 1\n")
-    assert win["lines"][-1].endswith('<span class="t"> 50%|#####</span>\n</span>')
+    assert win["lines"][-1].endswith("<span class='t'> 50%|#####</span>\n</span>")
     with open(path, "a") as fh:
         fh.write("\r100%|##########|\n")
     again = loglines.window(path, win["next_offset"], 1 << 20, budget=1.0)
     assert not again["partial"] and again["first_line"] == 2
-    assert '<span class="t">100%|##########|</span>' in again["lines"][0]
+    assert "<span class='t'>100%|##########|</span>" in again["lines"][0]
     cut = loglines.window(path, len("epoch 1\n") + 5, 1 << 20, budget=1.0)
     assert cut["continued"] and cut["restarts"]
 

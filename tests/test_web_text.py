@@ -182,6 +182,9 @@ def test_search_finds_a_line_outside_the_window_and_jumps_to_it(site: Site, page
     assert len(long.inner_text()) < 12_000
     long.locator("button.show-all").click()
     assert len(long.inner_text()) > 300_000
+    page.goto(f"{site.base}/")
+    page.goto(f"{site.base}/runs/{site.big}#L{NEEDLE_LINE + 1}")
+    page.locator(f"#L{NEEDLE_LINE + 1}.target").wait_for()
 
 
 def test_markdown_in_notes_and_transcripts_and_nothing_hostile_runs(site: Site, page: Any) -> None:

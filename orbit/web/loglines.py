@@ -171,14 +171,17 @@ def window(
 
 
 def around_line(path: Path, line: int, limit: int, budget: float) -> dict[str, Any] | None:
-    """The window that shows line `line` a few lines from its top; None when the log has no
-    such line (or is not counted that far yet)."""
+    """The window that shows line `line` a few lines from its top, long enough for the whole
+    of that line (up to runfiles.LOG_LIMIT_MAX); None when the log has no such line (or is not
+    counted that far yet)."""
     at = offset_of(path, line, budget)
     if at is None:
         return None
     above = runfiles.log_range(path, 0, CONTEXT, before=at) if at > 0 else None
     start = above.start if above is not None and above.data.count(b"\n") > 1 else at
-    return window(path, start, limit, budget=budget)
+    ahead = runfiles.log_range(path, at, runfiles.LOG_LIMIT_MAX).data
+    line_end = at + (ahead.find(b"\n") + 1 or len(ahead))
+    return window(path, start, max(limit, line_end - start), budget=budget)
 
 
 def _starts_line(path: Path, offset: int) -> bool:

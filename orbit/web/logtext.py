@@ -229,12 +229,13 @@ def lines_html(text: str, first: int | None) -> list[tuple[int | None, str]]:
 
 
 def wrap(number: int | None, html: str) -> str:
-    """One line as the page's <pre> holds it: its number (a link to its anchor) and its text."""
+    """One line as the page's <pre> holds it: its number (a link to its anchor) and its text.
+    (Single quotes: a window of 10,000 lines goes out as JSON, which would escape double.)"""
     if number is None:
-        return f'<span class="l"><span class="t">{html}</span>\n</span>'
+        return f"<span class='l'><span class='t'>{html}</span>\n</span>"
     return (
-        f'<span class="l" id="L{number}"><a class="ln" href="#L{number}" data-n="{number}"></a>'
-        f'<span class="t">{html}</span>\n</span>'
+        f"<span class='l' id='L{number}'><a class='ln' href='#L{number}' data-n='{number}'></a>"
+        f"<span class='t'>{html}</span>\n</span>"
     )
 
 

@@ -144,7 +144,7 @@
     jumped = true;
     var el = document.getElementById("L" + n);
     if (el) { setFollow(false); mark(el); return; }
-    api(base + "?render=1&line=" + n + "&limit=1048576").then(function (d) {
+    api(base + "?render=1&line=" + n + "&limit=" + CHUNK).then(function (d) {
       setFollow(false);
       replaceAll(d);
       var at = document.getElementById("L" + n);
