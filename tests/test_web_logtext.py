@@ -19,6 +19,10 @@ def test_line_numbers_and_offsets_agree_across_blocks(tmp_path: Path) -> None:
     lines = [f"line {i} " + "x" * (i % 97) for i in range(1, 60_001)]  # ~3.4 MB: 4 blocks
     path = _log(tmp_path, lines)
     data = path.read_bytes()
+    assert loglines.search(path, "no such text")["done"]  # a search counts as it reads
+    assert loglines.index_for(path.stat()).marks == [
+        data.count(b"\n", 0, i * loglines.BLOCK) for i in range(len(data) // loglines.BLOCK + 1)
+    ]
     for n in (1, 2, 17_000, 30_001, 59_999, 60_000):
         at = loglines.offset_of(path, n, 5.0)
         assert at is not None and data[at:].startswith(f"line {n} ".encode()), n

@@ -59,6 +59,14 @@ class LineIndex:
         # A log cut back (by its shepherd): marks past its end are forgotten.
         del self.marks[size // BLOCK + 1 :]
 
+    def learn(self, pos: int, line: int, data: bytes) -> None:
+        """Marks for the block starts within `data`, the bytes at `pos`, where line `line`
+        starts (a search reads them anyway)."""
+        with self.lock:
+            while pos <= len(self.marks) * BLOCK <= pos + len(data):
+                cut = len(self.marks) * BLOCK - pos
+                self.marks.append(line - 1 + data.count(b"\n", 0, cut))
+
     def line_of(self, fh: Any, offset: int, size: int, budget: float) -> int | None:
         """The 1-based number of the line that holds byte `offset` (None: not counted yet)."""
         with self.lock:
@@ -72,12 +80,15 @@ class LineIndex:
     def offset_of(self, fh: Any, line: int, size: int, budget: float) -> int | None:
         """The byte where line `line` (1-based) starts; None when it is past the counted part
         (or past the end)."""
+        before = max(0, line - 1)
+        if before == 0:
+            return 0
         with self.lock:
             self._fit(size)
-            self._extend(fh, size // BLOCK, time.monotonic() + budget)
-            before = max(0, line - 1)
-            if before == 0:
-                return 0
+            deadline = time.monotonic() + budget
+            while self.marks[-1] < before and len(self.marks) <= size // BLOCK:
+                if not self._extend(fh, len(self.marks), deadline):
+                    break  # out of time, or the last, partial block
             block = max(0, bisect_left(self.marks, before) - 1)
             pos, need = block * BLOCK, before - self.marks[block]
             fh.seek(pos)
@@ -231,13 +242,15 @@ def search(path: Path, query: str, from_line: int = 1) -> dict[str, Any]:
             whole = index.line_of(fh, st.st_size, st.st_size, 0) is not None
             out["done"], out["next_line"] = whole, None if whole else from_line
             return out
-        _scan(fh, st.st_size, pos, max(1, from_line), needle, out)
+        _scan(fh, index, (pos, max(1, from_line)), needle, out)
     return out
 
 
-def _scan(fh: Any, size: int, pos: int, line: int, needle: str, out: dict[str, Any]) -> None:
+def _scan(fh: Any, index: LineIndex, at: tuple[int, int], needle: str, out: dict[str, Any]) -> None:
+    """Search from `at` (a byte where a line starts, and that line's number) into `out`."""
     deadline = time.monotonic() + SEARCH_SECONDS
-    start = pos
+    size = out["size"]
+    (pos, line), start = at, at[0]
     fh.seek(pos)
     while pos < size:
         piece = fh.read(min(SEARCH_PIECE, size - pos))
@@ -246,6 +259,7 @@ def _scan(fh: Any, size: int, pos: int, line: int, needle: str, out: dict[str, A
         if pos + len(piece) < size and b"\n" in piece:
             piece = piece[: piece.rindex(b"\n") + 1]  # whole lines; the rest comes next
         fh.seek(pos + len(piece))
+        index.learn(pos, line, piece)
         room = SEARCH_MAX - len(out["matches"])
         found = _matches_in(piece.removesuffix(b"\n"), needle, line, room)
         out["matches"] += found

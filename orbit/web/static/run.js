@@ -175,10 +175,12 @@
       });
       shown += d.matches.length;
       from = d.next_line || from;
-      found.hidden = false;
+      found.hidden = shown === 0;
       more.hidden = d.done;
       if (count) count.textContent = shown + " matching line" + (shown === 1 ? "" : "s") +
-        (d.done ? " in the whole log" : " so far (more below)");
+        (d.done ? " in the whole log" : " so far, searched to line " + from);
+      // Nothing found yet in this request's time: go on by itself (each request is bounded).
+      if (!d.done && d.matches.length === 0) runSearch(false);
     });
   }
   if (search) {
