@@ -33,6 +33,10 @@ BIG_LINES = 200_000  # about 9 MB: the page loads its last 64 KiB only
 NEEDLE_LINE = 1234
 NEEDLE = "needle: the checkpoint was written to /ckpt/best.pt"
 LONG_LINE = 150_000  # a 300 KB line
+HOSTILE_LINE = 7
+HOSTILE_LOG = (
+    '<img src=x onerror="window.pwned = 4"> \x1b]8;;javascript:window.pwned=5\x1b\\x\x1b]8;;\x1b\\'
+)
 MARKDOWN = (
     "Conclusion: **lr 0.1 wins**, see `train.py`.\n\n- seed 1 diverged\n- seed 2 fine\n\n"
     "[the paper](https://example.org/paper)"
@@ -65,6 +69,7 @@ def _big_log() -> str:
     lines = [f"step {i} loss {1 / i:.6f}" for i in range(1, BIG_LINES + 1)]
     lines[NEEDLE_LINE - 1] = NEEDLE
     lines[LONG_LINE - 1] = "x" * 300_000
+    lines[HOSTILE_LINE - 1] = HOSTILE_LOG
     return "\n".join(lines) + "\n"
 
 
@@ -185,6 +190,27 @@ def test_search_finds_a_line_outside_the_window_and_jumps_to_it(site: Site, page
     page.goto(f"{site.base}/")
     page.goto(f"{site.base}/runs/{site.big}#L{NEEDLE_LINE + 1}")
     page.locator(f"#L{NEEDLE_LINE + 1}.target").wait_for()
+
+    # Hostile text in the log stays text, in the log and in the search results.
+    page.fill("#log-search", "onerror")
+    page.locator("#log-results li").first.wait_for()
+    first = page.locator("#log-results li").first.inner_text()
+    assert first == f'L{HOSTILE_LINE} <img src=x onerror="window.pwned = 4"> x'
+    page.locator("#log-results li a").first.click()
+    hostile = page.locator(f"#L{HOSTILE_LINE}.target")
+    hostile.wait_for()
+    assert hostile.locator("img, a:not(.ln)").count() == 0
+    assert page.evaluate("window.pwned") is None
+    api = f"{site.base}/api/runs/{site.big}/log"
+    for url, status in (
+        (f"{api}/search", 400),
+        (f"{api}/search?q=x&from=two", 400),
+        (f"{api}/search?q=" + "x" * 1001, 400),
+        (f"{api}?line=999999999", 404),
+        (f"{site.base}/api/runs/999/log/search?q=x", 404),
+    ):
+        answer = page.request.get(url)
+        assert answer.status == status and "error" in answer.json(), url
 
 
 def test_markdown_in_notes_and_transcripts_and_nothing_hostile_runs(site: Site, page: Any) -> None:

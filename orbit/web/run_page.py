@@ -133,14 +133,17 @@ def run_page(run_id: str) -> str:
     )
 
 
-def _int_query(name: str, default: int | None) -> int | None:
+LOG_INTS = "offset, limit, before and line must be integers"
+
+
+def _int_query(name: str, default: int | None, problem: str = LOG_INTS) -> int | None:
     value = bottle.request.query.get(name)
     if value in (None, ""):
         return default
     try:
         return int(value)
     except ValueError:
-        bottle.abort(400, f"{name} must be an integer")
+        bottle.abort(400, problem)
     raise AssertionError("unreachable")
 
 
@@ -174,7 +177,7 @@ def log_search_api(run_id: str) -> dict[str, Any]:
         bottle.abort(400, "q: what to search the log for")
     if len(query) > 1000:
         bottle.abort(400, "q is at most 1000 characters")
-    start = _int_query("from", 1)
+    start = _int_query("from", 1, "from must be a line number")
     assert start is not None
     return loglines.search(run.path(LOG), query, max(1, start))
 
