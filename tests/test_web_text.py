@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 from conftest import Orbit, _cleanup_containers
 from docker_setup import BUSYBOX_IMAGE
-from test_web_e2e import NEEDS_CHROMIUM, TIMEOUT_MS, WIDE, _free_port, _shot
+from test_web_e2e import NEEDS_CHROMIUM, SCREENSHOTS, TIMEOUT_MS, WIDE, _free_port, _shot
 from test_web_e2e import browser as browser  # the module's Chromium, for this module's site
 
 from orbit.store.home import Home
@@ -47,6 +47,7 @@ HOSTILE = (
     "![pic](/static/x.png) **still bold**"
 )
 ASSISTANT = "Done: **loss 0.21**.\n\n1. ran `pytest`\n2. fixed the [bug](https://example.org/b)"
+ASKED = datetime.now(UTC).replace(microsecond=0) - timedelta(days=3, hours=1)  # the user's turn
 BUSYBOX_SCRIPT = (
     r"printf '\033[31mred error\033[0m plain\n'; "
     r"printf '\033[1;32mbold green\033[0m \033[38;5;208morange\033[0m\n'; "
@@ -54,6 +55,12 @@ BUSYBOX_SCRIPT = (
     r"for i in 1 2 3 4 5; do printf '\rtraining %d/5 |%s|' $i '#####'; sleep 0.2; done; "
     r"printf '\n'; echo finished"
 )
+
+
+def _part(page: Any, selector: str, name: str) -> None:
+    """A screenshot of one part of the page (docs/web.md shows the log, the notes)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.locator(selector).screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
 @dataclass
@@ -81,8 +88,8 @@ def _turn(kind: str, text: str, at: str | None = None) -> str:
 
 def _transcript() -> str:
     return (
-        _turn("user", "Train it, **quickly**.", "2026-11-30T10:00:00Z")
-        + _turn("assistant", ASSISTANT, "2026-11-30T10:01:00Z")
+        _turn("user", "Train it, **quickly**.", ASKED.isoformat())
+        + _turn("assistant", ASSISTANT, ASKED.isoformat())
         + _turn("assistant", HOSTILE)
     )
 
@@ -156,7 +163,7 @@ def test_colours_and_a_progress_bar_from_a_real_run(site: Site, page: Any) -> No
     numbers = log.locator("a.ln")
     assert numbers.first.get_attribute("href") == "#L1"
     assert "1" not in text.split("\n")[0]  # the number is not part of the copied text
-    _shot(page, "text-log")
+    _part(page, "#logs", "text-log")
 
 
 def test_search_finds_a_line_outside_the_window_and_jumps_to_it(site: Site, page: Any) -> None:
@@ -169,7 +176,7 @@ def test_search_finds_a_line_outside_the_window_and_jumps_to_it(site: Site, page
     assert results.count() == 1
     assert results.first.inner_text() == f"L{NEEDLE_LINE} {NEEDLE}"
     assert page.locator("#log-count").inner_text() == "1 matching line in the whole log"
-    _shot(page, "text-log-search")
+    _part(page, "#logs", "text-log-search")
     with page.expect_response(lambda r: f"line={NEEDLE_LINE}" in r.url) as jumped:
         results.first.locator("a").click()
     assert jumped.value.status == 200, jumped.value.text()
@@ -228,7 +235,7 @@ def test_markdown_in_notes_and_transcripts_and_nothing_hostile_runs(site: Site, 
     assert bad.locator("strong").inner_text() == "still bold"
     group = page.locator("#notes .group-note .note-text strong")
     assert group.inner_text() == "seeds"
-    _shot(page, "text-notes")
+    _part(page, "#notes", "text-notes")
     page.goto(f"{site.base}/lessons?group=text")
     assert page.locator("#lessons-notes .note-text strong").first.inner_text() == "seeds"
 
@@ -240,6 +247,9 @@ def test_markdown_in_notes_and_transcripts_and_nothing_hostile_runs(site: Site, 
     assert reply.locator("ol li").count() == 2 and reply.locator("code").inner_text() == "pytest"
     assert reply.locator("a").get_attribute("href") == "https://example.org/b"
     assert turns.nth(2).locator("script, img, a").count() == 0
+    when = page.locator("#conversation .turn .who time").first
+    tokyo = ASKED.astimezone(ZoneInfo("Asia/Tokyo")).strftime("%Y-%m-%d %H:%M")
+    assert when.inner_text() == f"{tokyo} · 3 days ago"
     _shot(page, "text-conversation")
     assert page.evaluate("window.pwned") is None
 

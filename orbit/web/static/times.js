@@ -10,7 +10,7 @@
     for (var i = 0; i < UNITS.length; i++) {
       var n = Math.round(s / UNITS[i][1]);
       if (n >= 1) {
-        var unit = UNITS[i][0], plural = n > 1 && unit.length > 3 ? "s" : "";
+        var unit = UNITS[i][0], plural = n > 1 && unit !== "h" && unit !== "min" ? "s" : "";
         return n + " " + unit + plural + suffix;
       }
     }

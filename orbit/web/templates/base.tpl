@@ -42,7 +42,7 @@
     <dt>/</dt><dd>search</dd>
 % elif page == "run":
     <dt>f</dt><dd>follow the log on / off</dd>
-    <dt>/</dt><dd>filter the log</dd>
+    <dt>/</dt><dd>search the whole log</dd>
     <dt>l / m / n</dt><dd>go to the logs / metrics / notes</dd>
     <dt>c</dt><dd>cancel this run (asks first)</dd>
 % elif page == "conversation":
