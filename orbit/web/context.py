@@ -146,7 +146,7 @@ class WebContext:
 
         Both templates get `csrf` (the session's form token, for a POST form's hidden field),
         `when` (a timestamp as `<time>`, orbit/web/times.py) and `md` (markdown as safe HTML,
-        orbit/web/markdown.py): `{{!when(t)}}`, `{{!md(text)}}`.
+        within the page's markdown.Budget): `{{!when(t)}}`, `{{!md(text)}}`.
         A page for a visitor without a session (login, errors) carries its stylesheet inline
         and no script: /static/ is only served after the login. The top bar's "Lessons" leads
         to the lessons of the group the URL names (`?group=G`: a filtered list, a group's
@@ -160,7 +160,7 @@ class WebContext:
             template_lookup=lookup,
             csrf=csrf,
             when=times.when,
-            md=markdown.render,
+            md=markdown.Budget().render,
             **kw,
         )
         page = bottle.template(

@@ -5,12 +5,18 @@ or `<img onerror=…>` in the text is shown as text; links only to http(s), mail
 this server (a `javascript:`, `data:`, `vbscript:` or `file:` link stays text); images are never
 loaded (their alt text and address are shown instead); no linkify, no typographer. Links open
 without a referrer or an opener.
+
+markdown-it-py reads about 50 KB a second of hostile text (`![` repeated) on a loaded machine,
+and a transcript page may hold 2 MiB a container wrote, so a page renders markdown within a
+Budget: at most PAGE_SECONDS in all, and no text over MD_MAX characters; beyond either, text is
+shown as it is (escaped, its line breaks kept).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import time
 from collections.abc import Sequence
 from html import escape
 from typing import Any
@@ -18,6 +24,8 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+MD_MAX = 32 << 10  # characters of one text rendered as markdown
+PAGE_SECONDS = 1.0  # markdown time of one page
 SAFE_LINK = re.compile(r"^(?:https?:|mailto:|[/#?.]|[^:/?#\s]+(?:[/?#]|$))", re.IGNORECASE)
 
 
@@ -51,3 +59,24 @@ def _parser() -> MarkdownIt:
 def render(text: str) -> str:
     """`text` (markdown) as safe HTML."""
     return str(_parser().render(text or ""))
+
+
+def as_text(text: str) -> str:
+    """`text` shown as it is (escaped; run.css keeps its line breaks)."""
+    return f'<div class="md-plain">{escape(text)}</div>'
+
+
+class Budget:
+    """Markdown for one page: `render` as long as the page's time lasts, then `as_text`."""
+
+    def __init__(self, seconds: float = PAGE_SECONDS) -> None:
+        self.left = seconds
+
+    def render(self, text: str) -> str:
+        if self.left <= 0 or len(text) > MD_MAX:
+            return as_text(text)
+        began = time.monotonic()
+        try:
+            return render(text)
+        finally:
+            self.left -= time.monotonic() - began
