@@ -166,6 +166,40 @@ def test_colours_and_a_progress_bar_from_a_real_run(site: Site, page: Any) -> No
     _part(page, "#logs", "text-log")
 
 
+def test_a_bar_drawing_while_the_page_follows_shows_once(site: Site, page: Any) -> None:
+    # Docker holds a line until its newline, so a busybox bar reaches log.txt whole (above);
+    # here the log is written as a writer that passes pieces on would, while the page polls.
+    store = RunStore(Home.from_environ(site.orbit.environ))
+    spec = {"name": "live", "image": "x", "command": ["train"]}
+    fields = {
+        "started_at": datetime.now(UTC).isoformat(),
+        "lease": {"cpus": 1.0, "mem_gb": 1.0, "gpus": []},
+    }
+    run = store.create(spec, state=RunState.RUNNING, reason="", actor="test", status_fields=fields)
+    log_file = run.path("log.txt")
+    log_file.write_text("start\n")
+    shown = page.goto(f"{site.base}/runs/{run.id}")
+    assert shown.status == 200, shown.text()[:3000]
+    log = page.locator("#log")
+    seen = set()
+    for i in range(1, 6):
+        with open(log_file, "a") as fh:
+            fh.write(f"\rlive {i}/5")
+        sync_api.expect(log).to_contain_text(f"live {i}/5")
+        bars = [line for line in log.inner_text().split("\n") if "live" in line]
+        assert bars == [f"live {i}/5"], bars  # one line, replaced in place
+        seen.update(bars)
+    with open(log_file, "a") as fh:
+        fh.write("\nend\n")
+    sync_api.expect(log).to_contain_text("end")
+    assert [line.strip() for line in log.inner_text().split("\n") if line.strip()] == [
+        "start",
+        "live 5/5",
+        "end",
+    ]
+    assert log.locator("#L2").inner_text().strip() == "live 5/5" and len(seen) == 5
+
+
 def test_search_finds_a_line_outside_the_window_and_jumps_to_it(site: Site, page: Any) -> None:
     page.goto(f"{site.base}/runs/{site.big}")
     assert page.locator(f"#L{BIG_LINES}").count() == 1  # the tail, numbered from the file
