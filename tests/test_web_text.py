@@ -220,6 +220,14 @@ def test_search_finds_a_line_outside_the_window_and_jumps_to_it(site: Site, page
     assert page.url.endswith(f"#L{NEEDLE_LINE}")
     box, view = target.bounding_box(), page.locator("#log").bounding_box()
     assert view["y"] <= box["y"] <= view["y"] + view["height"]  # scrolled into the log's view
+    assert not page.locator("#log-follow").is_checked()
+    last = int(str(page.locator("#log .l").last.get_attribute("id"))[1:])
+    page.click("#log-later")  # the lines after the window, then back to the end
+    page.locator(f"#L{last + 1}").wait_for(state="attached")
+    assert page.locator(f"#L{NEEDLE_LINE}").count() == 1
+    page.click("#log-end")
+    page.locator(f"#L{BIG_LINES}").wait_for(state="attached")
+    assert page.locator("#log-later").is_hidden()
 
     # A link to a line opens the log there; a 300 KB line is cut with "show all".
     page.goto(f"{site.base}/runs/{site.big}#L{LONG_LINE}")
