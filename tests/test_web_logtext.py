@@ -69,3 +69,14 @@ def test_escapes_other_than_colours_are_dropped() -> None:
     )
     assert html == "&lt;b&gt;x&lt;/b&gt;"
     assert logtext.line_html("\x1b[38;2;300;0;0mred")[0] == '<span style="color:#ff0000">red</span>'
+
+
+def test_another_log_at_the_same_inode_is_counted_anew(tmp_path: Path) -> None:
+    path = _log(tmp_path, [f"old {i}" for i in range(300_000)])  # over 2 MiB: marks kept
+    assert loglines.line_of(path, path.stat().st_size - 1, 5.0) == 300_000
+    with open(path, "r+") as fh:  # the same inode, another log (as a reused inode would be)
+        fh.truncate(0)
+        fh.write("".join(f"new line {i} " + "y" * 40 + "\n" for i in range(100_000)))
+    size = path.stat().st_size
+    assert loglines.line_of(path, size - 1, 5.0) == 100_000
+    assert loglines.offset_of(path, 50_001, 5.0) == path.read_bytes().index(b"new line 50000 ")

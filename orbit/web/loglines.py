@@ -32,15 +32,27 @@ SEARCH_MAX = 200
 MATCH_CHARS = 400  # of a matching line's text in the answer
 INDEXES = 32  # logs whose index is kept
 CONTEXT = 4 << 10  # bytes of lines shown above a line jumped to
+HEAD = 256  # bytes that tell one log from another at the same inode
 
 
 class LineIndex:
     """Line counts of one file at each BLOCK boundary (marks[i]: newlines before block i)."""
 
-    def __init__(self, key: tuple[int, int]) -> None:
-        self.key = key
+    def __init__(self) -> None:
         self.marks = [0]
+        self.head = b""  # the file's first bytes when counted: another file at its inode differs
         self.lock = threading.Lock()
+
+    def check(self, fh: Any) -> None:
+        """Forget the counts when the file is not the one counted (a new file that got the
+        inode of a removed run's log)."""
+        fh.seek(0)
+        head = fh.read(HEAD)
+        with self.lock:
+            if not head.startswith(self.head) and not self.head.startswith(head):
+                self.marks = [0]
+            if len(head) > len(self.head) or not self.head.startswith(head):
+                self.head = head
 
     def _extend(self, fh: Any, upto_block: int, deadline: float) -> bool:
         """Count blocks until marks covers `upto_block`; False when time ran out first."""
@@ -113,16 +125,19 @@ _indexes: OrderedDict[tuple[int, int], LineIndex] = OrderedDict()
 _lock = threading.Lock()
 
 
-def index_for(st: os.stat_result) -> LineIndex:
+def index_for(st: os.stat_result, fh: Any = None) -> LineIndex:
+    """The index of the file `st` describes (checked against its open file `fh`, if given)."""
     key = (st.st_dev, st.st_ino)
     with _lock:
         found = _indexes.get(key)
         if found is None:
-            found = _indexes[key] = LineIndex(key)
+            found = _indexes[key] = LineIndex()
         _indexes.move_to_end(key)
         while len(_indexes) > INDEXES:
             _indexes.popitem(last=False)
-        return found
+    if fh is not None:
+        found.check(fh)
+    return found
 
 
 def _ask(path: Path, ask: Any) -> int | None:
@@ -130,7 +145,7 @@ def _ask(path: Path, ask: Any) -> int | None:
     try:
         with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())
-            found: int | None = ask(index_for(st), fh, st.st_size)
+            found: int | None = ask(index_for(st, fh), fh, st.st_size)
             return found
     except OSError:
         return None
@@ -235,7 +250,7 @@ def search(path: Path, query: str, from_line: int = 1) -> dict[str, Any]:
         return {**out, "size": 0, "scanned_bytes": 0}
     with fh:
         st = os.fstat(fh.fileno())
-        index = index_for(st)
+        index = index_for(st, fh)
         pos = index.offset_of(fh, max(1, from_line), st.st_size, SEARCH_SECONDS / 2)
         out["size"], out["scanned_bytes"] = st.st_size, 0
         if pos is None:  # past the end, or not counted that far yet: try again
