@@ -200,6 +200,22 @@ def test_a_bar_drawing_while_the_page_follows_shows_once(site: Site, page: Any) 
     assert log.locator("#L2").inner_text().strip() == "live 5/5" and len(seen) == 5
 
 
+def test_a_line_begun_before_the_window_is_joined_by_load_earlier(site: Site, page: Any) -> None:
+    store = RunStore(Home.from_environ(site.orbit.environ))
+    spec = {"name": "one long line", "image": "x", "command": ["train"]}
+    run = store.create(spec, state=RunState.SUCCEEDED, reason="", actor="test")
+    run.path("log.txt").write_text("first\n" + "z" * 100_000 + "\n")  # the page loads 64 KiB
+    page.goto(f"{site.base}/runs/{run.id}")
+    assert page.locator("#log .l").count() == 1 and page.locator("#L2").count() == 1
+    page.click("#log-earlier")
+    page.locator("#L1").wait_for(state="attached")
+    long = page.locator("#L2")
+    assert long.count() == 1
+    while long.locator("button.show-all").count():  # one a piece: 34 and 64 KiB here
+        long.locator("button.show-all").first.click()
+    assert long.inner_text().strip() == "z" * 100_000
+
+
 def test_search_finds_a_line_outside_the_window_and_jumps_to_it(site: Site, page: Any) -> None:
     page.goto(f"{site.base}/runs/{site.big}")
     assert page.locator(f"#L{BIG_LINES}").count() == 1  # the tail, numbered from the file
@@ -222,6 +238,10 @@ def test_search_finds_a_line_outside_the_window_and_jumps_to_it(site: Site, page
     assert view["y"] <= box["y"] <= view["y"] + view["height"]  # scrolled into the log's view
     assert not page.locator("#log-follow").is_checked()
     last = int(str(page.locator("#log .l").last.get_attribute("id"))[1:])
+    top = int(str(page.locator("#log .l").first.get_attribute("id"))[1:])
+    page.click("#log-earlier")  # the lines before the window
+    page.locator(f"#L{top - 1}").wait_for(state="attached")
+    assert page.locator(f"#L{top}").count() == 1 and page.locator("#L1").count() == 1
     page.click("#log-later")  # the lines after the window, then back to the end
     page.locator(f"#L{last + 1}").wait_for(state="attached")
     assert page.locator(f"#L{NEEDLE_LINE}").count() == 1

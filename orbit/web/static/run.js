@@ -125,7 +125,14 @@
     if (start <= 0) return;
     api(base + "?render=1&before=" + start + "&limit=" + CHUNK)
       .then(function (d) {
-        logEl.insertBefore(nodes(d.lines.join("")), logEl.firstChild);
+        var lines = d.lines.slice(), top = logEl.firstElementChild;
+        // The shown text began inside a line: that line's start joins it.
+        var n = d.first_line === null ? null : d.first_line + lines.length - 1;
+        if (top && n !== null && lines.length && top.id === "L" + n) {
+          var t = top.querySelector(".t"), head = nodes(lines.pop()).firstElementChild;
+          if (t && head) t.insertBefore(head.querySelector(".t"), t.firstChild);
+        }
+        logEl.insertBefore(nodes(lines.join("")), logEl.firstChild);
         start = d.start;
         showEnds();
       });
