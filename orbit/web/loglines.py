@@ -10,7 +10,8 @@ numbers, and has them after a request or two.
 
 Search reads the log in 4 MiB pieces and matches each line as the page shows it (its last
 carriage-return state, without escape sequences; case-insensitive), at most SEARCH_SECONDS and
-SEARCH_MAX matches a request; the answer says where to go on (`next_line`).
+SEARCH_MAX matches a request, and only until another search of the same log begins; the answer
+says where to go on (`next_line`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import threading
 import time
 from bisect import bisect_left
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,7 @@ class LineIndex:
     def __init__(self) -> None:
         self.marks = [0]
         self.head = b""  # the file's first bytes when counted: another file at its inode differs
+        self.searches = 0  # searches begun: a search stops early once a newer one began
         self.lock = threading.Lock()
 
     def check(self, fh: Any) -> None:
@@ -257,12 +260,24 @@ def search(path: Path, query: str, from_line: int = 1) -> dict[str, Any]:
             whole = index.line_of(fh, st.st_size, st.st_size, 0) is not None
             out["done"], out["next_line"] = whole, None if whole else from_line
             return out
-        _scan(fh, index, (pos, max(1, from_line)), needle, out)
+        with index.lock:
+            index.searches += 1
+            mine = index.searches
+        _scan(fh, index, (pos, max(1, from_line)), needle, out, lambda: index.searches != mine)
     return out
 
 
-def _scan(fh: Any, index: LineIndex, at: tuple[int, int], needle: str, out: dict[str, Any]) -> None:
-    """Search from `at` (a byte where a line starts, and that line's number) into `out`."""
+def _scan(
+    fh: Any,
+    index: LineIndex,
+    at: tuple[int, int],
+    needle: str,
+    out: dict[str, Any],
+    superseded: Callable[[], bool],
+) -> None:
+    """Search from `at` (a byte where a line starts, and that line's number) into `out`,
+    until SEARCH_SECONDS pass or another search of this log begins (a person typing: each
+    word a new search; the one left behind answers with what it found and where to go on)."""
     deadline = time.monotonic() + SEARCH_SECONDS
     size = out["size"]
     (pos, line), start = at, at[0]
@@ -282,7 +297,7 @@ def _scan(fh: Any, index: LineIndex, at: tuple[int, int], needle: str, out: dict
             out["next_line"], out["done"] = found[-1]["line"] + 1, False
             break
         pos, line = pos + len(piece), line + piece.count(b"\n")
-        if time.monotonic() > deadline and pos < size:
+        if (time.monotonic() > deadline or superseded()) and pos < size:
             out["next_line"], out["done"] = line, False
             break
     out["scanned_bytes"] = pos - start
