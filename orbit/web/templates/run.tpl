@@ -224,4 +224,5 @@
 </section>
 </div>
 <script src="/static/charts.js"></script>
+<script src="/static/log.js"></script>
 <script src="/static/run.js"></script>
