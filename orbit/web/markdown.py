@@ -56,14 +56,18 @@ def _parser() -> MarkdownIt:
     return md
 
 
-def render(text: str) -> str:
-    """`text` (markdown) as safe HTML."""
-    return str(_parser().render(text or ""))
+def render(text: object) -> str:
+    """`text` (markdown; None is no text, anything else its str) as safe HTML."""
+    return str(_parser().render(_text(text)))
 
 
-def as_text(text: str) -> str:
-    """`text` shown as it is (escaped; run.css keeps its line breaks)."""
-    return f'<div class="md-plain">{escape(text)}</div>'
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def as_text(text: object) -> str:
+    """`text` shown as it is (escaped; orbit.css keeps its line breaks)."""
+    return f'<div class="md-plain">{escape(_text(text))}</div>'
 
 
 class Budget:
@@ -72,7 +76,8 @@ class Budget:
     def __init__(self, seconds: float = PAGE_SECONDS) -> None:
         self.left = seconds
 
-    def render(self, text: str) -> str:
+    def render(self, text: object) -> str:
+        text = _text(text)
         if self.left <= 0 or len(text) > MD_MAX:
             return as_text(text)
         began = time.monotonic()

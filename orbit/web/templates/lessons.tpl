@@ -88,7 +88,7 @@ runs
 <a href="/runs/{{q(str(r), safe='')}}#notes">{{r}}</a>
 % end
 % end
-</div><div class="note-text md">{{!md(str(n.get("text") or ""))}}</div></div>
+</div><div class="note-text md">{{!md(n.get("text"))}}</div></div>
 % end
 </div>
 % else:

@@ -170,7 +170,7 @@
 <section id="notes">
 <h2>Notes</h2>
 % for n in info.get('notes') or []:
-<div class="note"><div class="note-meta">{{!when(n.get('time'))}} · {{n.get('author', '')}}</div><div class="note-text md">{{!md(str(n.get('text', '')))}}</div></div>
+<div class="note"><div class="note-meta">{{!when(n.get('time'))}} · {{n.get('author', '')}}</div><div class="note-text md">{{!md(n.get('text'))}}</div></div>
 % end
 % if not info.get('notes') and not info.get('group_notes'):
 <p class="muted">No notes yet.</p>
@@ -178,7 +178,7 @@
 % if info.get('group_notes'):
 <h3 id="group-notes">Notes on group {{info['group']}} <small>(<a href="/lessons?group={{q(info['group'], safe='')}}">lessons</a>)</small></h3>
 % for n in info['group_notes']:
-<div class="note group-note"><div class="note-meta">{{!when(n.get('time'))}} · {{n.get('author', '')}}</div><div class="note-text md">{{!md(str(n.get('text', '')))}}</div></div>
+<div class="note group-note"><div class="note-meta">{{!when(n.get('time'))}} · {{n.get('author', '')}}</div><div class="note-text md">{{!md(n.get('text'))}}</div></div>
 % end
 % end
 <form method="post" action="/runs/{{run.id}}/notes" class="note-form">
