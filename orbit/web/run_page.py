@@ -136,10 +136,12 @@ def run_page(run_id: str) -> str:
 LOG_INTS = "offset, limit, before and line must be integers"
 
 
-def _int_query(name: str, default: int | None, problem: str = LOG_INTS) -> int | None:
+def _int_query(name: str, problem: str = LOG_INTS) -> int | None:
+    """The query parameter `name` as an integer (None when it is missing or empty); a 400
+    saying `problem` when it is no integer."""
     value = bottle.request.query.get(name)
     if value in (None, ""):
-        return default
+        return None
     try:
         return int(value)
     except ValueError:
@@ -147,24 +149,24 @@ def _int_query(name: str, default: int | None, problem: str = LOG_INTS) -> int |
     raise AssertionError("unreachable")
 
 
+def _log_answer(path: Path) -> dict[str, Any]:
+    offset, limit = _int_query("offset"), _int_query("limit")
+    before, line = _int_query("before"), _int_query("line")
+    offset = -1 if offset is None else offset
+    limit = LOG_TAIL if limit is None else limit
+    if line is not None:
+        found = loglines.around_line(path, line, limit, LOG_COUNT_S)
+        if found is None:
+            bottle.abort(404, f"the log has no line {line} (or it is not counted yet: retry)")
+        return found or {}
+    if bottle.request.query.get("render") == "1":
+        return loglines.window(path, offset, limit, before=before, budget=LOG_COUNT_S)
+    return runfiles.read_log(path, offset, limit, before=before)
+
+
 def log_api(run_id: str) -> dict[str, Any]:
     run = load_run(current(), run_id)
-    q = bottle.request.query
-    offset = _int_query("offset", -1)
-    limit = _int_query("limit", LOG_TAIL)
-    before = _int_query("before", None)
-    line = _int_query("line", None)
-    assert offset is not None and limit is not None
-    path = run.path(LOG)
-    if line is not None:
-        out = loglines.around_line(path, line, limit, LOG_COUNT_S)
-        if out is None:
-            bottle.abort(404, f"the log has no line {line} (or it is not counted yet: retry)")
-    elif q.get("render") == "1":
-        out = loglines.window(path, offset, limit, before=before, budget=LOG_COUNT_S)
-    else:
-        out = runfiles.read_log(path, offset, limit, before=before)
-    assert out is not None
+    out = _log_answer(run.path(LOG))
     out["state"] = run.status.get("state")
     out["active"] = not run.state.finished
     return out
@@ -177,9 +179,8 @@ def log_search_api(run_id: str) -> dict[str, Any]:
         bottle.abort(400, "q: what to search the log for")
     if len(query) > 1000:
         bottle.abort(400, "q is at most 1000 characters")
-    start = _int_query("from", 1, "from must be a line number")
-    assert start is not None
-    return loglines.search(run.path(LOG), query, max(1, start))
+    start = _int_query("from", "from must be a line number")
+    return loglines.search(run.path(LOG), query, max(1, start or 1))
 
 
 def metrics_api(run_id: str) -> dict[str, Any]:
