@@ -36,6 +36,7 @@ from orbit.store.home import Home
 from orbit.store.index import IndexCache
 from orbit.store.model import Run
 from orbit.store.runs import RunStore
+from orbit.web import markdown, times
 from orbit.web.auth import Auth, equal
 from orbit.web.auth import load_or_create_token as load_or_create_token  # for scripts
 from orbit.web.auth import token_path as token_path
@@ -177,7 +178,9 @@ class WebContext:
     def render(self, template_name: str, title: str = "Orbit", **kw: Any) -> str:
         """templates/<template_name>.tpl inside the base layout (SimpleTemplate escapes {{…}}).
 
-        Both templates get `csrf` (the session's form token, for a POST form's hidden field).
+        Both templates get `csrf` (the session's form token, for a POST form's hidden field),
+        `when` (a timestamp as `<time>`, orbit/web/times.py) and `md` (markdown as safe HTML,
+        within the page's markdown.Budget): `{{!when(t)}}`, `{{!md(text)}}`.
         A page for a visitor without a session (login, errors) carries its stylesheet inline
         and no script: /static/ is only served after the login. The top bar's "Lessons" leads
         to the lessons of the group the URL names (`?group=G`: a filtered list, a group's
@@ -186,7 +189,14 @@ class WebContext:
         lookup = [str(TEMPLATES)]
         csrf = self.csrf()
         authed = self.authorized()
-        body = bottle.template(template_name, template_lookup=lookup, csrf=csrf, **kw)
+        body = bottle.template(
+            template_name,
+            template_lookup=lookup,
+            csrf=csrf,
+            when=times.when,
+            md=markdown.Budget().render,
+            **kw,
+        )
         page = bottle.template(
             "base",
             template_lookup=lookup,

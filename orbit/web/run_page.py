@@ -2,7 +2,9 @@
 
 GET  /runs/<id>                 overview, log tail, charts, artifacts, diff, notes, sessions
                                 (a run on another node: its output/ is listed through the node)
-GET  /api/runs/<id>/log         ?offset=N&limit=BYTES (or ?before=N): a range of log.txt
+GET  /api/runs/<id>/log         ?offset=N&limit=BYTES (or ?before=N, ?line=N): a range of log.txt
+                                (&render=1: as the page shows it, orbit.web.loglines.window)
+GET  /api/runs/<id>/log/search  ?q=TEXT&from=LINE: the matching lines of the whole log
 GET  /api/runs/<id>/metrics     down-sampled series as JSON (?points=N, at most 2000)
                                 (the charts read /api/series?ids=<id>: web/compare.py)
 POST /runs/<id>/notes           add a note (RunStore.add_note)
@@ -22,11 +24,13 @@ from orbit.human import human_seconds
 from orbit.review.series import Metrics, read_metrics
 from orbit.store.describe import describe
 from orbit.store.model import CODE_DIFF, LOG, METRICS, OUTPUT, RunState
-from orbit.web import remote, runfiles, session
+from orbit.web import loglines, logtext, remote, runfiles, session
 from orbit.web.charts import fmt, fmt_size
 from orbit.web.context import Route, current, header, load_run
 
 LOG_TAIL = 64 << 10
+PAGE_COUNT_S = 0.1  # time the page may spend counting a log's lines (the API: LOG_COUNT_S)
+LOG_COUNT_S = 0.5
 ERROR_TAIL_BYTES = 16 << 10  # read for the last lines of a failed run's log
 ERROR_LINES = 10
 NOTE_MAX = 64 << 10
@@ -110,9 +114,10 @@ def run_page(run_id: str) -> str:
         spec=run.spec,
         status=run.status,
         events=ctx.store.events(run.id),
-        log=runfiles.read_log(run.path(LOG), -1, LOG_TAIL),
+        log=loglines.window(run.path(LOG), -1, LOG_TAIL, budget=PAGE_COUNT_S),
         error_lines=error_lines,
         chart_keys=chart_keys(metrics),
+        error_html=logtext.block_html(error_lines),
         metrics=_summary(metrics),
         has_diff=run.path(CODE_DIFF).exists(),
         diff=diff,
@@ -131,19 +136,54 @@ def run_page(run_id: str) -> str:
     )
 
 
+LOG_INTS = "offset, limit, before and line must be integers"
+
+
+def _int_query(name: str, problem: str = LOG_INTS) -> int | None:
+    """The query parameter `name` as an integer (None when it is missing or empty); a 400
+    saying `problem` when it is no integer."""
+    value = bottle.request.query.get(name)
+    if value in (None, ""):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        bottle.abort(400, problem)
+    raise AssertionError("unreachable")
+
+
+def _log_answer(path: Path) -> dict[str, Any]:
+    offset, limit = _int_query("offset"), _int_query("limit")
+    before, line = _int_query("before"), _int_query("line")
+    offset = -1 if offset is None else offset
+    limit = LOG_TAIL if limit is None else limit
+    if line is not None:
+        found = loglines.around_line(path, line, limit, LOG_COUNT_S)
+        if found is None:
+            bottle.abort(404, f"the log has no line {line} (or it is not counted yet: retry)")
+        return found or {}
+    if bottle.request.query.get("render") == "1":
+        return loglines.window(path, offset, limit, before=before, budget=LOG_COUNT_S)
+    return runfiles.read_log(path, offset, limit, before=before)
+
+
 def log_api(run_id: str) -> dict[str, Any]:
     run = load_run(current(), run_id)
-    q = bottle.request.query
-    try:
-        offset = int(q.get("offset", "-1"))
-        limit = int(q.get("limit", str(LOG_TAIL)))
-        before = int(q["before"]) if q.get("before") not in (None, "") else None
-    except ValueError:
-        bottle.abort(400, "offset, limit and before must be integers")
-    out = runfiles.read_log(run.path(LOG), offset, limit, before=before)
+    out = _log_answer(run.path(LOG))
     out["state"] = run.status.get("state")
     out["active"] = not run.state.finished
     return out
+
+
+def log_search_api(run_id: str) -> dict[str, Any]:
+    run = load_run(current(), run_id)
+    query = (bottle.request.query.getunicode("q") or "").strip()
+    if not query:
+        bottle.abort(400, "q: what to search the log for")
+    if len(query) > 1000:
+        bottle.abort(400, "q is at most 1000 characters")
+    start = _int_query("from", "from must be a line number")
+    return loglines.search(run.path(LOG), query, max(1, start or 1))
 
 
 def metrics_api(run_id: str) -> dict[str, Any]:
@@ -174,6 +214,7 @@ def add_note(run_id: str) -> Any:
 ROUTES: list[Route] = [
     ("GET", "/runs/<run_id>", run_page),
     ("GET", "/api/runs/<run_id>/log", log_api),
+    ("GET", "/api/runs/<run_id>/log/search", log_search_api),
     ("GET", "/api/runs/<run_id>/metrics", metrics_api),
     ("POST", "/runs/<run_id>/notes", add_note),
 ]

@@ -57,13 +57,23 @@ TEXT_SUFFIXES = {
 
 
 # --- logs ---------------------------------------------------------------------------------
-def read_log(path: Path, offset: int, limit: int, *, before: int | None = None) -> dict[str, Any]:
+@dataclass
+class LogRange:
+    """Bytes of a log: data is [start, end) of a file of `size` bytes."""
+
+    data: bytes
+    start: int
+    end: int
+    size: int
+    reset: bool
+
+
+def log_range(path: Path, offset: int, limit: int, *, before: int | None = None) -> LogRange:
     """Up to `limit` bytes of the log from `offset` (a negative offset: the last `limit`
     bytes; `before`: the bytes that end there), cut at line boundaries where possible.
 
-    `next_offset` is where the following request should start; `start` where this text
-    begins. When the file became shorter than `offset` (a shepherd cut back its unconfirmed
-    tail) the answer has `reset: true` and starts from the end window again.
+    When the file became shorter than `offset` (a shepherd cut back its unconfirmed tail)
+    `reset` is set and the range is the end window again.
     """
     limit = max(1, min(int(limit), LOG_LIMIT_MAX))
     try:
@@ -84,8 +94,8 @@ def read_log(path: Path, offset: int, limit: int, *, before: int | None = None) 
         with open(path, "rb") as fh:
             fh.seek(start)
             data = fh.read(end - start)
-    head_cut = start > 0 and (before is not None or offset < 0)
-    if head_cut:
+            end = start + len(data)
+    if start > 0 and (before is not None or offset < 0):
         nl = data.find(b"\n")
         if 0 <= nl < len(data) - 1:
             data = data[nl + 1 :]
@@ -95,13 +105,20 @@ def read_log(path: Path, offset: int, limit: int, *, before: int | None = None) 
         if nl >= 0:
             data = data[: nl + 1]
             end = start + len(data)
+    return LogRange(data, start, end, size, reset)
+
+
+def read_log(path: Path, offset: int, limit: int, *, before: int | None = None) -> dict[str, Any]:
+    """The log_range as the log API's JSON: `text`, `start` (where it begins), `next_offset`
+    (where the following request should start), `size`, `eof`, `reset`."""
+    r = log_range(path, offset, limit, before=before)
     return {
-        "start": start,
-        "next_offset": end,
-        "size": size,
-        "eof": end >= size,
-        "reset": reset,
-        "text": data.decode("utf-8", errors="replace"),
+        "start": r.start,
+        "next_offset": r.end,
+        "size": r.size,
+        "eof": r.end >= r.size,
+        "reset": r.reset,
+        "text": r.data.decode("utf-8", errors="replace"),
     }
 
 

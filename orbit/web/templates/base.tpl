@@ -45,7 +45,7 @@
     <dt>w</dt><dd>edit the filter expression</dd>
 % elif page == "run":
     <dt>f</dt><dd>follow the log on / off</dd>
-    <dt>/</dt><dd>filter the log</dd>
+    <dt>/</dt><dd>search the whole log</dd>
     <dt>l / m / n</dt><dd>go to the logs / metrics / notes</dd>
     <dt>c</dt><dd>cancel this run (asks first)</dd>
 % elif page == "conversation":
@@ -60,6 +60,7 @@
   </dl>
 </div>
 <script src="/static/orbit.js"></script>
+<script src="/static/times.js"></script>
 % end
 </body>
 </html>

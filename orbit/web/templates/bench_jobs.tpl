@@ -27,7 +27,7 @@
 <td class="invalid">{{j['invalid']}}{{(' + %d unreadable' % len(j['unreadable'])) if j['unreadable'] else ''}}</td>
 <td>{{j['unknown']}}</td>
 <td>{{' '.join(m['name'] for m in j['methods'])}}</td>
-<td class="time">{{(j['created_at'] or '')[:19].replace('T', ' ')}}</td>
+<td class="time">{{!when(j['created_at'])}}</td>
 </tr>
 % end
 </table></div>

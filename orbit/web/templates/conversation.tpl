@@ -49,7 +49,7 @@
 %   for item in conv.items:
 %     kind = item.get('kind')
 %     if kind in ('user', 'assistant'):
-<div class="turn {{kind}}"><div class="who">{{kind}} <small class="time">{{item.get('timestamp') or ''}}</small></div><div class="text">{{item.get('text', '')}}</div></div>
+<div class="turn {{kind}}"><div class="who">{{kind}} <small class="time">{{!when(item.get('timestamp'))}}</small></div><div class="text md">{{!md(item.get('text'))}}</div></div>
 %     elif kind == 'thinking':
 <details class="thinking"><summary>thinking <small>{{item.get('text', '')[:100]}}</small></summary><div class="text">{{item.get('text', '')}}</div></details>
 %     elif kind == 'tool':

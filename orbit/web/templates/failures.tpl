@@ -19,8 +19,8 @@
 % if f.shared_params:
 · all {{', '.join('%s=%s' % (k, v) for k, v in f.shared_params.items())}}
 % end
-· first <span class="time">{{(f.first_seen or '')[:19].replace('T', ' ')}}</span>,
-last <span class="time">{{(f.last_seen or '')[:19].replace('T', ' ')}}</span></p>
+· first <span class="time">{{!when(f.first_seen)}}</span>,
+last <span class="time">{{!when(f.last_seen)}}</span></p>
 % for line in f.outcome.lines:
 <p class="outcome outcome-{{f.outcome.status}}">{{line}}</p>
 % end

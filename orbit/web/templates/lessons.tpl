@@ -79,7 +79,7 @@
 % if d["notes"]:
 <div id="lessons-notes">
 % for n in d["notes"]:
-<div class="note"><div class="note-meta">{{n.get("time") or ""}} · {{n.get("author") or ""}} ·
+<div class="note"><div class="note-meta">{{!when(n.get("time"))}} · {{n.get("author") or ""}} ·
 % if n.get("group"):
 group {{n["group"]}}
 % else:
@@ -88,7 +88,7 @@ runs
 <a href="/runs/{{q(str(r), safe='')}}#notes">{{r}}</a>
 % end
 % end
-</div><div class="note-text">{{n.get("text") or ""}}</div></div>
+</div><div class="note-text md">{{!md(n.get("text"))}}</div></div>
 % end
 </div>
 % else:

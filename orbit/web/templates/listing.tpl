@@ -128,7 +128,7 @@
   <td class="col-group"></td>
 %     end
   <td class="col-folder" title="{{r['folder']}}">{{r['folder']}}</td>
-  <td class="time col-submitted">{{r['submitted']}}</td>
+  <td class="time col-submitted">{{!when(r['submitted_at'])}}</td>
   <td class="col-duration" data-field="duration">{{r['duration']}}</td>
   <td class="col-resources">{{r['resources']}}</td>
   <td class="reason" data-field="reason" title="{{r['reason']}}">{{r['reason']}}</td>

@@ -1,6 +1,7 @@
 <link rel="stylesheet" href="/static/run.css">
 <div class="run-page" id="run-page" data-run="{{run.id}}" data-active="{{'0' if run.state.finished else '1'}}"
-     data-log-start="{{log['start']}}" data-log-next="{{log['next_offset']}}">
+     data-log-start="{{log['start']}}" data-log-next="{{log['next_offset']}}"
+     data-log-partial="{{'1' if log['partial'] else '0'}}" data-log-counted="{{'0' if log['first_line'] is None else '1'}}">
 <h1>Run {{run.id}}{{' · ' + info['name'] if info['name'] else ''}}
   <span class="state state-{{info['state']}}" id="run-state">{{info['state']}}</span></h1>
 % if info['reason']:
@@ -11,7 +12,7 @@
 % end
 % if error_lines:
 <div class="error-tail" id="run-error"><div class="muted">From the end of its log:</div>
-<pre class="log">{{'\n'.join(error_lines)}}</pre></div>
+<pre class="log">{{!error_html}}</pre></div>
 % end
 % if not run.state.finished:
 <form method="post" action="/cancel" id="run-cancel" class="run-cancel">
@@ -72,10 +73,10 @@
 </table>
 <table class="kv">
   <tr><th colspan="2">Timings</th></tr>
-  <tr><th>submitted</th><td class="time">{{info['submitted_at'] or ''}}</td></tr>
-  <tr><th>admitted</th><td class="time">{{status.get('admitted_at') or ''}}</td></tr>
-  <tr><th>started</th><td class="time">{{info['started_at'] or ''}}</td></tr>
-  <tr><th>finished</th><td class="time">{{info['finished_at'] or ''}}</td></tr>
+  <tr><th>submitted</th><td class="time">{{!when(info['submitted_at'])}}</td></tr>
+  <tr><th>admitted</th><td class="time">{{!when(status.get('admitted_at'))}}</td></tr>
+  <tr><th>started</th><td class="time">{{!when(info['started_at'])}}</td></tr>
+  <tr><th>finished</th><td class="time">{{!when(info['finished_at'])}}</td></tr>
   <tr><th>duration</th><td>{{'' if info['duration_s'] is None else human_seconds(info['duration_s'])}}</td></tr>
 </table>
 <table class="kv">
@@ -101,12 +102,17 @@
 <h2>Logs <small id="log-info">{{fmt_size(log['size'])}}</small></h2>
 <div class="log-tools">
   <button type="button" id="log-earlier"{{'' if log['start'] > 0 else ' disabled'}}>Load earlier</button>
-  <input type="search" id="log-search" placeholder="filter lines in the loaded window">
+  <form id="log-search-form" class="log-search" action="/api/runs/{{run.id}}/log/search" method="get">
+    <input type="search" id="log-search" name="q" placeholder="search the whole log" aria-label="search the whole log">
+  </form>
   <label><input type="checkbox" id="log-follow"{{' checked' if not run.state.finished else ''}}> follow</label>
   <span id="log-count" class="muted"></span>
   <a href="/api/runs/{{run.id}}/log?offset=0&amp;limit=1048576">first MiB</a>
 </div>
-<pre class="log" id="log">{{log['text']}}</pre>
+<div id="log-found" class="log-found" hidden><ol id="log-results"></ol><button type="button" id="log-more" hidden>more results</button></div>
+<pre class="log" id="log">{{!''.join(log['lines'])}}</pre>
+<div class="log-tools"><button type="button" id="log-later" hidden>Load later</button>
+  <button type="button" id="log-end" hidden>Go to the end</button></div>
 </section>
 
 <section id="metrics">
@@ -175,7 +181,7 @@
 <section id="notes">
 <h2>Notes</h2>
 % for n in info.get('notes') or []:
-<div class="note"><div class="note-meta">{{n.get('time', '')}} · {{n.get('author', '')}}</div><div class="note-text">{{n.get('text', '')}}</div></div>
+<div class="note"><div class="note-meta">{{!when(n.get('time'))}} · {{n.get('author', '')}}</div><div class="note-text md">{{!md(n.get('text'))}}</div></div>
 % end
 % if not info.get('notes') and not info.get('group_notes'):
 <p class="muted">No notes yet.</p>
@@ -183,7 +189,7 @@
 % if info.get('group_notes'):
 <h3 id="group-notes">Notes on group {{info['group']}} <small>(<a href="/lessons?group={{q(info['group'], safe='')}}">lessons</a>)</small></h3>
 % for n in info['group_notes']:
-<div class="note group-note"><div class="note-meta">{{n.get('time', '')}} · {{n.get('author', '')}}</div><div class="note-text">{{n.get('text', '')}}</div></div>
+<div class="note group-note"><div class="note-meta">{{!when(n.get('time'))}} · {{n.get('author', '')}}</div><div class="note-text md">{{!md(n.get('text'))}}</div></div>
 % end
 % end
 <form method="post" action="/runs/{{run.id}}/notes" class="note-form">
@@ -227,9 +233,10 @@
 <div class="scroll"><table class="events">
 <tr><th>time</th><th>event</th><th>state</th><th>actor</th><th>reason</th></tr>
 % for ev in events[-200:]:
-<tr><td class="time">{{ev.get('time', '')}}</td><td>{{ev.get('event', '')}}</td><td>{{ev.get('state', '')}}</td><td>{{ev.get('actor', '')}}</td><td>{{ev.get('reason') or ''}}</td></tr>
+<tr><td class="time">{{!when(ev.get('time'))}}</td><td>{{ev.get('event', '')}}</td><td>{{ev.get('state', '')}}</td><td>{{ev.get('actor', '')}}</td><td>{{ev.get('reason') or ''}}</td></tr>
 % end
 </table></div>
 </section>
 </div>
+<script src="/static/log.js"></script>
 <script src="/static/run.js"></script>
