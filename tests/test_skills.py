@@ -33,7 +33,9 @@ MAX_DESCRIPTION = 1024
 MAX_COMPATIBILITY = 500
 MAX_SKILL_LINES = 500  # the standard's advice for SKILL.md; details go to references/
 
-LINK_RE = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+# A link, not an image: docs/web.md's screenshots (`![…](screenshots/x.png)`) are for people
+# reading the docs in a checkout or on the forge; a skill's copy holds the docs' text only.
+LINK_RE = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 FENCE_RE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 
 

@@ -165,7 +165,8 @@ def test_settings_lists_the_profiles_and_never_a_secret(site: Site, page: Shown)
     team = pg.locator(".notify-profiles tr[data-profile=team]").inner_text()
     assert "webhook" in team and "failed, group" in team
     last = pg.locator(".notify-profiles tr[data-profile=team] .last-delivery").inner_text()
-    assert "sent" in last and "Orbit test message for profile team" in last and "ago" in last
+    assert "sent" in last and "Orbit test message for profile team" in last
+    assert pg.locator(".notify-profiles tr[data-profile=team] .last-delivery time").count() == 1
     html = pg.content()
     hook_path = urlsplit(site.hook_url).path
     for secret in (API_KEY, API_KEY[:-4], HOOK_SECRET, site.hook_url, hook_path):

@@ -21,6 +21,7 @@ from conftest import Orbit, _cleanup_containers
 from docker_setup import BUSYBOX_IMAGE
 from test_web_e2e import NEEDS_CHROMIUM, SCREENSHOTS, TIMEOUT_MS, WIDE, _free_port, _shot
 from test_web_e2e import browser as browser  # the module's Chromium, for this module's site
+from web_client import browser_fetch
 
 from orbit.store.home import Home
 from orbit.store.model import RunState
@@ -278,7 +279,7 @@ def test_search_finds_a_line_outside_the_window_and_jumps_to_it(site: Site, page
         (f"{api}?line=999999999", 404),
         (f"{site.base}/api/runs/999/log/search?q=x", 404),
     ):
-        answer = page.request.get(url)
+        answer = browser_fetch(page, url)
         assert answer.status == status and "error" in answer.json(), url
 
 

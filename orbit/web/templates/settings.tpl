@@ -1,4 +1,4 @@
-% from orbit.human import ago, human_seconds
+% from orbit.human import human_seconds
 <h1>Settings</h1>
 <p>ORBIT_HOME: <code>{{home}}</code></p>
 <h2 id="auth">Auth profiles <small>(read-only; change with <code>orbit auth</code>)</small></h2>
@@ -16,12 +16,12 @@
   <td>{{"host" if p["host_network"] else "-"}}</td>
 % if t:
   <td class="last-test"><span class="state state-{{'ok' if t.get('ok') is True else 'fail'}}">{{"ok" if t.get("ok") is True else "failed"}}</span>
-    <time datetime="{{t.get('at') or ''}}" title="{{t.get('at') or ''}}">{{ago(str(t.get("at") or ""))}}</time>
+    {{!when(t.get("at"))}}
     (run <a href="/runs/{{t.get('run')}}">{{t.get("run")}}</a>, {{t.get("state")}})</td>
 % else:
   <td class="last-test muted">never (<code>orbit auth test {{p["name"]}}</code>)</td>
 % end
-  <td><time datetime="{{p['created_at']}}" title="{{p['created_at']}}">{{ago(p["created_at"])}}</time></td>
+  <td>{{!when(p["created_at"])}}</td>
 </tr>
 % end
 </tbody></table></div>
@@ -43,7 +43,7 @@
 % if last:
 % good = last["outcome"] == "sent"
   <td class="last-delivery"><span class="state state-{{'ok' if good else 'warn' if last['outcome'] == 'retrying' else 'fail'}}">{{last["outcome"]}}</span>
-    <time datetime="{{last['time']}}" title="{{last['time']}}">{{ago(last["time"])}}</time>: {{last["title"]}}
+    {{!when(last["time"])}}: {{last["title"]}}
     % if last["detail"] and not good:
     <br><small class="reason">{{last["detail"][:300]}}</small>
     % end
