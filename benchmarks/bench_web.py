@@ -13,9 +13,10 @@ page of one run whose metrics.jsonl has a million lines.
    {"step": i, "loss": …, "acc": …}, in its own temporary home. GET /runs/<id> is timed cold
    (the first request of a fresh server process: the metrics are parsed), warm (the parse is
    cached by file size), and after one appended line (what every refresh of a live run costs),
-   with the page's size (target < 1 MB). The page draws its charts inline; while the run is
-   active its script re-fetches them from /runs/<id>/charts every 15 s, and
-   /api/runs/<id>/metrics serves the same series as JSON: both are timed and sized too.
+   with the page's size (target < 1 MB). The page's charts are drawn by uPlot from
+   /api/series?ids=<id> (JSON); while the run is active its script asks every 5 s for the points
+   after the last x it has (`&since=X`); /api/runs/<id>/metrics serves the series as JSON too:
+   all are timed and sized.
 
 When a figure misses its target the script prints a cProfile of one such request.
 
@@ -343,7 +344,7 @@ def bench_run_page(
     print(f"\n== run page, {n_lines:,} metric lines ==")
     print(f"run {run_id} (running): metrics.jsonl {size / 1e6:.1f} MB, written in {wrote:.1f} s")
     page_path = f"/runs/{run_id}"
-    extra = {"GET /runs/<id>/charts": f"{page_path}/charts"}
+    extra = {"GET /api/series?ids=<id>": f"/api/series?ids={run_id}"}
     extra["GET /api/runs/<id>/metrics"] = f"/api/runs/{run_id}/metrics"
 
     # Cold without a sidecar: the first request of a fresh server parses the whole file.
@@ -394,12 +395,13 @@ def bench_run_page(
             extra_times[name].append(took)
             extra_sizes[name] = len(b)
     append_line(metrics, step)
-    appended_charts = wsgi_get(app, extra["GET /runs/<id>/charts"], token)[2]
+    live_poll = wsgi_get(app, f"/api/series?ids={run_id}&since={step - 1}", token)
+    appended_charts, live_bytes = live_poll[2], len(live_poll[1])
 
-    charts = page.count(b"<svg")
+    charts = page.count(b'<figure class="metric"')
     print(
-        f"page: {len(page):,} bytes ({kb(len(page))}), {charts} inline SVG charts; no separate "
-        "series endpoint on load (run.js re-fetches /runs/<id>/charts every 15 s while active)"
+        f"page: {len(page):,} bytes ({kb(len(page))}), {charts} charts, drawn by uPlot from "
+        "/api/series (charts.js polls it with &since= every 5 s while the run is active)"
     )
     print(
         f"sidecar {SIDECAR}: {side.stat().st_size / 1000:,.0f} KB, written by the shepherd's "
@@ -418,7 +420,10 @@ def bench_run_page(
     print(f"{ms_row('GET /runs/<id> after +1 line', appended, WIDTH)}{kb(len(body)):>12}")
     for name, values in extra_times.items():
         print(f"{ms_row(name + ' warm', values, WIDTH)}{kb(extra_sizes[name]):>12}")
-    print(f"GET /runs/<id>/charts after +1 line: {appended_charts * 1000:.1f} ms")
+    print(
+        f"GET /api/series?ids=<id>&since=X after +1 line (the live poll): "
+        f"{appended_charts * 1000:.1f} ms, {live_bytes:,} bytes"
+    )
 
     def cold_request() -> None:
         append_line(metrics, step + 1)
