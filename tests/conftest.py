@@ -11,9 +11,13 @@ import contextlib
 import io
 import json
 import os
+import pwd
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -425,3 +429,70 @@ def stand_in(orbit: Orbit, tmp_path: Path, n: int, **extra: Any) -> Path:
 
 def gpu(index: int, **extra: Any) -> dict[str, Any]:
     return {"index": index, "name": "A100 (stand-in)", "memory_gb": 80, **extra}
+
+
+# This session's own user, removed at its end (a crashed session's goes at the next start).
+TESTER = f"orbit-tester-{os.getpid()}"
+
+
+# --- a real non-root user ----------------------------------------------------------------------
+@contextlib.contextmanager
+def real_user(name: str) -> Iterator[tuple[int, int]]:
+    """A real user `name` in the docker group, with a home; its uid and gid. Afterwards its
+    processes are ended and it is removed with its home (userdel -r)."""
+    subprocess.run(["useradd", "-m", "-G", "docker", name], check=True, capture_output=True)
+    try:
+        entry = pwd.getpwnam(name)
+        yield entry.pw_uid, entry.pw_gid
+    finally:
+        remove_user(name)
+
+
+def remove_user(name: str) -> None:
+    import psutil
+
+    uid = pwd.getpwnam(name).pw_uid
+    for _ in range(50):  # a process still becoming the user (setpriv) is missed once: again
+        for proc in psutil.process_iter(["uids"]):
+            if proc.info["uids"] and proc.info["uids"].real == uid:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+        done = subprocess.run(["userdel", "-r", name], capture_output=True)
+        if done.returncode != 8:  # 8: the user is used by a process
+            break
+        time.sleep(0.1)
+    done.check_returncode()
+
+
+def remove_stale_testers() -> list[str]:
+    """Remove the users of test sessions that are gone (orbit-tester-PID, PID not alive), and
+    the plain `orbit-tester` that these tests' older versions left for good."""
+    import psutil
+
+    found = [
+        (e.pw_name, re.fullmatch(r"orbit-tester(?:-(\d+))?", e.pw_name)) for e in pwd.getpwall()
+    ]
+    stale = [name for name, m in found if m and (m[1] is None or not psutil.pid_exists(int(m[1])))]
+    for name in stale:
+        remove_user(name)
+    return stale
+
+
+@pytest.fixture(scope="session")
+def tester() -> Iterator[tuple[int, int]]:
+    """This session's real user (TESTER) and its ids; removed at the end of the session."""
+    remove_stale_testers()
+    with real_user(TESTER) as ids:
+        yield ids
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A temporary directory other users can enter (pytest's tmp_path is under a 0700 one)."""
+    path = Path(tempfile.mkdtemp(prefix="orbit-hard-"))
+    path.chmod(0o755)
+    yield path
+    for home in path.iterdir():
+        _cleanup_containers(home)
+    subprocess.run(["chmod", "-R", "u+rwx", str(path)], capture_output=True)
+    shutil.rmtree(path, ignore_errors=True)

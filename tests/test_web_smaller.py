@@ -16,8 +16,6 @@ from urllib.parse import quote
 import pytest
 from conftest import Orbit
 from test_hardening_store import SYSTEM_PYTHON
-from test_hardening_store import open_dir as open_dir  # fixtures: a real second user
-from test_hardening_store import tester as tester
 from test_web_security import Answer, Live, _free_port, _run_dir, make_run
 from test_web_security import live as live  # the fixture: a server started by `orbit web`
 
