@@ -488,10 +488,14 @@ def tester() -> Iterator[tuple[int, int]]:
 
 @pytest.fixture
 def open_dir() -> Iterator[Path]:
-    """A temporary directory other users can enter (pytest's tmp_path is under a 0700 one)."""
+    """A temporary directory other users can enter (pytest's tmp_path is under a 0700 one);
+    the test process's umask is put back after (a private home sets it too)."""
     path = Path(tempfile.mkdtemp(prefix="orbit-hard-"))
     path.chmod(0o755)
+    saved = os.umask(0o022)
+    os.umask(saved)
     yield path
+    os.umask(saved)
     for home in path.iterdir():
         _cleanup_containers(home)
     subprocess.run(["chmod", "-R", "u+rwx", str(path)], capture_output=True)

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -62,18 +59,6 @@ def environ_of(pid: int) -> bytes:
 
 def comm_of(pid: int) -> str:
     return Path(f"/proc/{pid}/comm").read_text().strip()
-
-
-@pytest.fixture
-def open_tmp() -> Iterator[Path]:
-    """A directory other users can enter (pytest's tmp_path sits under a 0700 directory)."""
-    path = Path(tempfile.mkdtemp(prefix="orbit-test-"))
-    path.chmod(0o755)
-    saved = os.umask(0o022)
-    os.umask(saved)
-    yield path
-    os.umask(saved)  # a private home sets the test process's umask too
-    shutil.rmtree(path, ignore_errors=True)
 
 
 # --- a pids limit on every container ------------------------------------------------------
@@ -493,8 +478,8 @@ def _as_other_user(*cmd: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_fresh_home_is_readable_by_its_owner_only(open_tmp: Path, busybox: str) -> None:
-    home = open_tmp / "orbit-home"
+def test_a_fresh_home_is_readable_by_its_owner_only(open_dir: Path, busybox: str) -> None:
+    home = open_dir / "orbit-home"
     env = {**os.environ, "ORBIT_HOME": str(home)}
     env.pop("ORBIT_DATA", None)
 

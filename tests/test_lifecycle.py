@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -351,21 +350,9 @@ def _readable_site_packages(dest: Path) -> Path:
     return dest
 
 
-@pytest.fixture
-def open_tmp() -> Iterator[Path]:
-    """A temporary directory other users can enter (pytest's tmp_path sits under a 0700 dir)."""
-    import shutil
-    import tempfile
-
-    path = Path(tempfile.mkdtemp(prefix="orbit-test-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def test_files_in_output_belong_to_the_caller(orbit: Orbit, busybox: str, open_tmp: Path) -> None:
+def test_files_in_output_belong_to_the_caller(orbit: Orbit, busybox: str, open_dir: Path) -> None:
     uid = gid = 4321
-    tmp_path = open_tmp
+    tmp_path = open_dir
     site = _readable_site_packages(tmp_path / "site")
     home = tmp_path / "user-home"
     home.mkdir()

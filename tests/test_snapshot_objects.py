@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Orbit, git_repo
-from test_lifecycle import _readable_site_packages, open_tmp  # noqa: F401 (a fixture)
+from test_lifecycle import _readable_site_packages
 
 from orbit.errors import CorruptError, UsageError
 from orbit.execute import snapshot, snapstore, workspace
@@ -324,13 +324,13 @@ def test_tar_headers_are_those_tarfile_writes(name: str) -> None:
 def test_a_non_root_run_sees_the_exact_tree_in_workspace(
     orbit: Orbit,
     busybox: str,
-    open_tmp: Path,  # noqa: F811
+    open_dir: Path,
 ) -> None:
     uid = gid = 4321
-    site = _readable_site_packages(open_tmp / "site")
-    home = open_tmp / "user-home"
+    site = _readable_site_packages(open_dir / "site")
+    home = open_dir / "user-home"
     home.mkdir()
-    repo = make_repo(open_tmp / "repo")
+    repo = make_repo(open_dir / "repo")
     subprocess.run(["chown", "-R", f"{uid}:{gid}", str(home), str(repo)], check=True)
     docker_gid = Path("/var/run/docker.sock").stat().st_gid
     env = {

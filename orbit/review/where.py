@@ -17,7 +17,7 @@ maximum). A run without the key matches no term on it. Quote a value holding spa
 
 from __future__ import annotations
 
-import math
+import operator
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -25,13 +25,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from orbit.errors import UsageError
+from orbit.review.parse import number
 
 FIELDS = ("id", "name", "state", "group", "folder", "image")
 STATS = {"final": "latest", "metric": "latest", "min": "min", "max": "max"}
 KINDS = ("param", *STATS)
 # The longest operators first, so `<=` is not read as `<` and a value `=…`.
 TERM = re.compile(r"^(?P<key>[^<>=!~]+?)(?P<op><=|>=|!=|==|=|<|>|~)(?P<value>.*)$", re.S)
-ORDERING = ("<", "<=", ">", ">=")
+ORDERING = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 MAX_TERMS = 64
 
 # A run's metrics as `where` reads them: key -> an object with `latest`, `min` and `max`.
@@ -116,22 +117,13 @@ def _term(word: str) -> Term:
 
 
 def _number(value: Any) -> float | None:
-    """A finite number from an int, a float or numeric text; None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
+    """A finite number from an int, a float (parse.number) or numeric text; None otherwise."""
+    if isinstance(value, str):
         try:
-            f = float(value)
-        except OverflowError:
-            return None
-    elif isinstance(value, str):
-        try:
-            f = float(value.strip())
+            return number(float(value.strip()))
         except ValueError:
             return None
-    else:
-        return None
-    return f if math.isfinite(f) else None
+    return number(value)
 
 
 def _holds(term: Term, row: Mapping[str, Any], metrics: MetricsOf) -> bool:
@@ -163,15 +155,7 @@ def _value(term: Term, row: Mapping[str, Any], metrics: MetricsOf) -> tuple[bool
 def _compare(value: Any, term: Term) -> bool:
     mine = _number(value)
     if term.op in ORDERING:
-        if mine is None or term.number is None:
-            return False
-        if term.op == "<":
-            return mine < term.number
-        if term.op == "<=":
-            return mine <= term.number
-        if term.op == ">":
-            return mine > term.number
-        return mine >= term.number
+        return mine is not None and term.number is not None and ORDERING[term.op](mine, term.number)
     if term.op == "~":
         return term.values[0].lower() in str(value).lower()
     equal = any(_equal(value, mine, v) for v in term.values)

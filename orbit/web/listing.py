@@ -32,6 +32,7 @@ from orbit.web.table import (
     StampCache,
     cell,
     columns_for,
+    list_deadline,
     sort_rows,
 )
 from orbit.web.table import summaries as summaries_of
@@ -327,6 +328,17 @@ def select(
         where, where_error = parse_where(query.where), ""
     except UsageError as exc:
         where, where_error = Where(), str(exc)
+    with list_deadline():
+        return _page(rows, query, store, where, where_error)
+
+
+def _page(
+    rows: list[dict[str, Any] | Broken],
+    query: Query,
+    store: RunStore | None,
+    where: Where,
+    where_error: str,
+) -> dict[str, Any]:
     kept = _ordered(_kept(rows, query, where, store), query, store)
     pages = max(1, math.ceil(len(kept) / PER_PAGE))
     page = min(query.page, pages)

@@ -9,11 +9,14 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from orbit.human import fmt_metric
+from orbit.review import where
 from orbit.review.metrics import Summary, glance
 from orbit.store.model import METRICS, Run
 from orbit.store.runs import Broken, RunStore, id_key
@@ -21,7 +24,6 @@ from orbit.store.runs import Broken, RunStore, id_key
 PARAM_COLUMNS = 8  # param columns shown unless the URL chooses them: the most common keys
 CHOICES_MAX = 200  # keys offered by a chooser
 STATS = ("final", "min", "max")
-ATTR = {"final": "latest", "min": "min", "max": "max"}
 
 Row = dict[str, Any] | Broken
 T = TypeVar("T")
@@ -97,11 +99,24 @@ def _stamp(path: str) -> tuple[int, int, int] | None:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-GLANCE_BUDGET_S = 0.25  # a run's file without a current sidecar is parsed this long for a list
+LIST_BUDGET_S = 1.0  # files without a current sidecar are parsed this long for one list view
+# The view's deadline (`list_deadline`): one for all its runs, so a list of many such runs
+# answers in about LIST_BUDGET_S too (the runs past it get previews; the rest is read later).
+_DEADLINE: ContextVar[float | None] = ContextVar("orbit_list_deadline", default=None)
+
+
+@contextmanager
+def list_deadline() -> Iterator[None]:
+    """One deadline for the metric summaries a list view reads."""
+    token = _DEADLINE.set(time.monotonic() + LIST_BUDGET_S)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
 
 
 def _read_summaries(store: RunStore, run_id: str) -> tuple[dict[str, Summary], bool]:
-    deadline = time.monotonic() + GLANCE_BUDGET_S
+    deadline = _DEADLINE.get() or time.monotonic() + LIST_BUDGET_S
     return glance(Run(run_id, store.run_dir(run_id)), deadline=deadline)
 
 
@@ -139,7 +154,7 @@ def value_of(column: Column, row: Row, store: RunStore | None, runs_dir: str | N
         params = row.get("params")
         return params.get(column.key) if isinstance(params, dict) else None
     found = summaries(store, row, runs_dir).get(column.key)
-    return None if found is None else getattr(found, ATTR[column.kind])
+    return None if found is None else getattr(found, where.STATS[column.kind])
 
 
 def sort_rows(rows: list[Row], column: Column, desc: bool, store: RunStore | None) -> list[Row]:
