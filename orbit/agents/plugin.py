@@ -6,7 +6,9 @@ they were installed from (`--home PATH`), so they reach it whatever the agent's 
 holds; one Claude Code configuration reports to one home at a time. What each install added
 (directories, settings keys) is recorded in ORBIT_HOME/agent-kit/installed.json, and `remove`
 takes away exactly that: a copy another agent still uses (Codex, pi and dsh share
-~/.agents/skills, maybe from other homes) stays, and so does a copy someone changed.
+~/.agents/skills, maybe from other homes) stays, and so does a copy someone changed. Claude Code
+and Codex also get Orbit's MCP server (`orbit mcp --home PATH`) in their user MCP configuration
+(agents/mcp_config.py), one home per configuration like the hooks.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 import orbit
 from orbit import harnesses
-from orbit.agents import skill_copy
+from orbit.agents import mcp_config, skill_copy
 from orbit.agents.settings import (
     Settings,
     add_hooks,
@@ -50,6 +52,7 @@ class Target:
     profile: str | None
     skills_dir: Path
     settings: Path | None
+    mcp: Path | None = None  # where the agent reads user MCP servers
 
     @property
     def key(self) -> str:
@@ -64,7 +67,8 @@ def target(agent: str, profile: str | None, environ: Mapping[str, str]) -> Targe
         raise UsageError(f"--profile is for {spoken(with_profiles)} only")
     skills = h.skills(environ, profile)
     settings = skills.settings if h.hook_fragment else None
-    return Target(agent, profile, skills.dir, settings)
+    mcp = h.mcp_config(environ) if h.mcp_config else None
+    return Target(agent, profile, skills.dir, settings, mcp)
 
 
 def harness_of(agent: str) -> Harness:
@@ -79,11 +83,20 @@ def agent_names() -> list[str]:
     return [h.plugin for h in harnesses.plugin_order()]
 
 
-def orbit_command() -> str:
-    """How a hook runs Orbit without PATH: this interpreter with `-m orbit`. `-P` keeps the
-    hook's working directory (the user's project) off sys.path, so a folder named `orbit`
+def orbit_argv() -> list[str]:
+    """How an agent runs Orbit without PATH: this interpreter with `-m orbit`. `-P` keeps the
+    agent's working directory (the user's project) off sys.path, so a folder named `orbit`
     there is not imported instead."""
-    return f"{shlex.quote(sys.executable)} -P -m orbit"
+    return [sys.executable, "-P", "-m", "orbit"]
+
+
+def orbit_command() -> str:
+    """orbit_argv() as a hook's shell command."""
+    return shlex.join(orbit_argv())
+
+
+def mcp_server(home: Home) -> dict[str, Any]:
+    return mcp_config.server(orbit_argv(), str(home.root))
 
 
 def hook_events(home: Home, agent: str) -> dict[str, list[dict[str, Any]]]:
@@ -206,6 +219,9 @@ def install(home: Home, agent: str, profile: str | None, environ: Mapping[str, s
     settings = _settings_of(t)
     if settings is not None:
         _check_hooks_owner(settings, home, t)
+    mcp = mcp_config.open_config(t.mcp) if t.mcp is not None else None
+    if mcp is not None:
+        _check_mcp_owner(mcp, home, t)
     agents = kit.manifest()
     entry = agents.get(t.key) or {"created_dirs": [], "created_keys": [], "created_file": False}
     entry["created_dirs"] = entry["created_dirs"] + _make_dirs(t.skills_dir)
@@ -228,6 +244,7 @@ def install(home: Home, agent: str, profile: str | None, environ: Mapping[str, s
         entry["settings"] = str(t.settings)
         entry["created_file"] = entry["created_file"] or created_file
         entry["created_keys"] = sorted(set(entry["created_keys"]) | set(created))
+    mcp_changed = _register(kit, home, t, entry, mcp) if mcp is not None else False
     kit.save_manifest(agents)
     kit.drop_old_copies(agents)
     return {
@@ -237,8 +254,62 @@ def install(home: Home, agent: str, profile: str | None, environ: Mapping[str, s
         "copied": copied,
         "hooks": str(t.settings) if t.settings else None,
         "hooks_changed": hooks_changed,
+        "mcp": str(t.mcp) if t.mcp else None,
+        "mcp_changed": mcp_changed,
         "home": str(home.root),
     }
+
+
+def _check_mcp_owner(config: mcp_config.Config, home: Home, t: Target) -> None:
+    """Refuse when the configuration's `orbit` server is not Orbit's, or serves another home
+    that still records it (a home deleted since is taken over)."""
+    entry = config.entry()
+    if entry is None:
+        return
+    other = mcp_config.served_home(entry)
+    if other is None:
+        raise ConflictError(
+            f"{t.mcp} already has an MCP server named {mcp_config.NAME!r} that Orbit did not "
+            "write; remove it (or rename it), then install again"
+        )
+    if other == str(home.root):
+        return
+    try:
+        recorded = Kit(Path(other)).manifest().get(t.key)
+    except (CorruptError, OSError):
+        recorded = {"mcp": {"config": str(t.mcp)}}
+    if recorded is not None and (recorded.get("mcp") or {}).get("config") == str(t.mcp):
+        raise ConflictError(
+            f"{t.mcp} has Orbit's MCP server for ORBIT_HOME={other} (one home per "
+            f"configuration): take it away with `ORBIT_HOME={shlex.quote(other)} orbit plugin "
+            f"remove {t.agent}` first"
+        )
+
+
+def _register(
+    kit: Kit, home: Home, t: Target, entry: dict[str, Any], config: mcp_config.Config
+) -> bool:
+    """Put Orbit's server into the agent's MCP configuration, recording what that created;
+    whether the file changed."""
+    wanted = mcp_server(home)
+    record = entry.get("mcp") or {"created_file": not config.existed, "created_keys": []}
+    record["config"] = str(t.mcp)
+    entry["mcp"] = record
+    current = config.entry()
+    if mcp_config.same_server(current, wanted):
+        return False
+    had_ours = current is not None
+    before = config.text if config.existed else None
+    record["created_keys"] = sorted(set(record["created_keys"]) | set(config.put(wanted)))
+    written = config.render()
+    config.write(written)
+    if before is not None:
+        _keep_original(kit, _mcp_key(t.key), record, before, written, had_ours)
+    return True
+
+
+def _mcp_key(key: str) -> str:
+    return f"{key}.mcp"
 
 
 def _digest(text: str) -> str:
@@ -262,7 +333,9 @@ def _keep_original(
     entry["settings_written"] = _digest(written)
 
 
-def _put_back(kit: Kit, key: str, entry: dict[str, Any], settings: Settings) -> bool:
+def _put_back(
+    kit: Kit, key: str, entry: dict[str, Any], settings: Settings | mcp_config.Config
+) -> bool:
     """Write the file's bytes from before install back, when the file is still what Orbit
     last wrote; whether it did."""
     path = kit.original(key)
@@ -287,6 +360,9 @@ def remove(home: Home, agent: str, profile: str | None, environ: Mapping[str, st
     entry = agents.get(t.key)
     if entry is None:
         raise NotFoundError(f"Orbit's plugin is not installed for {t.key}")
+    record = entry.get("mcp")
+    # Read (and refused when broken) before any change, like the settings file below.
+    mcp = mcp_config.open_config(Path(record["config"])) if record else None
     settings_path = entry.get("settings")
     if settings_path:
         settings = Settings(Path(settings_path))  # refuses a broken file before any change
@@ -297,6 +373,7 @@ def remove(home: Home, agent: str, profile: str | None, environ: Mapping[str, st
             else:
                 settings.save()
         kit.original(t.key).unlink(missing_ok=True)
+    mcp_removed = _unregister(kit, home, t.key, record, mcp) if record and mcp else False
     del agents[t.key]
     removed, kept = [], []
     for name in entry.get("skills", []):
@@ -330,7 +407,24 @@ def remove(home: Home, agent: str, profile: str | None, environ: Mapping[str, st
         "removed": removed,
         "kept_changed": kept,
         "hooks_removed": bool(settings_path),
+        "mcp_removed": mcp_removed,
     }
+
+
+def _unregister(
+    kit: Kit, home: Home, key: str, record: dict[str, Any], config: mcp_config.Config
+) -> bool:
+    """Take Orbit's server for this home out of the configuration install put it in (the
+    bytes from before install when nobody changed the file since); whether it was there."""
+    found = config.existed and mcp_config.served_home(config.entry()) == str(home.root)
+    if found and not _put_back(kit, _mcp_key(key), record, config):
+        config.take(record.get("created_keys", []))
+        if record.get("created_file") and config.empty():
+            config.path.unlink()
+        else:
+            config.write(config.render())
+    kit.original(_mcp_key(key)).unlink(missing_ok=True)
+    return found
 
 
 def _hand_over(directory: str, agents: dict[str, Any]) -> None:
@@ -342,7 +436,9 @@ def _hand_over(directory: str, agents: dict[str, Any]) -> None:
 
 
 def status(home: Home, environ: Mapping[str, str]) -> dict:
-    """Per agent: installed or not, the version, stale or not, hooks present."""
+    """Per agent: installed or not, the version, stale or not, hooks present, and its MCP
+    registration (`mcp`: the file, whether this home's server is in it, the home the server
+    there serves, stale)."""
     kit = Kit(home.root)
     agents = kit.manifest()
     names = agent_names()
@@ -360,6 +456,7 @@ def status(home: Home, environ: Mapping[str, str]) -> dict:
             "version": None,
             "stale": False,
             "hooks": None,
+            "mcp": None,
         }
         if entry is not None:
             found = [skill_copy.inspect(t.skills_dir / n) for n in fresh]
@@ -375,9 +472,26 @@ def status(home: Home, environ: Mapping[str, str]) -> dict:
             hooks_ok = True
             if t.settings is not None:
                 row["hooks"], hooks_ok = _hooks_state(t.settings, home, agent)
-            row["stale"] = not copies_ok or not hooks_ok
+            if t.mcp is not None:
+                row["mcp"] = _mcp_state(t.mcp, home)
+            mcp_ok = row["mcp"] is None or not row["mcp"]["stale"]
+            row["stale"] = not copies_ok or not hooks_ok or not mcp_ok
         rows.append(row)
     return {"package_version": orbit.__version__, "kit": str(kit.root), "agents": rows}
+
+
+def _mcp_state(path: Path, home: Home) -> dict[str, Any]:
+    try:
+        entry = mcp_config.open_config(path).entry()
+    except (CorruptError, OSError):
+        entry = None
+    served = mcp_config.served_home(entry)
+    return {
+        "config": str(path),
+        "registered": served == str(home.root),
+        "home": served,
+        "stale": not mcp_config.same_server(entry, mcp_server(home)),
+    }
 
 
 def _hooks_state(path: Path, home: Home, agent: str) -> tuple[bool, bool]:

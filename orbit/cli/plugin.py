@@ -1,4 +1,4 @@
-"""orbit plugin: install Orbit's skills (and hooks) into coding agents: Claude Code, Codex, pi and
+"""orbit plugin: install Orbit's skills (and hooks, and its MCP server) into coding agents: Claude Code, Codex, pi and
 dsh (orbit/harnesses/)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from orbit.harnesses.base import spoken
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plugin", help="install Orbit's skills and hooks into coding agents")
+    p = sub.add_parser("plugin", help="install Orbit's skills, hooks and MCP server into coding agents")
     p.set_defaults(func=no_action)
     psub = p.add_subparsers(dest="action", metavar="ACTION")
     agents = harnesses.plugin_order()
@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--profile", help="a dsh profile")
     add_json(r)
     r.set_defaults(func=remove)
-    ls = psub.add_parser("list", help="per agent: installed, version, stale, hooks")
+    ls = psub.add_parser("list", help="per agent: installed, version, stale, hooks, MCP server")
     add_json(ls)
     ls.set_defaults(func=list_agents)
     u = psub.add_parser("update", help="copy the skills again and refresh every installed agent")
@@ -62,7 +62,10 @@ def _say_installed(env: Env, result: dict) -> None:
     if result["hooks"]:
         where = f"{result['hooks']}, reporting to {result['home']}"
         print(f"{result['agent']}: hooks in {where}", file=env.stdout)
-    if not (result["copied"] or result["hooks_changed"]):
+    if result["mcp"]:
+        where = f"{result['mcp']}, serving {result['home']}"
+        print(f"{result['agent']}: MCP server `orbit` in {where}", file=env.stdout)
+    if not (result["copied"] or result["hooks_changed"] or result["mcp_changed"]):
         print("(already installed: nothing changed)", file=env.stdout)
 
 
@@ -73,7 +76,8 @@ def remove(args: argparse.Namespace, env: Env) -> int:
     if args.json:
         print_json(env, result)
     else:
-        print(f"{result['agent']}: Orbit's skills and hooks removed", file=env.stdout)
+        what = "skills, hooks and MCP server" if result["mcp_removed"] else "skills and hooks"
+        print(f"{result['agent']}: Orbit's {what} removed", file=env.stdout)
         for name in result["kept_changed"]:
             print(
                 f"{result['agent']}: kept {name}: changed since install, now yours", file=env.stdout
@@ -93,10 +97,21 @@ def list_agents(args: argparse.Namespace, env: Env) -> int:
             print(f"{row['agent']:<12} not installed", file=env.stdout)
             continue
         hooks = {None: "", True: ", hooks", False: ", hooks missing"}[row["hooks"]]
+        hooks += _mcp_said(row["mcp"])
         stale = "  STALE: `orbit plugin update`" if row["stale"] else ""
         line = f"{row['agent']:<12} installed {row['version']}{hooks} ({row['skills_dir']}){stale}"
         print(line, file=env.stdout)
     return ExitCode.OK
+
+
+def _mcp_said(mcp: dict | None) -> str:
+    if mcp is None:
+        return ""
+    if mcp["registered"]:
+        return ", MCP server"
+    if mcp["home"]:
+        return f", MCP server of {mcp['home']}"
+    return ", MCP server missing"
 
 
 def update(args: argparse.Namespace, env: Env) -> int:

@@ -117,6 +117,9 @@ class Harness:
     check_install: Callable[[str | None, Mapping[str, str]], None] | None = None
     cli: Cli | None = None  # None: a host-only agent Orbit installs skills for
     transcript: Transcript | None = None
+    # Where it reads user MCP servers (`orbit plugin install` registers `orbit mcp` there):
+    # a JSON file with `mcpServers`, or a TOML file with `[mcp_servers.NAME]` tables.
+    mcp_config: Callable[[Mapping[str, str]], Path] | None = None
 
     @property
     def plugin_help(self) -> str:

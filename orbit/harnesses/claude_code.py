@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from orbit.harnesses.base import (
@@ -26,6 +27,7 @@ from orbit.harnesses.base import (
     Skills,
     Transcript,
     first_set,
+    home_of,
 )
 
 CONFIG_DIR = f"{AGENT}/claude"
@@ -111,6 +113,13 @@ def skills(environ: Mapping[str, str], profile: str | None) -> Skills:
     return Skills(config / "skills", config / "settings.json")
 
 
+def mcp_config(environ: Mapping[str, str]) -> Path:
+    """Claude Code's user configuration, whose `mcpServers` are its user-scope MCP servers
+    (`claude mcp add --scope user`): ~/.claude.json, or .claude.json in $CLAUDE_CONFIG_DIR."""
+    config = environ.get(CLI.config_home)
+    return Path(config) / ".claude.json" if config else home_of(environ) / ".claude.json"
+
+
 def claims(obj: dict[str, Any]) -> bool:
     return obj.get("type") in TYPES or "sessionId" in obj or "message" in obj
 
@@ -138,6 +147,7 @@ HARNESS = Harness(
     skills=skills,
     markers=("CLAUDECODE",),
     hook_fragment="claude-code.json",
+    mcp_config=mcp_config,
     cli=CLI,
     transcript=Transcript(
         "claude", "orbit.review.claude_code", claims, claims_cut, reads_unknown=True

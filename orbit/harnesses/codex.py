@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from orbit.errors import UsageError
@@ -90,6 +91,11 @@ def _login_file(environ: Mapping[str, str]) -> str:
     return text
 
 
+def mcp_config(environ: Mapping[str, str]) -> Path:
+    """$CODEX_HOME/config.toml (~/.codex), whose `[mcp_servers.NAME]` tables Codex starts."""
+    return CLI.config_dir(environ) / "config.toml"
+
+
 def claims(obj: dict[str, Any]) -> bool:
     return isinstance(obj.get("payload"), dict) and obj.get("type") in TYPES
 
@@ -118,4 +124,5 @@ HARNESS = Harness(
     markers=("CODEX_THREAD_ID", "CODEX_SANDBOX", "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_CI"),
     cli=CLI,
     transcript=Transcript("codex", "orbit.review.rollout", claims, claims_cut),
+    mcp_config=mcp_config,
 )
