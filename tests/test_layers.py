@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("orbit.nodes",),
     ("orbit.env", "orbit.doctor"),
     ("orbit.web",),
-    ("orbit.cli",),
+    ("orbit.cli", "orbit.mcp"),
     ("orbit.__main__",),
 ]
 

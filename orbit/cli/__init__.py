@@ -48,6 +48,7 @@ COMMANDS = {
     "completion": "completion",
     "hook": "hook",
     "node": "node",
+    "mcp": "mcp",
     "_node": "node_agent",
 }
 

@@ -6,12 +6,13 @@ import argparse
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from orbit.cli.common import (
     add_json,
     check_runs_or_group,
     group_members,
+    positive_float,
     print_json,
     runs_or_group_arguments,
 )
@@ -23,10 +24,8 @@ from orbit.store.creation import recover
 from orbit.store.excerpt import from_command, key_line, run_excerpt
 from orbit.store.groups import interrupted, interrupted_text
 from orbit.store.lognote import log_note
+from orbit.store.model import Run
 from orbit.store.runs import Broken, RunStore
-
-if TYPE_CHECKING:
-    from orbit.store.model import Run
 
 UNREADABLE = "unreadable"  # the state shown for a run whose files cannot be read
 # The order of the counts in the progress line: what moves first, then how it ended.
@@ -51,6 +50,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "counts by state are shown on stderr while waiting.",
     )
     runs_or_group_arguments(p, "wait for every run of this group")
+    p.add_argument(
+        "--timeout",
+        type=positive_float,
+        metavar="S",
+        help="stop waiting after S seconds (the runs go on); exit 124 if some have not finished",
+    )
     add_json(p)
     p.set_defaults(func=run)
 
@@ -67,17 +72,25 @@ def run(args: argparse.Namespace, env: Env) -> int:
     progress = Progress(env.stderr, args.group) if args.group and not args.json else None
     # With -g the counts say how many wait; a line per queued run would drown them.
     queued = None if args.group else QueueNotes(env.stderr, clock=env.monotonic)
-    runs = [*wait_for(env, store, ids, progress, queued, more), *unreadable]
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    runs = [*wait_for(env, store, ids, progress, queued, more, deadline), *unreadable]
     results = [result(r) for r in runs]
     gone = interrupted(env.home, args.group) if args.group else []
     ok = not gone and all(r["state"] == "succeeded" for r in results)
+    timed_out = any(isinstance(r, Run) and not r.state.finished for r in runs)
     if args.json:
         extra = {"interrupted": gone} if args.group else {}
+        if args.timeout is not None:
+            extra["timed_out"] = timed_out
         print_json(env, {"ok": ok, "runs": results, **extra})
     else:
         print_results(env, results)
         if gone:
             print(f"orbit: {interrupted_text(args.group, gone)}", file=env.stderr)
+    if timed_out:
+        if not args.json:
+            print(f"orbit: still waiting after {args.timeout:g} s; the runs go on", file=env.stderr)
+        return int(ExitCode.TIMED_OUT)
     code = exit_code(results)
     return int(ExitCode.RUN_FAILED if gone and code is ExitCode.OK else code)
 
@@ -126,10 +139,12 @@ def wait_for(
     progress: Progress | None,
     queued: QueueNotes | None = None,
     more: Callable[[], list[str] | None] | None = None,
+    deadline: float | None = None,
 ) -> list[Run | Broken]:
     """Block until every run is finished (a tick every few seconds repairs dead shepherds);
     with `queued`, say which runs wait in the queue and why; with `more`, also until it
-    returns the ids to add (None: not yet).
+    returns the ids to add (None: not yet); with `deadline` (time.monotonic), at most until
+    then, returning the runs as they are.
 
     A run that cannot be read (or becomes unreadable) is not waited for: it is returned as
     Broken, and its result counts as unknown.
@@ -156,6 +171,8 @@ def wait_for(
             elif all(isinstance(r, Broken) or r.state.finished for r in runs):
                 return runs
             ticker.maybe()
+            if deadline is not None and time.monotonic() >= deadline:
+                return runs
             time.sleep(POLL_SECONDS * 4)
     finally:
         if progress:
