@@ -413,21 +413,22 @@ def test_installed_skills_outlive_their_home(agents: Agents, tmp_path: Path) -> 
 
 
 def test_skills_shared_by_two_homes(agents: Agents, tmp_path: Path) -> None:
-    """Two homes install for Codex into the one ~/.agents/skills: the copy is removed with the
-    last of them, and a home deleted meanwhile does not keep it forever."""
+    """Two homes install into the one ~/.agents/skills (Codex from one, pi from the other: one
+    Codex configuration has one home's MCP server): the copy is removed with the last of them,
+    and a home deleted meanwhile does not keep it forever."""
     other = {**agents.environ, "ORBIT_HOME": str(tmp_path / "second-home")}
     agents.ok("plugin", "install", "codex")
-    assert main(["plugin", "install", "codex"], _env(other)) == 0
+    assert main(["plugin", "install", "pi"], _env(other)) == 0
     copy = agents.home / ".agents" / "skills" / "orbit"
     users = json.loads((copy / ".orbit-skill.json").read_text())["users"]
     assert sorted(u["home"] for u in users) == sorted([str(agents.orbit_home), other["ORBIT_HOME"]])
     agents.ok("plugin", "remove", "codex")
     assert (copy / "SKILL.md").is_file(), "the second home still uses it"
-    assert main(["plugin", "remove", "codex"], _env(other)) == 0
+    assert main(["plugin", "remove", "pi"], _env(other)) == 0
     assert not list((agents.home / ".agents" / "skills").iterdir())
 
     agents.ok("plugin", "install", "codex")
-    assert main(["plugin", "install", "codex"], _env(other)) == 0
+    assert main(["plugin", "install", "pi"], _env(other)) == 0
     shutil.rmtree(other["ORBIT_HOME"])
     agents.ok("plugin", "remove", "codex")
     assert not copy.exists()

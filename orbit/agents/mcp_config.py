@@ -24,6 +24,9 @@ from orbit.errors import CorruptError
 from orbit.store.files import atomic_write
 
 NAME = "orbit"  # the server's name in the agent's configuration
+# Codex starts a server with a few variables only (HOME, PATH, USER, LANG, …); these are the
+# ones Orbit reads besides them, so the server reaches the Docker engine the user's shell does.
+PASSED_VARS = ["DOCKER_HOST", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "ORBIT_DATA"]
 
 
 def server(argv: list[str], home: str) -> dict[str, Any]:
@@ -45,9 +48,9 @@ def served_home(entry: Any) -> str | None:
     return args[args.index("--home") + 1]
 
 
-def same_server(entry: Any, wanted: dict[str, Any]) -> bool:
-    """Whether an entry starts exactly the server install would write now."""
-    return isinstance(entry, dict) and all(entry.get(k) == v for k, v in wanted.items())
+def same_server(entry: Any, shaped: dict[str, Any]) -> bool:
+    """Whether an entry is exactly what install would write now (`shape` of a config)."""
+    return isinstance(entry, dict) and all(entry.get(k) == v for k, v in shaped.items())
 
 
 class JsonConfig:
@@ -68,6 +71,11 @@ class JsonConfig:
     def text(self) -> str:
         return self.settings.text
 
+    @staticmethod
+    def shape(wanted: dict[str, Any]) -> dict[str, Any]:
+        """The entry as this file holds it (Claude Code passes the server its environment)."""
+        return {"type": "stdio", **wanted, "env": {}}
+
     def entry(self) -> Any:
         servers = self.settings.data.get(self.KEY)
         return servers.get(NAME) if isinstance(servers, dict) else None
@@ -81,7 +89,7 @@ class JsonConfig:
             created.append(self.KEY)
         if not isinstance(data[self.KEY], dict):
             raise CorruptError(f"{self.path}: `{self.KEY}` is not a JSON object; fix it first")
-        data[self.KEY][NAME] = {"type": "stdio", **wanted, "env": {}}
+        data[self.KEY][NAME] = self.shape(wanted)
         return created
 
     def take(self, created: list[str]) -> None:
@@ -116,6 +124,10 @@ class TomlConfig:
         self.new_text = self.text
         self.data = _parse(self.path, self.text)
 
+    @staticmethod
+    def shape(wanted: dict[str, Any]) -> dict[str, Any]:
+        return {**wanted, "env_vars": PASSED_VARS}
+
     def entry(self) -> Any:
         servers = self.data.get("mcp_servers")
         return servers.get(NAME) if isinstance(servers, dict) else None
@@ -128,10 +140,10 @@ class TomlConfig:
             text = cut_table(text)
         if text and not text.endswith("\n"):
             text += "\n"
-        text += ("\n" if text.strip() else "") + table(wanted)
+        text += ("\n" if text.strip() else "") + table(self.shape(wanted))
         after = _parse(self.path, text, adding=True)
         servers = after.get("mcp_servers")
-        if not isinstance(servers, dict) or not same_server(servers.get(NAME), wanted):
+        if not isinstance(servers, dict) or not same_server(servers.get(NAME), self.shape(wanted)):
             raise CorruptError(
                 f"{self.path}: Orbit's [mcp_servers.{NAME}] cannot be added to it as a table "
                 "(is `mcp_servers` an inline table?); register it by hand (docs/agents.md)"
@@ -169,15 +181,14 @@ def _parse(path: Path, text: str, adding: bool = False) -> dict[str, Any]:
                 f"({exc}); register it by hand (docs/agents.md)"
             ) from None
         raise CorruptError(
-            f"{path} is not valid TOML ({exc}); fix it, then try again: Orbit does not "
-            "rewrite it"
+            f"{path} is not valid TOML ({exc}); fix it, then try again: Orbit does not rewrite it"
         ) from None
 
 
-def table(wanted: dict[str, Any]) -> str:
-    """Orbit's table as TOML text (JSON strings are TOML basic strings)."""
-    args = ", ".join(json.dumps(a) for a in wanted["args"])
-    return f"[mcp_servers.{NAME}]\ncommand = {json.dumps(wanted['command'])}\nargs = [{args}]\n"
+def table(entry: dict[str, Any]) -> str:
+    """Orbit's table as TOML text (JSON strings and lists of them are TOML too)."""
+    lines = [f"{key} = {json.dumps(value)}" for key, value in entry.items()]
+    return f"[mcp_servers.{NAME}]\n" + "\n".join(lines) + "\n"
 
 
 def cut_table(text: str) -> str:

@@ -296,7 +296,7 @@ def _register(
     record["config"] = str(t.mcp)
     entry["mcp"] = record
     current = config.entry()
-    if mcp_config.same_server(current, wanted):
+    if mcp_config.same_server(current, config.shape(wanted)):
         return False
     had_ours = current is not None
     before = config.text if config.existed else None
@@ -482,15 +482,16 @@ def status(home: Home, environ: Mapping[str, str]) -> dict:
 
 def _mcp_state(path: Path, home: Home) -> dict[str, Any]:
     try:
-        entry = mcp_config.open_config(path).entry()
+        config = mcp_config.open_config(path)
     except (CorruptError, OSError):
-        entry = None
+        return {"config": str(path), "registered": False, "home": None, "stale": True}
+    entry = config.entry()
     served = mcp_config.served_home(entry)
     return {
         "config": str(path),
         "registered": served == str(home.root),
         "home": served,
-        "stale": not mcp_config.same_server(entry, mcp_server(home)),
+        "stale": not mcp_config.same_server(entry, config.shape(mcp_server(home))),
     }
 
 

@@ -1,5 +1,5 @@
-"""orbit plugin: install Orbit's skills (and hooks, and its MCP server) into coding agents: Claude Code, Codex, pi and
-dsh (orbit/harnesses/)."""
+"""orbit plugin: install Orbit's skills (and hooks, and its MCP server) into coding agents: Claude
+Code, Codex, pi and dsh (orbit/harnesses/)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from orbit.harnesses.base import spoken
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plugin", help="install Orbit's skills, hooks and MCP server into coding agents")
+    p = sub.add_parser(
+        "plugin", help="install Orbit's skills, hooks and MCP server into coding agents"
+    )
     p.set_defaults(func=no_action)
     psub = p.add_subparsers(dest="action", metavar="ACTION")
     agents = harnesses.plugin_order()
