@@ -137,7 +137,7 @@ class TomlConfig:
         created but the table, so no keys to record."""
         text = self.new_text
         if self.entry() is not None:
-            text = cut_table(text)
+            text = cut_table(text, self.entry())
         if text and not text.endswith("\n"):
             text += "\n"
         text += ("\n" if text.strip() else "") + table(self.shape(wanted))
@@ -154,7 +154,7 @@ class TomlConfig:
     def take(self, created: list[str]) -> None:
         """Cut Orbit's table out, with the blank line install put before it."""
         if self.entry() is not None:
-            self.new_text = cut_table(self.new_text)
+            self.new_text = cut_table(self.new_text, self.entry())
 
     def empty(self) -> bool:
         return not self.new_text.strip()
@@ -191,20 +191,32 @@ def table(entry: dict[str, Any]) -> str:
     return f"[mcp_servers.{NAME}]\n" + "\n".join(lines) + "\n"
 
 
-def cut_table(text: str) -> str:
-    """`text` without the `[mcp_servers.orbit]` table and its sub-tables (up to the next
-    other table header), and without one blank line before it."""
-    lines = text.splitlines(keepends=True)
+def cut_table(text: str, entry: Any) -> str:
+    """`text` without Orbit's table and the blank line before it: the text install wrote when
+    it is still there, else the `[mcp_servers.orbit]` table with its sub-tables, up to the next
+    other table header (the blank lines before that header stay)."""
+    ours = "\n" + table(entry) if isinstance(entry, dict) else None
+    if ours and ours in text:
+        at = text.rindex(ours)
+        return text[:at] + text[at + len(ours) :]
     kept: list[str] = []
+    blanks: list[str] = []  # blank lines inside Orbit's table: they stay before a next header
     inside = False
-    for line in lines:
+    for line in text.splitlines(keepends=True):
         stripped = line.lstrip()
         if stripped.startswith("["):
-            inside = bool(_HEADER.match(stripped))
-            if inside and kept and not kept[-1].strip():
+            was, inside = inside, bool(_HEADER.match(stripped))
+            if inside and not was and kept and not kept[-1].strip():
                 kept.pop()
+            if was and not inside:
+                kept += blanks
+            blanks = []
         if not inside:
             kept.append(line)
+        elif not stripped.strip():
+            blanks.append(line)
+        else:
+            blanks = []
     return "".join(kept)
 
 

@@ -220,8 +220,7 @@ def install(home: Home, agent: str, profile: str | None, environ: Mapping[str, s
     if settings is not None:
         _check_hooks_owner(settings, home, t)
     mcp = mcp_config.open_config(t.mcp) if t.mcp is not None else None
-    if mcp is not None:
-        _check_mcp_owner(mcp, home, t)
+    mcp_plan = _plan_mcp(mcp, home, t) if mcp is not None else None
     agents = kit.manifest()
     entry = agents.get(t.key) or {"created_dirs": [], "created_keys": [], "created_file": False}
     entry["created_dirs"] = entry["created_dirs"] + _make_dirs(t.skills_dir)
@@ -244,7 +243,9 @@ def install(home: Home, agent: str, profile: str | None, environ: Mapping[str, s
         entry["settings"] = str(t.settings)
         entry["created_file"] = entry["created_file"] or created_file
         entry["created_keys"] = sorted(set(entry["created_keys"]) | set(created))
-    mcp_changed = _register(kit, home, t, entry, mcp) if mcp is not None else False
+    mcp_changed = False
+    if mcp is not None and mcp_plan is not None:
+        mcp_changed = _register(kit, t, entry, mcp, mcp_plan)
     kit.save_manifest(agents)
     kit.drop_old_copies(agents)
     return {
@@ -286,25 +287,43 @@ def _check_mcp_owner(config: mcp_config.Config, home: Home, t: Target) -> None:
         )
 
 
-def _register(
-    kit: Kit, home: Home, t: Target, entry: dict[str, Any], config: mcp_config.Config
-) -> bool:
-    """Put Orbit's server into the agent's MCP configuration, recording what that created;
-    whether the file changed."""
+@dataclass(frozen=True)
+class McpPlan:
+    """Orbit's server put into the configuration in memory, before anything is written."""
+
+    changed: bool
+    created_keys: list[str]
+    had_ours: bool
+
+
+def _plan_mcp(config: mcp_config.Config, home: Home, t: Target) -> McpPlan:
+    """Check whose `orbit` server the configuration holds, and put this home's in (in memory:
+    a file it cannot be added to refuses here, before install changes anything)."""
+    _check_mcp_owner(config, home, t)
     wanted = mcp_server(home)
+    current = config.entry()
+    if mcp_config.same_server(current, config.shape(wanted)):
+        return McpPlan(False, [], True)
+    return McpPlan(True, config.put(wanted), current is not None)
+
+
+def _register(
+    kit: Kit, t: Target, entry: dict[str, Any], config: mcp_config.Config, plan: McpPlan
+) -> bool:
+    """Write the planned configuration, recording what install created there (the file, its
+    folders, keys) and its bytes from before; whether the file changed."""
     record = entry.get("mcp") or {"created_file": not config.existed, "created_keys": []}
     record["config"] = str(t.mcp)
     entry["mcp"] = record
-    current = config.entry()
-    if mcp_config.same_server(current, config.shape(wanted)):
+    if not plan.changed:
         return False
-    had_ours = current is not None
+    record["created_keys"] = sorted(set(record["created_keys"]) | set(plan.created_keys))
+    record["created_dirs"] = record.get("created_dirs", []) + _make_dirs(config.path.parent)
     before = config.text if config.existed else None
-    record["created_keys"] = sorted(set(record["created_keys"]) | set(config.put(wanted)))
     written = config.render()
     config.write(written)
     if before is not None:
-        _keep_original(kit, _mcp_key(t.key), record, before, written, had_ours)
+        _keep_original(kit, _mcp_key(t.key), record, before, written, plan.had_ours)
     return True
 
 
@@ -424,6 +443,11 @@ def _unregister(
         else:
             config.write(config.render())
     kit.original(_mcp_key(key)).unlink(missing_ok=True)
+    for d in reversed(record.get("created_dirs", [])):
+        try:
+            Path(d).rmdir()
+        except OSError:
+            pass  # holds something else now (the agent's own files): it stays
     return found
 
 
