@@ -140,6 +140,20 @@ GPU = {
     "free",
     "processes",
 }
+PLUGIN_INSTALLED = {  # plugin install --json, each of plugin update --json's `updated`
+    "agent",
+    "skills_dir",
+    "skills",
+    "copied",
+    "hooks",
+    "hooks_changed",
+    "mcp",
+    "mcp_changed",
+    "home",
+}
+PLUGIN_REMOVED = {"agent", "removed", "kept_changed", "hooks_removed", "mcp_removed"}
+PLUGIN_ROW = {"agent", "installed", "skills_dir", "version", "stale", "hooks", "mcp"}
+PLUGIN_MCP = {"config", "registered", "home", "stale"}  # a plugin list row's `mcp`
 SMALL = ("--no-project", "--cpus", "0.5", "--mem", "0.25")
 
 
@@ -361,3 +375,18 @@ def test_json_of_resources(orbit: Orbit, busybox: str, tmp_path: Path) -> None:
     ]
     assert data["leases"][0]["gpus"] == [0]
     assert orbit("cancel", run_id).code == 0
+
+
+def test_json_of_plugin(orbit: Orbit, tmp_path: Path) -> None:
+    orbit.environ["HOME"] = str(tmp_path / "user")
+    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME"):
+        orbit.environ.pop(var, None)
+    assert keys(ok_json(orbit, "plugin", "install", "codex", "--json")) == PLUGIN_INSTALLED
+    listed = ok_json(orbit, "plugin", "list", "--json")
+    assert keys(listed) == {"package_version", "kit", "agents"}
+    assert all(keys(row) == PLUGIN_ROW for row in listed["agents"])
+    codex = next(row for row in listed["agents"] if row["agent"] == "codex")
+    assert keys(codex["mcp"]) == PLUGIN_MCP
+    updated = ok_json(orbit, "plugin", "update", "--json")["updated"]
+    assert [keys(u) for u in updated] == [PLUGIN_INSTALLED]
+    assert keys(ok_json(orbit, "plugin", "remove", "codex", "--json")) == PLUGIN_REMOVED

@@ -373,3 +373,15 @@ def test_the_real_claude_and_codex_start_the_registered_server(
         s["name"] for s in json.loads(cli(agents, real_clis, "codex", "mcp", "list", "--json"))
     ]
     assert names == ["docs"]
+
+
+def test_claude_config_dir_is_where_the_real_claude_reads_it(
+    agents: Agents, real_clis: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "claude-config"
+    agents.environ["CLAUDE_CONFIG_DIR"] = str(config)
+    agents.ok("plugin", "install", "claude")
+    assert (config / ".claude.json").is_file() and not claude_json(agents).exists()
+    assert "Status: ✔ Connected" in cli(agents, real_clis, "claude", "mcp", "get", "orbit")
+    agents.ok("plugin", "remove", "claude")
+    assert "orbit" not in cli(agents, real_clis, "claude", "mcp", "list")
