@@ -255,13 +255,12 @@ def test_one_home_per_configuration(agents: Agents, tmp_path: Path) -> None:
     assert first["mcp"]["registered"] and first["mcp"]["home"] == str(agents.orbit_home)
 
     shutil.rmtree(agents.orbit_home)
+    left_behind = config_toml(agents).read_text()  # the deleted home's server
     assert as_home(second, "plugin", "install", "codex")[0] == 0
     served = tomllib.loads(config_toml(agents).read_text())["mcp_servers"]["orbit"]["args"]
     assert served[-1] == second["ORBIT_HOME"]
     assert as_home(second, "plugin", "remove", "codex")[0] == 0
-    # The bytes from before the first install went with the first home: the table goes, the
-    # newline after the user's last line stays.
-    assert config_toml(agents).read_text() == CONFIG_TOML + "\n"
+    assert config_toml(agents).read_text() == left_behind, "as it was before this install"
 
 
 def as_home(environ: dict[str, str], *args: str) -> tuple[int, str, str]:
@@ -269,6 +268,28 @@ def as_home(environ: dict[str, str], *args: str) -> tuple[int, str, str]:
     code = main(list(args), env)
     assert isinstance(env.stdout, io.StringIO) and isinstance(env.stderr, io.StringIO)
     return code, env.stdout.getvalue(), env.stderr.getvalue()
+
+
+def test_a_registration_by_hand_is_taken_over_and_put_back(agents: Agents) -> None:
+    """`claude mcp add` / `codex mcp add` of the same server (docs/agents.md): install leaves
+    one exactly as it would write it, takes over another, and remove leaves the file as it
+    was."""
+    by_hand = {"type": "stdio", "command": sys.executable, "args": expected_args(agents), "env": {}}
+    claude_json(agents).write_text(json.dumps({"mcpServers": {"orbit": by_hand}}, indent=2))
+    config_toml(agents).parent.mkdir()
+    args = ", ".join(json.dumps(a) for a in expected_args(agents))
+    config_toml(agents).write_text(  # as `codex mcp add` writes it: no env_vars
+        f'[mcp_servers.orbit]\ncommand = "/usr/bin/python3"\nargs = [{args}]\n'
+    )
+    before = snapshot(agents.home)
+    assert not agents.json("plugin", "install", "claude")["mcp_changed"]
+    assert agents.json("plugin", "install", "codex")["mcp_changed"]
+    codex = tomllib.loads(config_toml(agents).read_text())["mcp_servers"]["orbit"]
+    assert codex["command"] == sys.executable and "env_vars" in codex
+    assert not agents.json("plugin", "list")["agents"][1]["stale"]
+    agents.ok("plugin", "remove", "claude")
+    agents.ok("plugin", "remove", "codex")
+    assert snapshot(agents.home) == before
 
 
 # The real CLIs ------------------------------------------------------------------------------

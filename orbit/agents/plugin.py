@@ -293,7 +293,7 @@ class McpPlan:
 
     changed: bool
     created_keys: list[str]
-    had_ours: bool
+    had_ours: bool  # this home's install was in the file before (else its bytes are the user's)
 
 
 def _plan_mcp(config: mcp_config.Config, home: Home, t: Target) -> McpPlan:
@@ -301,10 +301,13 @@ def _plan_mcp(config: mcp_config.Config, home: Home, t: Target) -> McpPlan:
     a file it cannot be added to refuses here, before install changes anything)."""
     _check_mcp_owner(config, home, t)
     wanted = mcp_server(home)
-    current = config.entry()
-    if mcp_config.same_server(current, config.shape(wanted)):
+    if mcp_config.same_server(config.entry(), config.shape(wanted)):
         return McpPlan(False, [], True)
-    return McpPlan(True, config.put(wanted), current is not None)
+    # A server this home did not record (registered by hand, or by a home deleted since) is
+    # part of the file as it was: remove puts it back.
+    record = (Kit(home.root).manifest().get(t.key) or {}).get("mcp")
+    had_ours = record is not None and not record.get("preexisting") and config.entry() is not None
+    return McpPlan(True, config.put(wanted), had_ours)
 
 
 def _register(
@@ -312,11 +315,15 @@ def _register(
 ) -> bool:
     """Write the planned configuration, recording what install created there (the file, its
     folders, keys) and its bytes from before; whether the file changed."""
-    record = entry.get("mcp") or {"created_file": not config.existed, "created_keys": []}
+    record = entry.get("mcp")
+    if record is None:  # a server already as install would write it (by hand) stays on remove
+        record = {"created_file": not config.existed, "created_keys": []}
+        record["preexisting"] = not plan.changed
     record["config"] = str(t.mcp)
     entry["mcp"] = record
     if not plan.changed:
         return False
+    record.pop("preexisting", None)
     record["created_keys"] = sorted(set(record["created_keys"]) | set(plan.created_keys))
     record["created_dirs"] = record.get("created_dirs", []) + _make_dirs(config.path.parent)
     before = config.text if config.existed else None
@@ -436,6 +443,8 @@ def _unregister(
     """Take Orbit's server for this home out of the configuration install put it in (the
     bytes from before install when nobody changed the file since); whether it was there."""
     found = config.existed and mcp_config.served_home(config.entry()) == str(home.root)
+    if found and record.get("preexisting"):
+        return False
     if found and not _put_back(kit, _mcp_key(key), record, config):
         config.take(record.get("created_keys", []))
         if record.get("created_file") and config.empty():
