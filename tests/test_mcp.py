@@ -6,6 +6,7 @@ every answer is compared with what the CLI itself says about the same home.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -14,7 +15,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import psutil
 from conftest import REPO_ROOT, Orbit, git_repo
 from mcp import Client
@@ -58,7 +58,7 @@ def serve(orbit: Orbit, body: Callable[[Client], Awaitable[None]]) -> None:
         async with server(orbit) as client:
             await body(client)
 
-    anyio.run(main)
+    asyncio.run(main())
 
 
 def data(res: CallToolResult) -> Any:
@@ -197,7 +197,7 @@ def test_the_review_loop_through_mcp(orbit: Orbit, busybox: str) -> None:
         metrics = await read(client, f"orbit://runs/{ids['x1']}/metrics")
         assert metrics["summary"]["loss"]["max"] == 0.1 and metrics["state"] == "succeeded"
         log = await read(client, f"orbit://runs/{ids['x3']}/log")
-        assert log.endswith("ValueError: x=3 is out of range\n")
+        assert "ValueError: x=3 is out of range\n" in log and "epoch 1 x=3\n" in log
         outputs = await read(client, f"orbit://runs/{ids['x1']}/outputs")
         assert outputs == {"id": ids["x1"], "dir": shown["dir"], "output": shown["output"]}
         recent = await read(client, "orbit://runs/recent")

@@ -10,12 +10,13 @@ Nothing that deletes (`rm`, `bench rm-job`) is a tool.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
-import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
@@ -241,13 +242,13 @@ def _review_tools(server: MCPServer, orbit: Orbit) -> None:  # noqa: C901 (a lis
         """Wait until the runs finish, or timeout_s, with progress notifications (finished
         of total); answers `orbit wait --json`: ok, each run's state, reason and error excerpt,
         timed_out."""
-        deadline = anyio.current_time() + timeout_s
+        deadline = time.monotonic() + timeout_s
         slice_s = FIRST_SLICE_S
         while True:
-            left = deadline - anyio.current_time()
+            left = deadline - time.monotonic()
             step = max(0.1, min(slice_s, left))
             argv = ["wait", *(runs or []), *flags(group=group, timeout=f"{step:.3f}")]
-            answer = await anyio.to_thread.run_sync(partial(orbit.call, *argv))
+            answer = await asyncio.to_thread(partial(orbit.call, *argv))
             if answer.failed:
                 return result(answer)
             states = [r["state"] for r in answer.data["runs"]]
