@@ -96,6 +96,11 @@ def test_tools_say_what_they_take_and_whether_they_change_anything(orbit: Orbit)
                 assert schema.get("description"), f"{name}.{arg} has no description"
         ps = tools["ps"].input_schema
         assert {"all", "group", "state", "name", "where", "sort"} <= set(ps["properties"])
+        # compact: no titles, an optional argument is its type (null is still accepted)
+        assert ps["properties"]["group"] == {"type": "string", "description": "a group (the -g "
+                                             "of run/sweep)"}  # fmt: skip
+        assert "title" not in json.dumps(tools["sweep"].input_schema)
+        assert data(await client.call_tool("ps", {"group": None})) == {"runs": []}
         wait = tools["wait"].input_schema["properties"]["timeout_s"]
         assert wait["default"] == 50 and wait["maximum"] == 1800
         sweep = tools["sweep"].input_schema

@@ -28,7 +28,12 @@ INSTRUCTIONS = (
 
 
 class Server(MCPServer[Any]):
-    """The SDK's server, whose refusals of a call read like the commands': one line."""
+    """The SDK's server, whose refusals of a call read like the commands': one line, and
+    whose tool schemas say what an agent needs and no more (`compact`)."""
+
+    async def list_tools(self) -> list[Any]:
+        listed = await super().list_tools()
+        return [t.model_copy(update={"input_schema": compact(t.input_schema)}) for t in listed]
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -42,6 +47,33 @@ class Server(MCPServer[Any]):
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(bad_arguments(name, exc.__cause__)) from exc.__cause__
             raise
+
+
+def compact(schema: Any) -> Any:
+    """A tool's JSON schema as pydantic makes it, less what tells an agent nothing: each
+    property's `title` (its name again) and, for an optional argument, the `null` alternative
+    and the default of null (`anyOf: [{type: string}, {type: null}]` becomes `type: string`).
+    A tools/list shrinks by a quarter; the arguments are still checked by the full model."""
+    if isinstance(schema, list):
+        return [compact(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: compact(v) for k, v in schema.items() if k not in ("title", "properties")}
+    if isinstance(schema.get("properties"), dict):
+        props = schema["properties"].items()
+        out["properties"] = {name: _required_or_not(compact(p)) for name, p in props}
+    return out
+
+
+def _required_or_not(prop: Any) -> Any:
+    options = prop.get("anyOf") if isinstance(prop, dict) else None
+    if not options or prop.get("default", 0) is not None:
+        return prop
+    kept = [o for o in options if o != {"type": "null"}]
+    if len(kept) != 1:
+        return prop
+    rest = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
+    return {**kept[0], **rest}
 
 
 def bad_arguments(tool: str, error: ValidationError) -> str:
