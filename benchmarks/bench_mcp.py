@@ -16,7 +16,8 @@ on the group. A fresh agent knows Orbit's name and nothing else:
 Calls count what the model issues (tools/list is the client's, not the model's, but its bytes
 are counted as read). Each round runs both ways, alternated, each in its group of a fresh
 home; the medians are printed, then `ratio: X.XX (target ≤ 0.5)`: the MCP loop's model calls
-over the shell's. The bytes' ratio is printed on the line before.
+over the shell's. The bytes' ratio is printed on the line before, and above it the bytes of
+the six answers alone (what a second loop in the same session reads).
 
 Standalone: `python benchmarks/bench_mcp.py [--rounds N] [--image IMAGE] [--keep]`; needs
 Docker and the test images (scripts/build-test-images.sh).
@@ -171,6 +172,14 @@ def main() -> None:
     for name, loops in (("shell", shell), ("mcp", tools)):
         print(f"{name:6}{median(loops, 'calls'):>7.0f}{median(loops, 'read'):>10,.0f}"
               f"{median(loops, 'written'):>11,.0f}{median(loops, 'seconds'):>9.2f}")  # fmt: skip
+    again = {
+        name: statistics.median(
+            sum(n for what, n in loop.steps if what in COMMANDS) for loop in loops
+        )
+        for name, loops in (("shell", shell), ("mcp", tools))
+    }
+    print(f"answers alone (a second loop, discovery done): shell {again['shell']:,.0f} B, "
+          f"mcp {again['mcp']:,.0f} B")  # fmt: skip
     read = median(tools, "read") / median(shell, "read")
     wall = median(tools, "seconds") / median(shell, "seconds")
     print(f"bytes read mcp/shell: {read:.2f}; wall time mcp/shell: {wall:.2f}")
