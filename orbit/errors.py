@@ -25,7 +25,7 @@ class ExitCode(IntEnum):
     INTERNAL = 70  # a bug in Orbit: one line, and the traceback with ORBIT_DEBUG=1
     INTERRUPTED = 130  # Ctrl-C: only the waiting stops, the run goes on
     # `orbit run -w` only: the run ended without an exit code of the command's own choosing.
-    TIMED_OUT = 124  # stopped at its --timeout (GNU timeout's code)
+    TIMED_OUT = 124  # stopped at its --timeout (GNU timeout's code); `orbit wait --timeout` too
     NO_RESULT = 125  # never ran (image gone, mount refused…) or lost (docker run's engine code)
     OOM_KILLED = 137  # killed for memory (128 + SIGKILL, what a shell reports)
     CANCELLED = 143  # cancelled (128 + SIGTERM, the signal `orbit cancel` stops it with)

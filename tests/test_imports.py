@@ -20,7 +20,8 @@ from orbit.store.home import Home
 from orbit.store.model import RunState
 from orbit.store.runs import RunStore
 
-HEAVY = ("docker", "requests")
+# The MCP SDK (and the pydantic and anyio it brings) only for `orbit mcp`.
+HEAVY = ("docker", "requests", "mcp", "pydantic", "anyio")
 
 
 def imported_modules(home: Path, *args: str) -> tuple[str, set[str]]:

@@ -25,13 +25,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, env: Env) -> int:
-    from orbit.mcp.server import serve
-
     environ = dict(env.environ)
     if args.home is not None:
         home = Path(args.home).expanduser()
         if home.exists() and not home.is_dir():
             raise UsageError(f"--home {args.home}: not a directory")
         environ["ORBIT_HOME"] = str(home.resolve())
+    from orbit.mcp.wire import guard_stdout
+
+    guard_stdout()  # before the SDK is imported: nothing but the protocol reaches stdout
+    from orbit.mcp.server import serve
+
     serve(environ, env.cwd)
     return ExitCode.OK

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace, env: Env) -> int:
     ok = not gone and all(r["state"] == "succeeded" for r in results)
     timed_out = any(isinstance(r, Run) and not r.state.finished for r in runs)
     if args.json:
-        extra = {"interrupted": gone} if args.group else {}
+        extra: dict[str, Any] = {"interrupted": gone} if args.group else {}
         if args.timeout is not None:
             extra["timed_out"] = timed_out
         print_json(env, {"ok": ok, "runs": results, **extra})

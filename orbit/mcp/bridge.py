@@ -56,12 +56,18 @@ class Orbit:
         )
         with _one_at_a_time:
             try:
-                code = main([*argv, "--json"], env)
+                code = main(_with_json(argv), env)
             finally:
                 # main() freezes what is loaded for a one-shot process; a server lives on, so
                 # what each call leaves is collected again.
                 gc.unfreeze()
         return Answer(code, _json(out.getvalue()), _error_line(err.getvalue(), argv, code))
+
+
+def _with_json(argv: tuple[str, ...]) -> list[str]:
+    """`--json` among the options: before the `--` that starts a run's command, if any."""
+    at = argv.index("--") if "--" in argv else len(argv)
+    return [*argv[:at], "--json", *argv[at:]]
 
 
 def _json(text: str) -> Any:

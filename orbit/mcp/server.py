@@ -1,20 +1,21 @@
 """Build the MCP server for one home and serve it over stdio.
 
-The SDK's stdio transport owns the protocol's descriptors while it serves: it moves the wire
-to a private close-on-exec descriptor and points fd 0 at /dev/null and fd 1 at stderr, so
-nothing Orbit prints, and no process it starts (shepherds, the ticker, Docker builds), can
-write into the protocol. `serve` does the same before the SDK is even imported, so an import's
-stray output cannot either; the SDK then claims the pipe from where `serve` put it.
+Tools and resources are registered by `tools.py` and `resources.py`; a refusal of the call
+itself (an unknown tool, an argument of the wrong type) is one line here, like a command's.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
 
 from orbit import __version__
+from orbit.mcp import resources, tools
 from orbit.mcp.bridge import Orbit
 
 INSTRUCTIONS = (
@@ -26,14 +27,69 @@ INSTRUCTIONS = (
 )
 
 
-def build(environ: Mapping[str, str], cwd: Path) -> object:
-    """The server (an MCPServer) with every tool and resource, running commands in `environ`
-    (its ORBIT_HOME) and, unless a tool is given another, in `cwd`."""
-    from mcp.server.mcpserver import MCPServer
+class Server(MCPServer[Any]):
+    """The SDK's server, whose refusals of a call read like the commands': one line, and
+    whose tool schemas say what an agent needs and no more (`compact`)."""
 
-    from orbit.mcp import resources, tools
+    async def list_tools(self) -> list[Any]:
+        listed = await super().list_tools()
+        return [t.model_copy(update={"input_schema": compact(t.input_schema)}) for t in listed]
 
-    server = MCPServer("orbit", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        if self._tool_manager.get_tool(name) is None:
+            known = ", ".join(sorted(t.name for t in self._tool_manager.list_tools()))
+            raise ToolError(f"orbit: no tool {name!r} (tools: {known})")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(bad_arguments(name, exc.__cause__)) from exc.__cause__
+            raise
+
+
+def compact(schema: Any) -> Any:
+    """A tool's JSON schema as pydantic makes it, less what tells an agent nothing: each
+    property's `title` (its name again) and, for an optional argument, the `null` alternative
+    and the default of null (`anyOf: [{type: string}, {type: null}]` becomes `type: string`).
+    A tools/list shrinks by a quarter; the arguments are still checked by the full model."""
+    if isinstance(schema, list):
+        return [compact(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: compact(v) for k, v in schema.items() if k not in ("title", "properties")}
+    if isinstance(schema.get("properties"), dict):
+        props = schema["properties"].items()
+        out["properties"] = {name: _required_or_not(compact(p)) for name, p in props}
+    return out
+
+
+def _required_or_not(prop: Any) -> Any:
+    options = prop.get("anyOf") if isinstance(prop, dict) else None
+    if not options or prop.get("default", 0) is not None:
+        return prop
+    kept = [o for o in options if o != {"type": "null"}]
+    if len(kept) != 1:
+        return prop
+    rest = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
+    return {**kept[0], **rest}
+
+
+def bad_arguments(tool: str, error: ValidationError) -> str:
+    """`orbit: show: run: Input should be a valid string (got 5)`, each problem once."""
+    problems = []
+    for e in error.errors():
+        where = ".".join(str(part) for part in e["loc"]) or "arguments"
+        got = f" (got {e['input']!r})" if e["type"] != "missing" else ""
+        problems.append(f"{where}: {e['msg']}{got}")
+    return f"orbit: {tool}: {'; '.join(problems)} (the schema: tools/list)"
+
+
+def build(environ: Mapping[str, str], cwd: Path) -> Server:
+    """The server with every tool and resource, running commands in `environ` (its
+    ORBIT_HOME) and, unless a tool is given another directory, in `cwd`."""
+    server = Server("orbit", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     orbit = Orbit(environ=dict(environ), cwd=cwd)
     tools.register(server, orbit)
     resources.register(server, orbit)
@@ -42,16 +98,5 @@ def build(environ: Mapping[str, str], cwd: Path) -> object:
 
 def serve(environ: Mapping[str, str], cwd: Path) -> None:
     """Serve over stdio until the client closes stdin."""
-    _guard_stdout()
     server = build(environ, cwd)
-    server.run("stdio")  # type: ignore[attr-defined]
-
-
-def _guard_stdout() -> None:
-    """Keep fd 1 (the protocol) out of reach of whatever runs before the SDK claims it: the
-    wire moves to a close-on-exec descriptor that sys.stdout writes to, and fd 1 becomes
-    stderr, which is what every child then inherits."""
-    sys.stdout.flush()
-    wire = os.dup(1)  # os.dup's copy is not inheritable
-    os.dup2(2, 1)
-    sys.stdout = os.fdopen(wire, "w", encoding="utf-8", closefd=False)
+    server.run("stdio")

@@ -10,12 +10,13 @@ Nothing that deletes (`rm`, `bench rm-job`) is a tool.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
-import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
@@ -28,11 +29,13 @@ STOP = ToolAnnotations(
     read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
 )
 
-# wait: a tool call is bounded (Codex gives a tool 60 s unless configured); it waits in slices
-# of `orbit wait --timeout`, each a little over the 5 s after which `orbit wait` ticks once to
-# repair a dead shepherd, and reports the finished runs after each.
+# wait: a tool call is bounded (Codex gives a tool 60 s unless configured). It waits in slices
+# of `orbit wait --timeout` and reports the finished runs after each: a short first one, so
+# the counts come at once, then slices a little over the 5 s after which `orbit wait` ticks
+# once (which repairs a run whose shepherd died).
 WAIT_DEFAULT_S = 50.0
 WAIT_MAX_S = 1800.0
+FIRST_SLICE_S = 1.0
 WAIT_SLICE_S = 6.0
 LOG_LINES = 100
 
@@ -239,17 +242,21 @@ def _review_tools(server: MCPServer, orbit: Orbit) -> None:  # noqa: C901 (a lis
         """Wait until the runs finish, or timeout_s, with progress notifications (finished
         of total); answers `orbit wait --json`: ok, each run's state, reason and error excerpt,
         timed_out."""
-        deadline = anyio.current_time() + timeout_s
+        deadline = time.monotonic() + timeout_s
+        slice_s = FIRST_SLICE_S
         while True:
-            left = deadline - anyio.current_time()
-            step = f"{max(0.1, min(WAIT_SLICE_S, left)):.3f}"
-            argv = ["wait", *(runs or []), *flags(group=group, timeout=step)]
-            answer = await anyio.to_thread.run_sync(partial(orbit.call, *argv))
-            if answer.failed or not answer.data.get("timed_out") or left <= WAIT_SLICE_S:
+            left = deadline - time.monotonic()
+            step = max(0.1, min(slice_s, left))
+            argv = ["wait", *(runs or []), *flags(group=group, timeout=f"{step:.3f}")]
+            answer = await asyncio.to_thread(partial(orbit.call, *argv))
+            if answer.failed:
                 return result(answer)
-            done = sum(r["state"] not in ACTIVE for r in answer.data["runs"])
-            total = len(answer.data["runs"])
-            await ctx.report_progress(done, total, f"{done} of {total} runs finished")
+            states = [r["state"] for r in answer.data["runs"]]
+            done = sum(state not in ACTIVE for state in states)
+            await ctx.report_progress(done, len(states), f"{done} of {len(states)} runs finished")
+            if not answer.data["timed_out"] or left <= step:
+                return result(answer)
+            slice_s = WAIT_SLICE_S
 
 
 ACTIVE = {"queued", "starting", "running", "unknown"}
