@@ -353,8 +353,8 @@ def check_scheduler_lock(home: Home) -> Check:
 
 
 def check_agents(home: Home, environ: Mapping[str, str]) -> list[Check]:
-    """Which agents have Orbit's skills and hooks (`orbit plugin`), and which copy is stale.
-    An agent without them is information, not a problem."""
+    """Which agents have Orbit's skills, hooks and MCP server (`orbit plugin`), and which copy
+    is stale. An agent without them is information, not a problem."""
     try:
         rows = plugin.status(home, environ)["agents"]
     except OrbitError as exc:
@@ -368,6 +368,8 @@ def check_agents(home: Home, environ: Mapping[str, str]) -> list[Check]:
     for row in installed:
         hooks = {None: "", True: " and hooks", False: ", hooks missing"}[row["hooks"]]
         detail = f"{row['agent']}: skills{hooks} {row['version']} in {row['skills_dir']}"
+        if row["mcp"] is not None:
+            detail += ", MCP server" if row["mcp"]["registered"] else ", MCP server missing"
         if row["stale"]:
             checks.append(Check("agent plugin", WARN, detail + " (stale)", "`orbit plugin update`"))
         else:

@@ -406,3 +406,21 @@ def test_claude_config_dir_is_where_the_real_claude_reads_it(
     assert "Status: ✔ Connected" in cli(agents, real_clis, "claude", "mcp", "get", "orbit")
     agents.ok("plugin", "remove", "claude")
     assert "orbit" not in cli(agents, real_clis, "claude", "mcp", "list")
+
+
+def test_doctor_names_the_mcp_server_and_warns_when_it_is_gone(agents: Agents) -> None:
+    from dataclasses import asdict
+
+    from orbit.doctor import check_agents
+    from orbit.store.home import Home
+
+    agents.ok("plugin", "install", "codex")
+    home = Home.from_environ(agents.environ)
+    (codex,) = [asdict(c) for c in check_agents(home, agents.environ) if "codex" in c.detail]
+    assert codex["status"] == "OK" and codex["detail"].endswith(", MCP server")
+    config_toml(agents).write_text("")  # taken out by hand
+    (codex,) = [asdict(c) for c in check_agents(home, agents.environ) if "codex" in c.detail]
+    assert codex["status"] == "WARN" and "MCP server missing (stale)" in codex["detail"]
+    assert codex["fix"] == "`orbit plugin update`"
+    agents.ok("plugin", "update")
+    assert "orbit" in tomllib.loads(config_toml(agents).read_text())["mcp_servers"]
