@@ -214,14 +214,16 @@ def test_a_server_edited_by_hand_is_stale_and_update_refreshes_it(agents: Agents
             "mcp_servers = { a = { command = 'a' } }\n",
             "would make it invalid TOML",
         ),
+        (".claude.json", b'{"a": "\xff"}', ".claude.json is not UTF-8 text"),
+        (".codex/config.toml", b'a = "\xff"', "config.toml is not UTF-8 text"),
     ],
 )
 def test_a_config_orbit_cannot_change_is_one_line_and_nothing_is_touched(
-    agents: Agents, name: str, text: str, said: str
+    agents: Agents, name: str, text: str | bytes, said: str
 ) -> None:
     path = agents.home / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
     before = snapshot(agents.home)
     code, out, err = agents("plugin", "install", "claude" if name == ".claude.json" else "codex")
     assert code != 0 and out == ""

@@ -19,7 +19,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from orbit.agents.settings import Settings
+from orbit.agents.settings import Settings, read_text
 from orbit.errors import CorruptError
 from orbit.store.files import atomic_write
 
@@ -120,7 +120,7 @@ class TomlConfig:
     def __init__(self, path: Path) -> None:
         self.path = path.resolve() if path.is_symlink() else path
         self.existed = self.path.exists()
-        self.text = self.path.read_text() if self.existed else ""
+        self.text = read_text(self.path) if self.existed else ""
         self.new_text = self.text
         self.data = _parse(self.path, self.text)
 

@@ -74,6 +74,14 @@ def homes_named(settings: Settings) -> set[str]:
     return found
 
 
+def read_text(path: Path) -> str:
+    """A user's configuration file as text; CorruptError (one line) when it is not UTF-8."""
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise CorruptError(f"{path} is not UTF-8 text; Orbit does not rewrite it") from None
+
+
 class Settings:
     """One JSON settings file as read: its data and how it was formatted."""
 
@@ -81,7 +89,7 @@ class Settings:
         # A settings file linked from elsewhere (a dotfiles checkout) is written where it lives.
         self.path = path.resolve() if path.is_symlink() else path
         self.existed = self.path.exists()
-        self.text = self.path.read_text() if self.existed else ""
+        self.text = read_text(self.path) if self.existed else ""
         if self.existed:
             try:
                 data = json.loads(self.text)
