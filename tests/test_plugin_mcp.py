@@ -426,3 +426,12 @@ def test_doctor_names_the_mcp_server_and_warns_when_it_is_gone(agents: Agents) -
     assert codex["fix"] == "`orbit plugin update`"
     agents.ok("plugin", "update")
     assert "orbit" in tomllib.loads(config_toml(agents).read_text())["mcp_servers"]
+
+
+def test_remove_refuses_a_broken_configuration_before_changing_anything(agents: Agents) -> None:
+    agents.ok("plugin", "install", "codex")
+    config_toml(agents).write_text(config_toml(agents).read_text() + "oops = \n")
+    before = snapshot(agents.home), snapshot(agents.orbit_home)
+    code, _, err = agents("plugin", "remove", "codex")
+    assert code == 6 and "config.toml is not valid TOML" in err and len(err.splitlines()) == 1
+    assert (snapshot(agents.home), snapshot(agents.orbit_home)) == before
