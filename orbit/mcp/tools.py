@@ -22,6 +22,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from orbit.mcp.bridge import Answer, Orbit
+from orbit.store.model import RunState
 
 READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -38,6 +39,8 @@ WAIT_MAX_S = 1800.0
 FIRST_SLICE_S = 1.0
 WAIT_SLICE_S = 6.0
 LOG_LINES = 100
+MAX_LOG_LINES = 2000  # an answer an agent can still read
+ACTIVE = {state.value for state in RunState if state.active}  # an unreadable run is done
 
 RunRef = Annotated[str, Field(description="run id (4), unique id prefix, or unique run name")]
 Group = Annotated[str | None, Field(description="a group (the -g of run/sweep)")]
@@ -71,12 +74,14 @@ def flags(**options: Any) -> list[str]:
 
 def register(server: MCPServer, orbit: Orbit) -> None:
     """Add every tool to `server`; each runs its command through `orbit`."""
+    _run_tools(server, orbit)
     _review_tools(server, orbit)
     _launch_tools(server, orbit)
+    _control_tools(server, orbit)
     _bench_tools(server, orbit)
 
 
-def _review_tools(server: MCPServer, orbit: Orbit) -> None:  # noqa: C901 (a list of tools)
+def _run_tools(server: MCPServer, orbit: Orbit) -> None:
     @server.tool(annotations=READ)
     def resources() -> CallToolResult:
         """What the machine has free: GPUs, CPUs, memory, leases and the queue (`orbit
@@ -124,26 +129,35 @@ def _review_tools(server: MCPServer, orbit: Orbit) -> None:  # noqa: C901 (a lis
     def logs(
         run: RunRef,
         lines: Annotated[
-            int, Field(ge=0, description="the last N lines (ignored with first_line)")
+            int,
+            Field(ge=0, le=MAX_LOG_LINES, description="the last N lines (unless first_line)"),
         ] = LOG_LINES,
         first_line: Annotated[
             int | None, Field(ge=1, description="a range instead: from this line (1 = first)")
         ] = None,
         last_line: Annotated[
-            int | None, Field(ge=1, description="to this line, included (default: the end)")
+            int | None,
+            Field(
+                ge=1,
+                description=f"to this line, included (default: the end; at most "
+                f"{MAX_LOG_LINES} lines are given)",
+            ),
         ] = None,
     ) -> CallToolResult:
-        """A run's output, log.txt (`orbit logs ID -n N --json`): the tail, or a line range."""
+        """A run's output, log.txt (`orbit logs ID -n N --json`): the tail, or a line range
+        (then also first_line and last_line: the lines given)."""
         if first_line is None:
             return result(orbit.call("logs", run, *flags(lines=lines)))
         answer = orbit.call("logs", run)
         if not answer.failed:
             text = answer.data["log"].splitlines(keepends=True)
-            answer.data["log"] = "".join(text[first_line - 1 : last_line])
-            answer.data.update(first_line=first_line, last_line=min(last_line or len(text),
-                                                                    len(text)))  # fmt: skip
+            last = min(last_line or len(text), first_line + MAX_LOG_LINES - 1, len(text))
+            answer.data["log"] = "".join(text[first_line - 1 : last])
+            answer.data.update(first_line=first_line, last_line=last)
         return result(answer)
 
+
+def _review_tools(server: MCPServer, orbit: Orbit) -> None:
     @server.tool(annotations=READ)
     def failures(
         group: Group = None,
@@ -216,6 +230,8 @@ def _review_tools(server: MCPServer, orbit: Orbit) -> None:  # noqa: C901 (a lis
         (`orbit note --json`)."""
         return result(orbit.call("note", *(runs or []), *flags(group=group, text=text)))
 
+
+def _control_tools(server: MCPServer, orbit: Orbit) -> None:
     @server.tool(annotations=STOP)
     def cancel(
         runs: Annotated[list[str], Field(min_length=1, description="run ids or names")],
@@ -257,9 +273,6 @@ def _review_tools(server: MCPServer, orbit: Orbit) -> None:  # noqa: C901 (a lis
             if not answer.data["timed_out"] or left <= step:
                 return result(answer)
             slice_s = WAIT_SLICE_S
-
-
-ACTIVE = {"queued", "starting", "running", "unknown"}
 
 
 def _launch_tools(server: MCPServer, orbit: Orbit) -> None:
