@@ -32,6 +32,7 @@ WRITES = {"run", "sweep", "note", "cancel", "bench_run"}
 TRAIN = """\
 echo "{\\"step\\": 1, \\"loss\\": 0.$1}" >> "$ORBIT_METRICS"
 echo "epoch 1 x=$1"
+echo "greeting: $GREETING"
 [ "$1" = 2 ] && sleep 4
 [ "$1" = 3 ] && { echo "ValueError: x=$1 is out of range" >&2; exit 3; }
 echo "done x=$1"
@@ -160,6 +161,8 @@ def test_the_review_loop_through_mcp(orbit: Orbit, busybox: str) -> None:
             "mem_gb": 0.1,
             "name": "x{x}",
             "objective": "loss:min",
+            "tags": {"kind": "probe"},
+            "env": {"GREETING": "hi --there"},  # a value that looks like an option
             "cwd": str(repo),
         }
         swept = data(await client.call_tool("sweep", launch))
@@ -189,6 +192,9 @@ def test_the_review_loop_through_mcp(orbit: Orbit, busybox: str) -> None:
         assert first["log"] == "epoch 1 x=2\n"
         shown = data(await client.call_tool("show", {"run": "x1"}))
         assert shown["metrics"]["summary"]["loss"]["latest"] == 0.1
+        assert shown["tags"] == {"kind": "probe"} and shown["project"] is not None
+        two = data(await client.call_tool("logs", {"run": "x2", "first_line": 2}))
+        assert two["log"] == "greeting: hi --there\ndone x=2\n" and two["last_line"] == 3
 
         noted = data(await client.call_tool("note", {"group": "xs", "text": "x=1 is best"}))
         assert noted["text"] == "x=1 is best"

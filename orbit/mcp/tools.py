@@ -275,34 +275,57 @@ def _control_tools(server: MCPServer, orbit: Orbit) -> None:
             slice_s = WAIT_SLICE_S
 
 
+# The run options `run` and `sweep` share (cli/runopts.py), as typed arguments.
+Image = Annotated[str | None, Field(description="the image to run")]
+Dockerfile = Annotated[str | None, Field(description="or a Dockerfile to build")]
+Cpus = Annotated[float | None, Field(gt=0, description="CPU limit per run (default 4)")]
+MemGb = Annotated[float | None, Field(gt=0, description="memory limit per run, GiB")]
+Gpus = Annotated[int, Field(ge=0, description="whole GPUs per run")]
+Objective = Annotated[str | None, Field(description="the group's METRIC[:max|min]")]
+Folder = Annotated[str | None, Field(description="file under this folder, e.g. a/b")]
+Tags = Annotated[dict[str, str] | None, Field(description="tags, KEY: VALUE")]
+Environ = Annotated[
+    dict[str, str] | None, Field(description="environment variables (stored: no secrets)")
+]
+Data = Annotated[list[str] | None, Field(description="named datasets to mount, NAME[:DST[:rw]]")]
+TimeoutMin = Annotated[float | None, Field(gt=0, description="stop a run after MIN minutes")]
+NoProject = Annotated[bool, Field(description="run without a code snapshot")]
+Cwd = Annotated[
+    str | None,
+    Field(
+        description="the project directory whose Git snapshot the runs get (default: the "
+        "server's working directory)"
+    ),
+]
+
+
 def _launch_tools(server: MCPServer, orbit: Orbit) -> None:
     @server.tool(annotations=WRITE)
     def run(
         command: Annotated[list[str], Field(min_length=1, description="the command, as argv")],
-        image: Annotated[str | None, Field(description="the image to run")] = None,
-        dockerfile: Annotated[str | None, Field(description="or a Dockerfile to build")] = None,
-        cpus: Annotated[float | None, Field(gt=0, description="CPU limit (default 4)")] = None,
-        mem_gb: Annotated[float | None, Field(gt=0, description="memory limit, GiB")] = None,
-        gpus: Annotated[int, Field(ge=0, description="whole GPUs")] = 0,
+        image: Image = None,
+        dockerfile: Dockerfile = None,
+        cpus: Cpus = None,
+        mem_gb: MemGb = None,
+        gpus: Gpus = 0,
         name: Annotated[str | None, Field(description="a name for the run")] = None,
         group: Group = None,
-        objective: Annotated[str | None, Field(description="the group's METRIC[:max|min]")] = None,
-        folder: Annotated[str | None, Field(description="file it under, e.g. a/b")] = None,
-        tags: Annotated[dict[str, str] | None, Field(description="KEY: VALUE tags")] = None,
-        timeout_min: Annotated[float | None, Field(gt=0, description="stop after")] = None,
-        no_project: Annotated[bool, Field(description="run without a code snapshot")] = False,
-        cwd: Annotated[
-            str | None,
-            Field(
-                description="the project directory whose Git snapshot the run gets "
-                "(default: the server's working directory)"
-            ),
-        ] = None,
+        objective: Objective = None,
+        folder: Folder = None,
+        tags: Tags = None,
+        env: Environ = None,
+        data: Data = None,
+        timeout_min: TimeoutMin = None,
+        no_project: NoProject = False,
+        cwd: Cwd = None,
     ) -> CallToolResult:
         """Submit one run (`orbit run --json -- COMMAND`); it queues until the machine has
         its resources. Follow it with wait, logs, show."""
-        argv = _run_flags(image, dockerfile, cpus, mem_gb, gpus, name, group, objective,
-                          folder, tags, timeout_min, no_project)  # fmt: skip
+        argv = _run_flags(
+            image=image, dockerfile=dockerfile, cpus=cpus, mem_gb=mem_gb, gpus=gpus, name=name,
+            group=group, objective=objective, folder=folder, tags=tags, env=env, data=data,
+            timeout_min=timeout_min, no_project=no_project,
+        )  # fmt: skip
         return result(orbit.call("run", *argv, "--", *command, cwd=_dir(cwd)))
 
     @server.tool(annotations=WRITE)
@@ -319,43 +342,42 @@ def _launch_tools(server: MCPServer, orbit: Orbit) -> None:
             ),
         ],
         group: Annotated[str | None, Field(description="the group (default: a new one)")] = None,
-        image: Annotated[str | None, Field(description="the image to run")] = None,
-        dockerfile: Annotated[str | None, Field(description="or a Dockerfile to build")] = None,
-        cpus: Annotated[float | None, Field(gt=0, description="CPU limit per run")] = None,
-        mem_gb: Annotated[float | None, Field(gt=0, description="memory per run, GiB")] = None,
-        gpus: Annotated[int, Field(ge=0, description="whole GPUs per run")] = 0,
+        image: Image = None,
+        dockerfile: Dockerfile = None,
+        cpus: Cpus = None,
+        mem_gb: MemGb = None,
+        gpus: Gpus = 0,
         name: Annotated[str | None, Field(description="run names, e.g. lr{lr}-s{seed}")] = None,
-        objective: Annotated[str | None, Field(description="the group's METRIC[:max|min]")] = None,
+        objective: Objective = None,
         max_running: Annotated[int | None, Field(ge=1, description="runs at once")] = None,
-        folder: Annotated[str | None, Field(description="file them under, e.g. a/b")] = None,
-        tags: Annotated[dict[str, str] | None, Field(description="KEY: VALUE tags")] = None,
-        timeout_min: Annotated[float | None, Field(gt=0, description="stop each after")] = None,
-        no_project: Annotated[bool, Field(description="run without a code snapshot")] = False,
-        cwd: Annotated[
-            str | None,
-            Field(
-                description="the project directory whose Git snapshot the runs get "
-                "(default: the server's working directory)"
-            ),
-        ] = None,
+        folder: Folder = None,
+        tags: Tags = None,
+        env: Environ = None,
+        data: Data = None,
+        timeout_min: TimeoutMin = None,
+        no_project: NoProject = False,
+        cwd: Cwd = None,
     ) -> CallToolResult:
         """Submit one run per combination of params as one group (`orbit sweep --json`).
         Then wait on the group, and read failures, best and lessons."""
-        argv = _run_flags(image, dockerfile, cpus, mem_gb, gpus, name, group, objective,
-                          folder, tags, timeout_min, no_project)  # fmt: skip
+        argv = _run_flags(
+            image=image, dockerfile=dockerfile, cpus=cpus, mem_gb=mem_gb, gpus=gpus, name=name,
+            group=group, objective=objective, folder=folder, tags=tags, env=env, data=data,
+            timeout_min=timeout_min, no_project=no_project,
+        )  # fmt: skip
         argv += [f"--param={key}={','.join(values)}" for key, values in params.items()]
         argv += flags(max_running=max_running)
         return result(orbit.call("sweep", *argv, "--", *command, cwd=_dir(cwd)))
 
 
-def _run_flags(image: str | None, dockerfile: str | None, cpus: float | None,
-               mem_gb: float | None, gpus: int, name: str | None, group: str | None,
-               objective: str | None, folder: str | None, tags: dict[str, str] | None,
-               timeout_min: float | None, no_project: bool) -> list[str]:  # fmt: skip
-    tag = [f"{k}={v}" for k, v in (tags or {}).items()]
-    return flags(image=image, dockerfile=dockerfile, cpus=cpus, mem=mem_gb, gpus=gpus or None,
-                 name=name, group=group, objective=objective, folder=folder, tag=tag or None,
-                 timeout=timeout_min, no_project=no_project)  # fmt: skip
+def _run_flags(
+    *, mem_gb: float | None, gpus: int, tags: dict[str, str] | None,
+    env: dict[str, str] | None, timeout_min: float | None, **same: Any,
+) -> list[str]:  # fmt: skip
+    """The run options as `orbit run` and `orbit sweep` spell them."""
+    pairs = {k: [f"{key}={v}" for key, v in (d or {}).items()] or None
+             for k, d in (("tag", tags), ("env", env))}  # fmt: skip
+    return flags(**same, **pairs, mem=mem_gb, gpus=gpus or None, timeout=timeout_min)
 
 
 def _dir(cwd: str | None) -> Path | None:
