@@ -136,6 +136,10 @@ def test_bad_calls_are_one_line_tool_errors(orbit: Orbit) -> None:
         assert said == "orbit: give run ids or -g GROUP"
         said = refusal(await client.call_tool("best", {"group": "nope"}))
         assert said == orbit("best", "-g", "nope").err.strip()
+        said = refusal(await client.call_tool("bench_tasks", {"benchmark": "nope"}))
+        assert said == orbit("bench", "tasks", "nope").err.strip()
+        said = refusal(await client.call_tool("bench_show", {"job": "j9"}))
+        assert said == orbit("bench", "show", "j9").err.strip()
         # the server lives on
         assert await read(client, "orbit://runs/recent") == {"runs": [], "total": 0}
 
@@ -198,6 +202,8 @@ def test_the_review_loop_through_mcp(orbit: Orbit, busybox: str) -> None:
 
         noted = data(await client.call_tool("note", {"group": "xs", "text": "x=1 is best"}))
         assert noted["text"] == "x=1 is best"
+        on_run = data(await client.call_tool("note", {"runs": ["x3"], "text": "-x too big"}))
+        assert str(on_run["id"]) == ids["x3"] and on_run["text"] == "-x too big"
         lessons = data(await client.call_tool("lessons", {"group": "xs"}))
         by_cli = orbit("lessons", "-g", "xs", "--json").json()
         assert {**lessons, "cache": None} == {**by_cli, "cache": None}  # (its cache was warm)
@@ -229,8 +235,9 @@ def test_the_review_loop_through_mcp(orbit: Orbit, busybox: str) -> None:
 
     serve(orbit, body)
     # Seen by the CLI too: the group's note is on every member.
-    shown = orbit("show", "x2", "--json").json()
+    shown = orbit("show", "x3", "--json").json()
     assert [n["text"] for n in shown["group_notes"]] == ["x=1 is best"]
+    assert [n["text"] for n in shown["notes"]] == ["-x too big"]
     # Progress came while the wait waited (x2 still running), and once more at the end.
     assert any(done < 3 for done, _, _ in progress), progress
     assert progress[-1][:2] == (3, 3) and progress[-1][2] == "3 of 3 runs finished"
