@@ -262,6 +262,22 @@ def test_nothing_but_the_protocol_reaches_stdout(orbit: Orbit, busybox: str) -> 
     serve(orbit, body)
 
 
+def test_the_bench_tools_answer_as_the_commands(orbit: Orbit) -> None:
+    tasks = REPO_ROOT / "tests" / "bench_tasks" / "harbor-basic"
+    assert orbit("bench", "add", "hb", str(tasks), "--adapter", "harbor").code == 0
+
+    async def body(client: Client) -> None:
+        listed = data(await client.call_tool("bench_tasks", {"benchmark": "hb"}))
+        assert listed == orbit("bench", "tasks", "hb", "--json").json()
+        assert "orbit-test/hello" in {t["name"] for t in listed["tasks"]}
+        bad = {"benchmark": "hb", "methods": ["nosuch"], "tasks": ["orbit-test/hello"]}
+        said = refusal(await client.call_tool("bench_run", bad))
+        cli = orbit("bench", "run", "hb", "-m", "nosuch", "-t", "orbit-test/hello", "--json")
+        assert said == cli.err.strip()
+
+    serve(orbit, body)
+
+
 def test_mcp_start_up_errors_go_to_stderr(orbit: Orbit, tmp_path: Path) -> None:
     afile = tmp_path / "file"
     afile.write_text("")
