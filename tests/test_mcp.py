@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -227,10 +228,15 @@ def test_the_review_loop_through_mcp(orbit: Orbit, busybox: str) -> None:
         else:
             raise AssertionError(f"{unknown} was read")
 
-        # A run queued behind nothing, then cancelled: the record stays, cancelled.
+        # A long run: the wait gives up at its timeout_s (the run goes on), then it is
+        # cancelled and its record stays, cancelled.
         one = {"command": ["sleep", "30"], "image": busybox, "cpus": 0.1, "mem_gb": 0.1}
-        started = data(await client.call_tool("run", {**one, "no_project": True}))
-        cancelled = data(await client.call_tool("cancel", {"runs": [str(started["id"])]}))
+        started = str(data(await client.call_tool("run", {**one, "no_project": True}))["id"])
+        t0 = time.monotonic()
+        waited = data(await client.call_tool("wait", {"runs": [started], "timeout_s": 1.5}))
+        assert waited["timed_out"] and 1.5 <= time.monotonic() - t0 < 5
+        assert waited["runs"][0]["state"] in ("starting", "running")
+        cancelled = data(await client.call_tool("cancel", {"runs": [started]}))
         assert cancelled["runs"][0]["state"] == "cancelled"
 
     serve(orbit, body)
