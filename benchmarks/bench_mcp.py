@@ -9,15 +9,16 @@ on the group. A fresh agent knows Orbit's name and nothing else:
   (`orbit X --help`, six of them), then runs the six commands with `--json` (each a `python
   orbit.py …` process, what an agent's shell tool starts); it reads every byte each call
   prints, stdout and stderr, and writes each command line.
-- MCP: its client starts `orbit mcp` once and lists the tools (the schemas the model reads in
-  place of the help), then the model makes the six tool calls and reads each result's text
-  block (the same JSON as `--json`, compact) and writes each call's name and arguments.
+- MCP: its client starts `orbit mcp` once, passes the server's instructions on and lists the
+  tools (the schemas the model reads in place of the help), then the model makes the six tool
+  calls and reads each result's text block (the same JSON as `--json`, compact) and writes
+  each call's name and arguments.
 
-Calls count what the model issues (tools/list is the client's, not the model's, but its bytes
-are counted as read). Each round runs both ways, alternated, each in its group of a fresh
-home; the medians are printed, then `ratio: X.XX (target ≤ 0.5)`: the MCP loop's model calls
-over the shell's. The bytes' ratio is printed on the line before, and above it the bytes of
-the six answers alone (what a second loop in the same session reads).
+Calls count what the model issues (the instructions and tools/list are the client's, not the
+model's, but their bytes are counted as read). Each round runs both ways, alternated, each in
+its group of a fresh home; the medians are printed, then `ratio: X.XX (target ≤ 0.5)`: the
+MCP loop's model calls over the shell's. The bytes' ratio is printed on the line before, and
+above it the bytes of the six answers alone (what a second loop in the same session reads).
 
 Standalone: `python benchmarks/bench_mcp.py [--rounds N] [--image IMAGE] [--keep]`; needs
 Docker and the test images (scripts/build-test-images.sh).
@@ -114,6 +115,7 @@ async def mcp_loop(env: dict[str, str], image: str, group: str) -> Loop:
         command=sys.executable, args=["-m", "orbit", "mcp"], env=env, cwd=str(REPO)
     )
     async with Client(params) as client:
+        loop.add("instructions", "", client.instructions or "", model_call=False)
         tools = await client.list_tools()
         listed = json.dumps([t.model_dump(mode="json", exclude_none=True) for t in tools.tools])
         loop.add("tools/list", "", listed, model_call=False)

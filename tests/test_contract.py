@@ -332,10 +332,11 @@ def test_doctor_says_whether_an_image_is_local(orbit: Orbit, busybox: str) -> No
 def test_every_command_has_json() -> None:
     """New commands get --json too (completion prints shell code; bench _drive is internal;
     hook prints what the agent's hook protocol asks for, JSON already; _node answers a primary
-    in JSON or frames always)."""
+    in JSON or frames always; mcp speaks MCP, JSON-RPC, on stdout)."""
     exempt = {
         "orbit completion",
         "orbit hook",
+        "orbit mcp",
         "orbit bench _drive",
         "orbit _node",
     }

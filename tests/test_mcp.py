@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,6 +33,7 @@ WRITES = {"run", "sweep", "note", "cancel", "bench_run"}
 TRAIN = """\
 echo "{\\"step\\": 1, \\"loss\\": 0.$1}" >> "$ORBIT_METRICS"
 echo "epoch 1 x=$1"
+echo "greeting: $GREETING"
 [ "$1" = 2 ] && sleep 4
 [ "$1" = 3 ] && { echo "ValueError: x=$1 is out of range" >&2; exit 3; }
 echo "done x=$1"
@@ -135,6 +137,10 @@ def test_bad_calls_are_one_line_tool_errors(orbit: Orbit) -> None:
         assert said == "orbit: give run ids or -g GROUP"
         said = refusal(await client.call_tool("best", {"group": "nope"}))
         assert said == orbit("best", "-g", "nope").err.strip()
+        said = refusal(await client.call_tool("bench_tasks", {"benchmark": "nope"}))
+        assert said == orbit("bench", "tasks", "nope").err.strip()
+        said = refusal(await client.call_tool("bench_show", {"job": "j9"}))
+        assert said == orbit("bench", "show", "j9").err.strip()
         # the server lives on
         assert await read(client, "orbit://runs/recent") == {"runs": [], "total": 0}
 
@@ -160,6 +166,8 @@ def test_the_review_loop_through_mcp(orbit: Orbit, busybox: str) -> None:
             "mem_gb": 0.1,
             "name": "x{x}",
             "objective": "loss:min",
+            "tags": {"kind": "probe"},
+            "env": {"GREETING": "hi --there"},  # a value that looks like an option
             "cwd": str(repo),
         }
         swept = data(await client.call_tool("sweep", launch))
@@ -189,9 +197,14 @@ def test_the_review_loop_through_mcp(orbit: Orbit, busybox: str) -> None:
         assert first["log"] == "epoch 1 x=2\n"
         shown = data(await client.call_tool("show", {"run": "x1"}))
         assert shown["metrics"]["summary"]["loss"]["latest"] == 0.1
+        assert shown["tags"] == {"kind": "probe"} and shown["project"] is not None
+        two = data(await client.call_tool("logs", {"run": "x2", "first_line": 2}))
+        assert two["log"] == "greeting: hi --there\ndone x=2\n" and two["last_line"] == 3
 
         noted = data(await client.call_tool("note", {"group": "xs", "text": "x=1 is best"}))
         assert noted["text"] == "x=1 is best"
+        on_run = data(await client.call_tool("note", {"runs": ["x3"], "text": "-x too big"}))
+        assert str(on_run["id"]) == ids["x3"] and on_run["text"] == "-x too big"
         lessons = data(await client.call_tool("lessons", {"group": "xs"}))
         by_cli = orbit("lessons", "-g", "xs", "--json").json()
         assert {**lessons, "cache": None} == {**by_cli, "cache": None}  # (its cache was warm)
@@ -215,16 +228,22 @@ def test_the_review_loop_through_mcp(orbit: Orbit, busybox: str) -> None:
         else:
             raise AssertionError(f"{unknown} was read")
 
-        # A run queued behind nothing, then cancelled: the record stays, cancelled.
+        # A long run: the wait gives up at its timeout_s (the run goes on), then it is
+        # cancelled and its record stays, cancelled.
         one = {"command": ["sleep", "30"], "image": busybox, "cpus": 0.1, "mem_gb": 0.1}
-        started = data(await client.call_tool("run", {**one, "no_project": True}))
-        cancelled = data(await client.call_tool("cancel", {"runs": [str(started["id"])]}))
+        started = str(data(await client.call_tool("run", {**one, "no_project": True}))["id"])
+        t0 = time.monotonic()
+        waited = data(await client.call_tool("wait", {"runs": [started], "timeout_s": 1.5}))
+        assert waited["timed_out"] and 1.5 <= time.monotonic() - t0 < 5
+        assert waited["runs"][0]["state"] in ("starting", "running")
+        cancelled = data(await client.call_tool("cancel", {"runs": [started]}))
         assert cancelled["runs"][0]["state"] == "cancelled"
 
     serve(orbit, body)
     # Seen by the CLI too: the group's note is on every member.
-    shown = orbit("show", "x2", "--json").json()
+    shown = orbit("show", "x3", "--json").json()
     assert [n["text"] for n in shown["group_notes"]] == ["x=1 is best"]
+    assert [n["text"] for n in shown["notes"]] == ["-x too big"]
     # Progress came while the wait waited (x2 still running), and once more at the end.
     assert any(done < 3 for done, _, _ in progress), progress
     assert progress[-1][:2] == (3, 3) and progress[-1][2] == "3 of 3 runs finished"
@@ -245,6 +264,22 @@ def test_nothing_but_the_protocol_reaches_stdout(orbit: Orbit, busybox: str) -> 
         assert waited["ok"], waited
         tail = data(await client.call_tool("logs", {"run": str(started["id"])}))
         assert tail["log"] == "to the log\n"
+
+    serve(orbit, body)
+
+
+def test_the_bench_tools_answer_as_the_commands(orbit: Orbit) -> None:
+    tasks = REPO_ROOT / "tests" / "bench_tasks" / "harbor-basic"
+    assert orbit("bench", "add", "hb", str(tasks), "--adapter", "harbor").code == 0
+
+    async def body(client: Client) -> None:
+        listed = data(await client.call_tool("bench_tasks", {"benchmark": "hb"}))
+        assert listed == orbit("bench", "tasks", "hb", "--json").json()
+        assert "orbit-test/hello" in {t["name"] for t in listed["tasks"]}
+        bad = {"benchmark": "hb", "methods": ["nosuch"], "tasks": ["orbit-test/hello"]}
+        said = refusal(await client.call_tool("bench_run", bad))
+        cli = orbit("bench", "run", "hb", "-m", "nosuch", "-t", "orbit-test/hello", "--json")
+        assert said == cli.err.strip()
 
     serve(orbit, body)
 

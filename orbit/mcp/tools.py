@@ -22,6 +22,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from orbit.mcp.bridge import Answer, Orbit
+from orbit.store.model import RunState
 
 READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
@@ -38,6 +39,8 @@ WAIT_MAX_S = 1800.0
 FIRST_SLICE_S = 1.0
 WAIT_SLICE_S = 6.0
 LOG_LINES = 100
+MAX_LOG_LINES = 2000  # an answer an agent can still read
+ACTIVE = {state.value for state in RunState if state.active}  # an unreadable run is done
 
 RunRef = Annotated[str, Field(description="run id (4), unique id prefix, or unique run name")]
 Group = Annotated[str | None, Field(description="a group (the -g of run/sweep)")]
@@ -71,12 +74,14 @@ def flags(**options: Any) -> list[str]:
 
 def register(server: MCPServer, orbit: Orbit) -> None:
     """Add every tool to `server`; each runs its command through `orbit`."""
+    _run_tools(server, orbit)
     _review_tools(server, orbit)
     _launch_tools(server, orbit)
+    _control_tools(server, orbit)
     _bench_tools(server, orbit)
 
 
-def _review_tools(server: MCPServer, orbit: Orbit) -> None:  # noqa: C901 (a list of tools)
+def _run_tools(server: MCPServer, orbit: Orbit) -> None:
     @server.tool(annotations=READ)
     def resources() -> CallToolResult:
         """What the machine has free: GPUs, CPUs, memory, leases and the queue (`orbit
@@ -124,26 +129,35 @@ def _review_tools(server: MCPServer, orbit: Orbit) -> None:  # noqa: C901 (a lis
     def logs(
         run: RunRef,
         lines: Annotated[
-            int, Field(ge=0, description="the last N lines (ignored with first_line)")
+            int,
+            Field(ge=0, le=MAX_LOG_LINES, description="the last N lines (unless first_line)"),
         ] = LOG_LINES,
         first_line: Annotated[
             int | None, Field(ge=1, description="a range instead: from this line (1 = first)")
         ] = None,
         last_line: Annotated[
-            int | None, Field(ge=1, description="to this line, included (default: the end)")
+            int | None,
+            Field(
+                ge=1,
+                description=f"to this line, included (default: the end; at most "
+                f"{MAX_LOG_LINES} lines are given)",
+            ),
         ] = None,
     ) -> CallToolResult:
-        """A run's output, log.txt (`orbit logs ID -n N --json`): the tail, or a line range."""
+        """A run's output, log.txt (`orbit logs ID -n N --json`): the tail, or a line range
+        (then also first_line and last_line: the lines given)."""
         if first_line is None:
             return result(orbit.call("logs", run, *flags(lines=lines)))
         answer = orbit.call("logs", run)
         if not answer.failed:
             text = answer.data["log"].splitlines(keepends=True)
-            answer.data["log"] = "".join(text[first_line - 1 : last_line])
-            answer.data.update(first_line=first_line, last_line=min(last_line or len(text),
-                                                                    len(text)))  # fmt: skip
+            last = min(last_line or len(text), first_line + MAX_LOG_LINES - 1, len(text))
+            answer.data["log"] = "".join(text[first_line - 1 : last])
+            answer.data.update(first_line=first_line, last_line=last)
         return result(answer)
 
+
+def _review_tools(server: MCPServer, orbit: Orbit) -> None:
     @server.tool(annotations=READ)
     def failures(
         group: Group = None,
@@ -216,6 +230,8 @@ def _review_tools(server: MCPServer, orbit: Orbit) -> None:  # noqa: C901 (a lis
         (`orbit note --json`)."""
         return result(orbit.call("note", *(runs or []), *flags(group=group, text=text)))
 
+
+def _control_tools(server: MCPServer, orbit: Orbit) -> None:
     @server.tool(annotations=STOP)
     def cancel(
         runs: Annotated[list[str], Field(min_length=1, description="run ids or names")],
@@ -259,37 +275,57 @@ def _review_tools(server: MCPServer, orbit: Orbit) -> None:  # noqa: C901 (a lis
             slice_s = WAIT_SLICE_S
 
 
-ACTIVE = {"queued", "starting", "running", "unknown"}
+# The run options `run` and `sweep` share (cli/runopts.py), as typed arguments.
+Image = Annotated[str | None, Field(description="the image to run")]
+Dockerfile = Annotated[str | None, Field(description="or a Dockerfile to build")]
+Cpus = Annotated[float | None, Field(gt=0, description="CPU limit per run (default 4)")]
+MemGb = Annotated[float | None, Field(gt=0, description="memory limit per run, GiB")]
+Gpus = Annotated[int, Field(ge=0, description="whole GPUs per run")]
+Objective = Annotated[str | None, Field(description="the group's METRIC[:max|min]")]
+Folder = Annotated[str | None, Field(description="file under this folder, e.g. a/b")]
+Tags = Annotated[dict[str, str] | None, Field(description="tags, KEY: VALUE")]
+Environ = Annotated[
+    dict[str, str] | None, Field(description="environment variables (stored: no secrets)")
+]
+Data = Annotated[list[str] | None, Field(description="named datasets to mount, NAME[:DST[:rw]]")]
+TimeoutMin = Annotated[float | None, Field(gt=0, description="stop a run after MIN minutes")]
+NoProject = Annotated[bool, Field(description="run without a code snapshot")]
+Cwd = Annotated[
+    str | None,
+    Field(
+        description="the project directory whose Git snapshot the runs get (default: the "
+        "server's working directory)"
+    ),
+]
 
 
 def _launch_tools(server: MCPServer, orbit: Orbit) -> None:
     @server.tool(annotations=WRITE)
     def run(
         command: Annotated[list[str], Field(min_length=1, description="the command, as argv")],
-        image: Annotated[str | None, Field(description="the image to run")] = None,
-        dockerfile: Annotated[str | None, Field(description="or a Dockerfile to build")] = None,
-        cpus: Annotated[float | None, Field(gt=0, description="CPU limit (default 4)")] = None,
-        mem_gb: Annotated[float | None, Field(gt=0, description="memory limit, GiB")] = None,
-        gpus: Annotated[int, Field(ge=0, description="whole GPUs")] = 0,
+        image: Image = None,
+        dockerfile: Dockerfile = None,
+        cpus: Cpus = None,
+        mem_gb: MemGb = None,
+        gpus: Gpus = 0,
         name: Annotated[str | None, Field(description="a name for the run")] = None,
         group: Group = None,
-        objective: Annotated[str | None, Field(description="the group's METRIC[:max|min]")] = None,
-        folder: Annotated[str | None, Field(description="file it under, e.g. a/b")] = None,
-        tags: Annotated[dict[str, str] | None, Field(description="KEY: VALUE tags")] = None,
-        timeout_min: Annotated[float | None, Field(gt=0, description="stop after")] = None,
-        no_project: Annotated[bool, Field(description="run without a code snapshot")] = False,
-        cwd: Annotated[
-            str | None,
-            Field(
-                description="the project directory whose Git snapshot the run gets "
-                "(default: the server's working directory)"
-            ),
-        ] = None,
+        objective: Objective = None,
+        folder: Folder = None,
+        tags: Tags = None,
+        env: Environ = None,
+        data: Data = None,
+        timeout_min: TimeoutMin = None,
+        no_project: NoProject = False,
+        cwd: Cwd = None,
     ) -> CallToolResult:
         """Submit one run (`orbit run --json -- COMMAND`); it queues until the machine has
         its resources. Follow it with wait, logs, show."""
-        argv = _run_flags(image, dockerfile, cpus, mem_gb, gpus, name, group, objective,
-                          folder, tags, timeout_min, no_project)  # fmt: skip
+        argv = _run_flags(
+            image=image, dockerfile=dockerfile, cpus=cpus, mem_gb=mem_gb, gpus=gpus, name=name,
+            group=group, objective=objective, folder=folder, tags=tags, env=env, data=data,
+            timeout_min=timeout_min, no_project=no_project,
+        )  # fmt: skip
         return result(orbit.call("run", *argv, "--", *command, cwd=_dir(cwd)))
 
     @server.tool(annotations=WRITE)
@@ -306,43 +342,42 @@ def _launch_tools(server: MCPServer, orbit: Orbit) -> None:
             ),
         ],
         group: Annotated[str | None, Field(description="the group (default: a new one)")] = None,
-        image: Annotated[str | None, Field(description="the image to run")] = None,
-        dockerfile: Annotated[str | None, Field(description="or a Dockerfile to build")] = None,
-        cpus: Annotated[float | None, Field(gt=0, description="CPU limit per run")] = None,
-        mem_gb: Annotated[float | None, Field(gt=0, description="memory per run, GiB")] = None,
-        gpus: Annotated[int, Field(ge=0, description="whole GPUs per run")] = 0,
+        image: Image = None,
+        dockerfile: Dockerfile = None,
+        cpus: Cpus = None,
+        mem_gb: MemGb = None,
+        gpus: Gpus = 0,
         name: Annotated[str | None, Field(description="run names, e.g. lr{lr}-s{seed}")] = None,
-        objective: Annotated[str | None, Field(description="the group's METRIC[:max|min]")] = None,
+        objective: Objective = None,
         max_running: Annotated[int | None, Field(ge=1, description="runs at once")] = None,
-        folder: Annotated[str | None, Field(description="file them under, e.g. a/b")] = None,
-        tags: Annotated[dict[str, str] | None, Field(description="KEY: VALUE tags")] = None,
-        timeout_min: Annotated[float | None, Field(gt=0, description="stop each after")] = None,
-        no_project: Annotated[bool, Field(description="run without a code snapshot")] = False,
-        cwd: Annotated[
-            str | None,
-            Field(
-                description="the project directory whose Git snapshot the runs get "
-                "(default: the server's working directory)"
-            ),
-        ] = None,
+        folder: Folder = None,
+        tags: Tags = None,
+        env: Environ = None,
+        data: Data = None,
+        timeout_min: TimeoutMin = None,
+        no_project: NoProject = False,
+        cwd: Cwd = None,
     ) -> CallToolResult:
         """Submit one run per combination of params as one group (`orbit sweep --json`).
         Then wait on the group, and read failures, best and lessons."""
-        argv = _run_flags(image, dockerfile, cpus, mem_gb, gpus, name, group, objective,
-                          folder, tags, timeout_min, no_project)  # fmt: skip
+        argv = _run_flags(
+            image=image, dockerfile=dockerfile, cpus=cpus, mem_gb=mem_gb, gpus=gpus, name=name,
+            group=group, objective=objective, folder=folder, tags=tags, env=env, data=data,
+            timeout_min=timeout_min, no_project=no_project,
+        )  # fmt: skip
         argv += [f"--param={key}={','.join(values)}" for key, values in params.items()]
         argv += flags(max_running=max_running)
         return result(orbit.call("sweep", *argv, "--", *command, cwd=_dir(cwd)))
 
 
-def _run_flags(image: str | None, dockerfile: str | None, cpus: float | None,
-               mem_gb: float | None, gpus: int, name: str | None, group: str | None,
-               objective: str | None, folder: str | None, tags: dict[str, str] | None,
-               timeout_min: float | None, no_project: bool) -> list[str]:  # fmt: skip
-    tag = [f"{k}={v}" for k, v in (tags or {}).items()]
-    return flags(image=image, dockerfile=dockerfile, cpus=cpus, mem=mem_gb, gpus=gpus or None,
-                 name=name, group=group, objective=objective, folder=folder, tag=tag or None,
-                 timeout=timeout_min, no_project=no_project)  # fmt: skip
+def _run_flags(
+    *, mem_gb: float | None, gpus: int, tags: dict[str, str] | None,
+    env: dict[str, str] | None, timeout_min: float | None, **same: Any,
+) -> list[str]:  # fmt: skip
+    """The run options as `orbit run` and `orbit sweep` spell them."""
+    pairs = {k: [f"{key}={v}" for key, v in (d or {}).items()] or None
+             for k, d in (("tag", tags), ("env", env))}  # fmt: skip
+    return flags(**same, **pairs, mem=mem_gb, gpus=gpus or None, timeout=timeout_min)
 
 
 def _dir(cwd: str | None) -> Path | None:
