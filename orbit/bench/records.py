@@ -87,10 +87,11 @@ def trial_from(data: Any) -> Trial:
             raise CorruptError(f"{key!r} is {json.dumps(value)[:40]}")
     if data.get("evaluation", "unknown") not in EVALUATIONS:
         raise CorruptError(f"'evaluation' is {json.dumps(data['evaluation'])[:40]}")
-    for key in ("verify_runs", "cancelled_verifies"):
+    for key in ("verify_runs", "cancelled_verifies", "trajectories"):
         runs = data.get(key, [])
         if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
-            raise CorruptError(f"{key!r} is not a list of run ids")
+            what = "file names" if key == "trajectories" else "run ids"
+            raise CorruptError(f"{key!r} is not a list of {what}")
     if not isinstance(data.get("earlier"), dict | None):
         raise CorruptError("'earlier' is not an object")
     scores = data.get("scores", {})
@@ -186,13 +187,15 @@ def why_invalid(t: Trial) -> str:
 
 
 TRIAL_KEYS = ("id", "task", "method", "seed", "phase", "execution", "evaluation", "reason",
-              "score", "scores", "cleanup", "solved_image", "updated_at")  # fmt: skip
+              "score", "scores", "cleanup", "solved_image", "updated_at",
+              "trajectories")  # fmt: skip
 
 
 def trial_json(t: Trial) -> dict[str, Any]:
     """One trial as every view gives it (`bench show --json`, comparisons, the web): `score`
     is null unless the trial counts; a valid trial without a finite score is shown invalid."""
     out = {k: getattr(t, k) for k in TRIAL_KEYS}
+    out["trajectories"] = list(t.trajectories)  # relative to the trial folder
     if counted(t):
         out["score"] = float(out["score"])
     else:

@@ -1,0 +1,151 @@
+"""A trajectory dataset: the agent sessions of chosen runs as ATIF files, with an index.
+
+    DIR/<run>.json        the run's first session, an ATIF Trajectory (review/atif.py); the
+                          run's outcome in `extra.orbit`
+    DIR/<run>.<n>.json    its further sessions (n = 1, 2, …), when it has several
+    DIR/index.jsonl       one line per file: {"file", "run", "session_id", "steps", and the
+                          outcome as `extra.orbit` has it}, so a trainer reads the dataset
+                          without opening every file
+    DIR/dataset.json      {"format", "selection", "files", "runs", "skipped", "exported_at"}
+
+One JSON document per trajectory, as Harbor's own runner writes `agent/trajectory.json` and its
+readers (`Trajectory.model_validate_json`, the viewer, `harbor traces export`) read one file per
+trajectory; the index is the one line-per-item file. The dataset is written in a temporary
+directory beside DIR and renamed onto it (DIR absent or empty), so it is whole or absent; a DIR
+that holds anything is refused, so a second export never overwrites the first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orbit.errors import ConflictError, NotFoundError, OrbitError, UsageError
+from orbit.store.files import atomic_write
+from orbit.store.folders import occupied, staged_dir
+from orbit.store.model import Run, now_iso
+
+FORMAT = 1
+INDEX = "index.jsonl"
+MANIFEST = "dataset.json"
+
+
+@dataclass
+class Dataset:
+    """What an export wrote (or would write): one entry per file, and the runs left out."""
+
+    dest: Path
+    selection: dict[str, str]
+    files: list[dict[str, Any]] = field(default_factory=list)  # the index's lines
+    skipped: list[dict[str, str]] = field(default_factory=list)  # {"id", "state", "why"}
+    trajectories: dict[str, dict[str, Any]] = field(default_factory=dict)  # file → ATIF
+
+    def to_json(self) -> dict[str, Any]:
+        runs = len({f["run"] for f in self.files})
+        return {
+            "format": FORMAT,
+            "dir": str(self.dest),
+            "selection": self.selection,
+            "files": self.files,
+            "runs": runs,
+            "skipped": self.skipped,
+        }
+
+
+def check_dest(dest: Path, runs_dir: Path) -> Path:
+    """The resolved DIR, refused (one-line errors) when it is a file, holds anything, or lies
+    inside Orbit's run directory."""
+    dest = dest.expanduser().resolve()
+    data = runs_dir.resolve()
+    if dest == data or data in dest.parents:
+        raise UsageError(f"cannot export into Orbit's run directory {data}")
+    if dest.exists() and not dest.is_dir():
+        raise UsageError(f"{dest} exists and is not a directory")
+    if occupied(dest):
+        raise ConflictError(f"not overwriting {dest}: it is not empty; export to another directory")
+    return dest
+
+
+def collect(
+    runs: Iterable[Run],
+    dest: Path,
+    selection: dict[str, str],
+    outcomes: Mapping[str, dict[str, Any]] | None = None,
+) -> Dataset:
+    """Convert the sessions of `runs` (nothing is written). `outcomes`: more of a run's outcome
+    by run id (a bench trial's), merged into `extra.orbit` and its index line. Active runs
+    and runs without a readable session are skipped, each with why."""
+    from orbit.review.atif import run_trajectories
+
+    out = Dataset(dest, selection)
+    for run in runs:
+        if run.state.active:
+            out.skipped.append(_skip(run, f"it is {run.state.value}: its session is not over"))
+            continue
+        try:
+            found = run_trajectories(run)
+        except (OrbitError, OSError) as exc:
+            out.skipped.append(_skip(run, f"its session cannot be read: {exc}"))
+            continue
+        if not found:
+            out.skipped.append(_skip(run, "no agent session recorded"))
+            continue
+        for n, traj in enumerate(found):
+            add_outcome(traj, (outcomes or {}).get(run.id))
+            name = f"{run.id}.json" if n == 0 else f"{run.id}.{n}.json"
+            out.trajectories[name] = traj
+            out.files.append(index_line(name, run.id, traj))
+    return out
+
+
+def add_outcome(traj: dict[str, Any], more: dict[str, Any] | None) -> None:
+    """Merge `more` into the trajectory's `extra.orbit`."""
+    if more:
+        extra = traj["extra"] = traj.get("extra") or {}
+        extra["orbit"] = {**(extra.get("orbit") or {}), **more}
+
+
+def index_line(name: str, run_id: str, traj: dict[str, Any]) -> dict[str, Any]:
+    orbit = (traj.get("extra") or {}).get("orbit") or {}
+    head = {
+        "file": name,
+        "run": run_id,
+        "session_id": traj.get("session_id"),
+        "steps": len(traj.get("steps") or []),
+    }
+    return {**head, **{k: v for k, v in orbit.items() if k not in head}}
+
+
+def write(data: Dataset, what: str) -> None:
+    """Write the dataset onto its DIR, whole or not at all; NotFoundError (nothing written)
+    when no run of `what` has a session."""
+    if not data.files:
+        skipped = f" ({len(data.skipped)} run(s) skipped: {_why(data.skipped)})"
+        raise NotFoundError(f"no agent session to export in {what}{skipped}")
+    try:
+        with staged_dir(data.dest, f".{data.dest.name}.") as tmp:
+            for name, traj in data.trajectories.items():
+                atomic_write(tmp / name, _dumps(traj, indent=2))
+            index = b"".join(_dumps(line) for line in data.files)
+            atomic_write(tmp / INDEX, index)
+            manifest = {**data.to_json(), "exported_at": now_iso()}
+            del manifest["dir"]  # the dataset can be moved: nothing in it names where it is
+            atomic_write(tmp / MANIFEST, _dumps(manifest, indent=2))
+    except OSError as exc:
+        raise OrbitError(f"could not write the dataset to {data.dest}: {exc}") from exc
+
+
+def _dumps(value: Any, indent: int | None = None) -> bytes:
+    return (json.dumps(value, indent=indent, ensure_ascii=False, default=str) + "\n").encode()
+
+
+def _skip(run: Run, why: str) -> dict[str, str]:
+    return {"id": run.id, "state": run.state.value, "why": why}
+
+
+def _why(skipped: list[dict[str, str]]) -> str:
+    reasons = sorted({s["why"] for s in skipped})
+    return "; ".join(reasons[:2]) + (" …" if len(reasons) > 2 else "") if reasons else "none"
