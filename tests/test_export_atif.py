@@ -201,6 +201,9 @@ def test_no_session_to_export_and_options_that_need_atif(home: Home, tmp_path: P
     assert not (tmp_path / "d").exists()
     res = home.orbit("export", "-g", "study", str(tmp_path / "d"))
     assert res.code == ExitCode.USAGE and "-g and --job go with --atif" in res.err
+    res = home.orbit("export", "papers")
+    assert res.code == ExitCode.USAGE
+    assert res.err == "orbit: expected FOLDER DIR (usage: orbit export FOLDER DIR [--json])\n"
     inside = home.orbit.home / "runs" / "x"
     res = home.orbit("export", "--atif", "-g", "study", str(inside))
     assert res.code == ExitCode.USAGE and "cannot export into Orbit's run directory" in res.err

@@ -54,7 +54,8 @@ def run(args: argparse.Namespace, env: Env) -> int:
     wanted = 1 if chosen else 2
     if len(args.paths) != wanted:
         form = "DIR" if chosen else "FOLDER DIR"
-        raise UsageError(f"expected {form} (usage: {USAGE.splitlines()[1].strip()})")
+        usage = USAGE.splitlines()[1 if args.atif else 0].strip()
+        raise UsageError(f"expected {form} (usage: {usage})")
     if args.atif:
         return export_atif(args, env)
     return copy_folder(args.paths[0], args.paths[1], args.json, env)
