@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from orbit.agents.dataset import add_outcome, trajectories_of
 from orbit.bench.model import Trial, job_dir
 from orbit.bench.records import trial_json
-from orbit.review.dataset import add_outcome
 from orbit.store.files import atomic_write, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.model import Run
@@ -41,10 +41,8 @@ def names(count: int) -> list[str]:
 def record(home: Home, job_id: str, trial: Trial, solve: Run) -> list[str]:
     """Write the solve's sessions as the trial's trajectory files (replacing earlier ones); the
     files, relative to the trial folder (none when the solve recorded no session)."""
-    from orbit.review.atif import run_trajectories
-
     folder = job_dir(home, job_id) / "trials" / trial.id
-    found = run_trajectories(solve)
+    found = trajectories_of(solve)
     written = names(len(found))
     (folder / AGENT_DIR).mkdir(parents=True, exist_ok=True)
     for rel, traj in zip(written, found, strict=True):

@@ -1,6 +1,6 @@
 """orbit export FOLDER DIR: copy the finished runs of a folder (and its subfolders) to DIR.
 orbit export --atif (FOLDER | -g GROUP | --job JOB) DIR: the agent sessions of those runs as a
-trajectory dataset (review/dataset.py: one ATIF file per session, index.jsonl)."""
+trajectory dataset (agents/dataset.py: one ATIF file per session, index.jsonl)."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def copy_folder(folder: str, dest_text: str, as_json: bool, env: Env) -> int:
 
 # --- the trajectory dataset -------------------------------------------------------------------
 def export_atif(args: argparse.Namespace, env: Env) -> int:
-    from orbit.review import dataset
+    from orbit.agents import dataset
 
     store = RunStore(env.home)
     dest = dataset.check_dest(env.cwd / Path(args.paths[-1]).expanduser(), store.home.runs_dir)

@@ -78,15 +78,13 @@ def collect(
     """Convert the sessions of `runs` (nothing is written). `outcomes`: more of a run's outcome
     by run id (a bench trial's), merged into `extra.orbit` and its index line. Active runs
     and runs without a readable session are skipped, each with why."""
-    from orbit.review.atif import run_trajectories
-
     out = Dataset(dest, selection)
     for run in runs:
         if run.state.active:
             out.skipped.append(_skip(run, f"it is {run.state.value}: its session is not over"))
             continue
         try:
-            found = run_trajectories(run)
+            found = trajectories_of(run)
         except (OrbitError, OSError) as exc:
             out.skipped.append(_skip(run, f"its session cannot be read: {exc}"))
             continue
@@ -99,6 +97,14 @@ def collect(
             out.trajectories[name] = traj
             out.files.append(index_line(name, run.id, traj))
     return out
+
+
+def trajectories_of(run: Run) -> list[dict[str, Any]]:
+    """Every session of the run as an ATIF dict, its outcome in `extra.orbit` (the one place
+    the dataset and the bench trials call the converter)."""
+    from orbit.review.atif import run_trajectories
+
+    return run_trajectories(run)
 
 
 def add_outcome(traj: dict[str, Any], more: dict[str, Any] | None) -> None:
