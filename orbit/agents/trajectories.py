@@ -23,7 +23,7 @@ SUBAGENT_PREFIX = "agent-"  # Claude Code's subagents/agent-<id>.jsonl
 
 def outcome(run: Run, home: Home | None = None) -> dict[str, Any]:
     """The run as `extra.orbit` gives it: id, name, group, params, state, exit code, its
-    metrics' last values (with min and max), and for a bench trial's run the trial's score."""
+    metrics' summaries (last, min, max and where), and for a bench trial's run the trial's score."""
     spec, status = run.spec, run.status
     _, summaries = summarize_with_x(run)
     out: dict[str, Any] = {
@@ -38,7 +38,7 @@ def outcome(run: Run, home: Home | None = None) -> dict[str, Any]:
         "started_at": status.get("started_at"),
         "finished_at": status.get("finished_at"),
         "duration_s": duration_s(status),
-        "metrics": {k: {"last": s.last, "min": s.min, "max": s.max} for k, s in summaries.items()},
+        "metrics": {k: s.to_json() for k, s in summaries.items()},  # as `orbit show --json`
     }
     bench = _bench(run, home)
     if bench is not None:
@@ -78,7 +78,7 @@ def run_trajectories(
     return [
         trajectory_of(run, t, found if include_subagents else [], home=home)
         for t in found
-        if not t.subagent or (include_subagents and _parent(t, found) is None)
+        if not t.subagent or (include_subagents and parent(t, found) is None)
     ]
 
 
@@ -87,7 +87,7 @@ def trajectory_of(
 ) -> dict[str, Any]:
     """The trajectory of transcript `t`, with the subagents among `others` that are its own."""
     extra = {"file": t.rel, **outcome(run, home)}
-    subs = [(_agent_id(s), _read(run, s)) for s in others if s.subagent and _parent(s, [t])]
+    subs = [(_agent_id(s), _read(run, s)) for s in others if s.subagent and parent(s, [t])]
     return atif.trajectory(_read(run, t), extra=extra, subagents=subs or None)
 
 
@@ -98,7 +98,7 @@ def _read(run: Run, t: Transcript) -> Any:
         raise NotFoundError(f"run {run.label}: cannot read session/{t.rel}: {exc.strerror}") from None
 
 
-def _parent(sub: Transcript, found: list[Transcript]) -> Transcript | None:
+def parent(sub: Transcript, found: list[Transcript]) -> Transcript | None:
     """The transcript a subagent's belongs to: `<x>/subagents/….jsonl` is `<x>.jsonl`'s."""
     folder = sub.rel.rsplit("/subagents/", 1)[0]
     return next((t for t in found if not t.subagent and t.rel == f"{folder}.jsonl"), None)
