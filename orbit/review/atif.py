@@ -83,7 +83,7 @@ def _steps(conv: Conversation, embedded: dict[str, str]) -> list[dict[str, Any]]
     group: list[Item] = []
     for item in conv.items:
         kind = item.get("kind")
-        if kind in AGENT_KINDS and not (kind == "tool" and item.get("name") is None):
+        if kind in AGENT_KINDS and not _result_alone(item):
             if group and not _same_call(group, item):
                 steps.append(_agent_step(group, embedded, conv.calls))
                 group = []
@@ -100,6 +100,11 @@ def _steps(conv: Conversation, embedded: dict[str, str]) -> list[dict[str, Any]]
     for n, step in enumerate(steps, 1):
         step["step_id"] = n
     return [{"step_id": s.pop("step_id"), **s} for s in steps]
+
+
+def _result_alone(item: Item) -> bool:
+    """A tool result whose call is not in the transcript (or not on this page)."""
+    return item.get("kind") == "tool" and item.get("name") is None and item.get("input") is None
 
 
 def _same_call(group: list[Item], item: Item) -> bool:
@@ -145,14 +150,16 @@ def _agent_step(
 
 def _tool_call(item: Item, n: int) -> dict[str, Any]:
     args = item.get("input")
+    shown = {k: item[k] for k in ("command", "diff") if item.get(k) is not None}
     if not isinstance(args, dict):  # a custom tool's text input (apply_patch), or none
+        if args is not None:
+            shown["input_is_text"] = True
         args = {} if args is None else {"input": args}
     call: dict[str, Any] = {
         "tool_call_id": str(item.get("id") or f"call-{n + 1}"),
-        "function_name": str(item.get("name")),
+        "function_name": str(item.get("name") or "unknown"),
         "arguments": args,
     }
-    shown = {k: item[k] for k in ("command", "diff") if item.get(k) is not None}
     if shown:
         call["extra"] = {"orbit": shown}
     return call

@@ -35,7 +35,7 @@ def parse_line(b: Builder, obj: dict[str, Any], line: str) -> None:
         # Text Claude Code adds in the user's name (a caveat, a compaction summary) is a note.
         meta = obj.get("isMeta") or obj.get("isCompactSummary")
         role = "meta" if meta else str(message.get("role") or kind)
-        b.turn = _turn(obj, message) if role == "assistant" else {}
+        b.turn = _turn(obj, message, b.conv.lines) if role == "assistant" else {}
         _claude_message(b, role, message, obj.get("timestamp"))
         _subagent_link(b, obj, message)
     elif kind in SKIP:
@@ -50,11 +50,11 @@ def parse_line(b: Builder, obj: dict[str, Any], line: str) -> None:
         b.raw(line)
 
 
-def _turn(obj: dict[str, Any], message: dict[str, Any]) -> dict[str, Any]:
+def _turn(obj: dict[str, Any], message: dict[str, Any], line: int) -> dict[str, Any]:
     """The model call an assistant line is part of: Claude Code writes one line per content
-    block, each with its message's id (and usage)."""
-    call = message.get("id") or obj.get("uuid")
-    turn = {"call": str(call) if call else None, "timestamp": obj.get("timestamp")}
+    block, each with its message's id (and usage); a line without one is a call of its own."""
+    call = message.get("id") or obj.get("uuid") or f"line-{line}"
+    turn = {"call": str(call), "timestamp": obj.get("timestamp")}
     if message.get("model"):
         turn["model"] = str(message["model"])
     return turn
