@@ -106,11 +106,9 @@ def test_a_group_exports_one_file_per_session_with_its_outcome(home: Home, tmp_p
     for name, traj in trajectories.items():
         line = by_file[name]
         assert line["run"] == name.split(".")[0] and line["steps"] == len(traj.steps) > 0
-        assert traj.extra is not None
-        orbit_extra = traj.extra["orbit"]
+        assert traj.extra is not None and line["orbit"] == traj.extra["orbit"]
+        assert line["orbit"]["run"] == line["run"] and line["orbit"]["group"] == "study"
         assert line["session_id"] == traj.session_id
-        for key, value in orbit_extra.items():  # the index carries the outcome as the file does
-            assert line[key] == value, key
     sessions = {
         trajectories[f"{home.both}.json"].session_id,
         trajectories[f"{home.both}.1.json"].session_id,
@@ -235,15 +233,15 @@ def test_a_bench_job_exports_its_solve_sessions_with_the_trial_score(
     assert [(s["id"], s["why"]) for s in out["skipped"]] == [(second, "no agent session recorded")]
     index, trajectories = read_dataset(dest)
     (line,) = index
-    assert line["file"] == f"{first}.json" and line["score"] == 1.0
+    assert line["file"] == f"{first}.json" and line["orbit"]["score"] == 1.0
     trial = trials[first]
-    assert line["bench"] == {
-        "job": job_id, "trial": trial["id"], "task": "add", "method": "oracle",
+    assert line["orbit"]["bench"] == {
+        "job": job_id, "trial": trial["id"], "phase": "solve", "task": "add", "method": "oracle",
         "seed": trial["seed"], "execution": "succeeded", "evaluation": "valid", "reason": None,
         "score": 1.0, "scores": trial["scores"],
     }  # fmt: skip
     extra = trajectories[f"{first}.json"].extra
-    assert extra is not None and extra["orbit"]["bench"] == line["bench"]
+    assert extra is not None and extra["orbit"] == line["orbit"]
     res = orbit("export", "--atif", "--job", job_id, str(tmp_path / "again"))
     assert res.code == 0 and res.out.startswith(
         f"wrote 1 trajectory file(s) of 1 run(s) of job {job_id}"

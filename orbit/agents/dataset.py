@@ -1,11 +1,11 @@
 """A trajectory dataset: the agent sessions of chosen runs as ATIF files, with an index.
 
-    DIR/<run>.json        the run's first session, an ATIF Trajectory (review/atif.py); the
+    DIR/<run>.json        the run's first session, an ATIF Trajectory (agents/trajectories.py); the
                           run's outcome in `extra.orbit`
     DIR/<run>.<n>.json    its further sessions (n = 1, 2, …), when it has several
-    DIR/index.jsonl       one line per file: {"file", "run", "session_id", "steps", and the
-                          outcome as `extra.orbit` has it}, so a trainer reads the dataset
-                          without opening every file
+    DIR/index.jsonl       one line per file: {"file", "run", "session_id", "steps", "orbit":
+                          the outcome as the file's `extra.orbit` has it}, so a trainer reads
+                          the dataset without opening every file
     DIR/dataset.json      {"format", "selection", "files", "runs", "skipped", "exported_at"}
 
 One JSON document per trajectory, as Harbor's own runner writes `agent/trajectory.json` and its
@@ -26,6 +26,7 @@ from typing import Any
 from orbit.errors import ConflictError, NotFoundError, OrbitError, UsageError
 from orbit.store.files import atomic_write
 from orbit.store.folders import occupied, staged_dir
+from orbit.store.home import Home
 from orbit.store.model import Run, now_iso
 
 FORMAT = 1
@@ -70,6 +71,7 @@ def check_dest(dest: Path, runs_dir: Path) -> Path:
 
 
 def collect(
+    home: Home,
     runs: Iterable[Run],
     dest: Path,
     selection: dict[str, str],
@@ -84,7 +86,7 @@ def collect(
             out.skipped.append(_skip(run, f"it is {run.state.value}: its session is not over"))
             continue
         try:
-            found = trajectories_of(run)
+            found = trajectories_of(run, home)
         except (OrbitError, OSError) as exc:
             out.skipped.append(_skip(run, f"its session cannot be read: {exc}"))
             continue
@@ -99,30 +101,32 @@ def collect(
     return out
 
 
-def trajectories_of(run: Run) -> list[dict[str, Any]]:
-    """Every session of the run as an ATIF dict, its outcome in `extra.orbit` (the one place
-    the dataset and the bench trials call the converter)."""
-    from orbit.review.atif import run_trajectories
+def trajectories_of(run: Run, home: Home) -> list[dict[str, Any]]:
+    """Every session of the run as an ATIF dict (subagents inside their parents), its outcome
+    in `extra.orbit`: the one place the dataset and the bench trials call the converter."""
+    from orbit.agents.trajectories import run_trajectories
 
-    return run_trajectories(run)
+    return run_trajectories(run, home=home)
 
 
 def add_outcome(traj: dict[str, Any], more: dict[str, Any] | None) -> None:
-    """Merge `more` into the trajectory's `extra.orbit`."""
+    """Merge `more` into the trajectory's `extra.orbit` (its `bench` into the converter's)."""
     if more:
         extra = traj["extra"] = traj.get("extra") or {}
-        extra["orbit"] = {**(extra.get("orbit") or {}), **more}
+        orbit = extra["orbit"] = dict(extra.get("orbit") or {})
+        for key, value in more.items():
+            both = isinstance(value, dict) and isinstance(orbit.get(key), dict)
+            orbit[key] = {**orbit[key], **value} if both else value
 
 
 def index_line(name: str, run_id: str, traj: dict[str, Any]) -> dict[str, Any]:
-    orbit = (traj.get("extra") or {}).get("orbit") or {}
-    head = {
+    return {
         "file": name,
         "run": run_id,
         "session_id": traj.get("session_id"),
         "steps": len(traj.get("steps") or []),
+        "orbit": (traj.get("extra") or {}).get("orbit") or {},
     }
-    return {**head, **{k: v for k, v in orbit.items() if k not in head}}
 
 
 def write(data: Dataset, what: str) -> None:

@@ -1,8 +1,9 @@
 """A trial's trajectory: the agent session of its solve run as ATIF, kept where Harbor's own
 runner keeps a trial's (`agent/trajectory.json` in the trial folder):
 
-    trials/<trial>/agent/trajectory.json      the solve's session (review/atif.py), the run's
-                                              outcome and the trial's in `extra.orbit`
+    trials/<trial>/agent/trajectory.json      the solve's session (agents/trajectories.py),
+                                              the run's outcome and the trial's in
+                                              `extra.orbit`
     trials/<trial>/agent/trajectory.<n>.json  its further sessions, when it has several
 
 Written by the driver when the trial is done (so the score is in it), again after a regrade.
@@ -42,7 +43,7 @@ def record(home: Home, job_id: str, trial: Trial, solve: Run) -> list[str]:
     """Write the solve's sessions as the trial's trajectory files (replacing earlier ones); the
     files, relative to the trial folder (none when the solve recorded no session)."""
     folder = job_dir(home, job_id) / "trials" / trial.id
-    found = trajectories_of(solve)
+    found = trajectories_of(solve, home)
     written = names(len(found))
     (folder / AGENT_DIR).mkdir(parents=True, exist_ok=True)
     for rel, traj in zip(written, found, strict=True):
