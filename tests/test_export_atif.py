@@ -196,7 +196,7 @@ def test_no_session_to_export_and_options_that_need_atif(home: Home, tmp_path: P
     res = home.orbit("export", "--atif", "-g", "quiet", str(tmp_path / "d"))
     assert res.code == ExitCode.NOT_FOUND
     assert res.err.startswith("orbit: no agent session to export in group quiet (1 run(s) skipped")
-    assert not (tmp_path / "d").exists()
+    assert list(tmp_path.iterdir()) == []  # neither DIR nor the temporary directory beside it
     res = home.orbit("export", "-g", "study", str(tmp_path / "d"))
     assert res.code == ExitCode.USAGE and "-g and --job go with --atif" in res.err
     res = home.orbit("export", "papers")

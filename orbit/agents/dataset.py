@@ -36,13 +36,12 @@ MANIFEST = "dataset.json"
 
 @dataclass
 class Dataset:
-    """What an export wrote (or would write): one entry per file, and the runs left out."""
+    """What an export wrote: one index line per file, and the runs left out."""
 
     dest: Path
     selection: dict[str, str]
     files: list[dict[str, Any]] = field(default_factory=list)  # the index's lines
     skipped: list[dict[str, str]] = field(default_factory=list)  # {"id", "state", "why"}
-    trajectories: dict[str, dict[str, Any]] = field(default_factory=dict)  # file → ATIF
 
     def to_json(self) -> dict[str, Any]:
         runs = len({f["run"] for f in self.files})
@@ -70,35 +69,52 @@ def check_dest(dest: Path, runs_dir: Path) -> Path:
     return dest
 
 
-def collect(
+def export(
     home: Home,
     runs: Iterable[Run],
     dest: Path,
     selection: dict[str, str],
+    what: str,
     outcomes: Mapping[str, dict[str, Any]] | None = None,
 ) -> Dataset:
-    """Convert the sessions of `runs` (nothing is written). `outcomes`: more of a run's outcome
-    by run id (a bench trial's), merged into `extra.orbit` and its index line. Active runs
-    and runs without a readable session are skipped, each with why."""
+    """Write the sessions of `runs` onto `dest` (check_dest's), each file as it is converted
+    (one session in memory at a time), whole or not at all. `outcomes`: more of a run's
+    outcome by run id (a bench trial's), merged into `extra.orbit`. Active runs and runs
+    without a readable session are skipped, each with why; NotFoundError (nothing written)
+    when no run of `what` has a session."""
     out = Dataset(dest, selection)
-    for run in runs:
-        if run.state.active:
-            out.skipped.append(_skip(run, f"it is {run.state.value}: its session is not over"))
-            continue
-        try:
-            found = trajectories_of(run, home)
-        except (OrbitError, OSError) as exc:
-            out.skipped.append(_skip(run, f"its session cannot be read: {exc}"))
-            continue
-        if not found:
-            out.skipped.append(_skip(run, "no agent session recorded"))
-            continue
-        for n, traj in enumerate(found):
-            add_outcome(traj, (outcomes or {}).get(run.id))
-            name = f"{run.id}.json" if n == 0 else f"{run.id}.{n}.json"
-            out.trajectories[name] = traj
-            out.files.append(index_line(name, run.id, traj))
+    try:
+        with staged_dir(dest, f".{dest.name}.") as tmp:
+            for run in runs:
+                _add_run(home, run, tmp, out, (outcomes or {}).get(run.id))
+            if not out.files:
+                skipped = f" ({len(out.skipped)} run(s) skipped: {_why(out.skipped)})"
+                raise NotFoundError(f"no agent session to export in {what}{skipped}")
+            atomic_write(tmp / INDEX, b"".join(json_bytes(line) for line in out.files))
+            manifest = {**out.to_json(), "exported_at": now_iso()}
+            del manifest["dir"]  # the dataset can be moved: nothing in it names where it is
+            atomic_write(tmp / MANIFEST, json_bytes(manifest, indent=2))
+    except OSError as exc:
+        raise OrbitError(f"could not write the dataset to {dest}: {exc}") from exc
     return out
+
+
+def _add_run(home: Home, run: Run, tmp: Path, out: Dataset, more: dict[str, Any] | None) -> None:
+    if run.state.active:
+        out.skipped.append(_skip(run, f"it is {run.state.value}: its session is not over"))
+        return
+    try:
+        found = trajectories_of(run, home)
+    except (OrbitError, OSError) as exc:
+        out.skipped.append(_skip(run, f"its session cannot be read: {exc}"))
+        return
+    if not found:
+        out.skipped.append(_skip(run, "no agent session recorded"))
+    for n, traj in enumerate(found):
+        add_outcome(traj, more)
+        name = f"{run.id}.json" if n == 0 else f"{run.id}.{n}.json"
+        atomic_write(tmp / name, json_bytes(traj, indent=2))
+        out.files.append(index_line(name, run.id, traj))
 
 
 def trajectories_of(run: Run, home: Home) -> list[dict[str, Any]]:
@@ -129,26 +145,7 @@ def index_line(name: str, run_id: str, traj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def write(data: Dataset, what: str) -> None:
-    """Write the dataset onto its DIR, whole or not at all; NotFoundError (nothing written)
-    when no run of `what` has a session."""
-    if not data.files:
-        skipped = f" ({len(data.skipped)} run(s) skipped: {_why(data.skipped)})"
-        raise NotFoundError(f"no agent session to export in {what}{skipped}")
-    try:
-        with staged_dir(data.dest, f".{data.dest.name}.") as tmp:
-            for name, traj in data.trajectories.items():
-                atomic_write(tmp / name, _dumps(traj, indent=2))
-            index = b"".join(_dumps(line) for line in data.files)
-            atomic_write(tmp / INDEX, index)
-            manifest = {**data.to_json(), "exported_at": now_iso()}
-            del manifest["dir"]  # the dataset can be moved: nothing in it names where it is
-            atomic_write(tmp / MANIFEST, _dumps(manifest, indent=2))
-    except OSError as exc:
-        raise OrbitError(f"could not write the dataset to {data.dest}: {exc}") from exc
-
-
-def _dumps(value: Any, indent: int | None = None) -> bytes:
+def json_bytes(value: Any, indent: int | None = None) -> bytes:
     return (json.dumps(value, indent=indent, ensure_ascii=False, default=str) + "\n").encode()
 
 

@@ -11,11 +11,10 @@ Written by the driver when the trial is done (so the score is in it), again afte
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from orbit.agents.dataset import add_outcome, trajectories_of
+from orbit.agents.dataset import add_outcome, json_bytes, trajectories_of
 from orbit.bench.model import Trial, job_dir
 from orbit.bench.records import trial_json
 from orbit.store.files import atomic_write, unlink_quiet
@@ -48,8 +47,7 @@ def record(home: Home, job_id: str, trial: Trial, solve: Run) -> list[str]:
     (folder / AGENT_DIR).mkdir(parents=True, exist_ok=True)
     for rel, traj in zip(written, found, strict=True):
         add_outcome(traj, outcome(job_id, trial))
-        data = json.dumps(traj, indent=2, ensure_ascii=False, default=str) + "\n"
-        atomic_write(folder / rel, data.encode())
+        atomic_write(folder / rel, json_bytes(traj, indent=2))
     for old in sorted((folder / AGENT_DIR).glob("trajectory*.json")):
         if f"{AGENT_DIR}/{old.name}" not in written:
             unlink_quiet(old)

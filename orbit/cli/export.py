@@ -122,8 +122,7 @@ def export_atif(args: argparse.Namespace, env: Env) -> int:
     store = RunStore(env.home)
     dest = dataset.check_dest(env.cwd / Path(args.paths[-1]).expanduser(), store.home.runs_dir)
     runs, selection, what, outcomes = select(args, env, store)
-    data = dataset.collect(env.home, runs, dest, selection, outcomes)
-    dataset.write(data, what)
+    data = dataset.export(env.home, runs, dest, selection, what, outcomes)
     if args.json:
         print_json(env, data.to_json())
         return ExitCode.OK
