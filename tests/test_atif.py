@@ -283,3 +283,27 @@ def test_an_empty_transcript_and_bad_arguments(site: Site, tmp_path: Path) -> No
     res = site.orbit("session", site.run_id, "--atif", "--file", "nope.jsonl")
     assert res.code != 0 and len(res.err.strip().splitlines()) == 1, res.err
     assert "no transcript nope.jsonl" in res.err and "Traceback" not in res.err
+
+
+def test_a_bench_trials_run_carries_the_trials_score(site: Site) -> None:
+    """The run of trial t1 of job j1 (the tags the bench engine gives its runs), with the trial
+    file as the engine saves it: its evaluation and score go with the trajectory."""
+    from orbit.bench.model import Trial, save_trial
+    from orbit.store.home import Home
+
+    run_id = site.orbit.submit(
+        "--image", BUSYBOX_IMAGE, "--no-project", "-n", "t1.solve",
+        "-t", "bench=j1", "-t", "trial=t1", "-t", "phase=solve", "--", "true",
+    )  # fmt: skip
+    site.orbit.wait_for(run_id, lambda s: bool(s.get("finished_at")), 60)
+    home = Home.from_environ({"ORBIT_HOME": str(site.orbit.home)})
+    trial = Trial("t1", "task", "agent", 0, phase="done", solve_run=run_id, execution="ok")
+    trial.evaluation, trial.score = "valid", 0.75
+    save_trial(home, "j1", trial)
+    session = site.orbit.run_dir(run_id) / "session"
+    session.mkdir(exist_ok=True)
+    shutil.copy(site.session / CLAUDE, session / CLAUDE)
+    res = site.orbit("session", run_id, "--atif")
+    assert res.code == 0, res.err
+    bench = valid(res.json()).extra["orbit"]["bench"]
+    assert bench == {"job": "j1", "trial": "t1", "phase": "solve", "evaluation": "valid", "score": 0.75}
