@@ -77,7 +77,8 @@ def site(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
     (root / "work").mkdir()
     orbit = Orbit(root / "home", root / "work")
     run_id = orbit.submit(
-        "--image", BUSYBOX_IMAGE, "--no-project", "-n", "agent-run", "-g", "atif", "-t", "kind=agent",
+        "--image", BUSYBOX_IMAGE, "--no-project", "-n", "agent-run", "-g", "atif",
+        "-t", "kind=agent",
         "--", "sh", "-c", 'echo \'{"step": 1, "loss": 0.5}\' >> "$ORBIT_METRICS"',
     )  # fmt: skip
     status = orbit.wait_for(run_id, lambda s: bool(s.get("finished_at")), 60)
@@ -166,7 +167,9 @@ def codex_source(path: Path) -> dict[str, Any]:
 
 def atif_content(traj: Any) -> dict[str, Any]:
     steps = traj.steps
-    calls = [(c.tool_call_id, c.function_name, c.arguments) for s in steps for c in s.tool_calls or []]
+    calls = [
+        (c.tool_call_id, c.function_name, c.arguments) for s in steps for c in s.tool_calls or []
+    ]
     results = {
         r.source_call_id: r.content
         for s in steps
@@ -306,4 +309,10 @@ def test_a_bench_trials_run_carries_the_trials_score(site: Site) -> None:
     res = site.orbit("session", run_id, "--atif")
     assert res.code == 0, res.err
     bench = valid(res.json()).extra["orbit"]["bench"]
-    assert bench == {"job": "j1", "trial": "t1", "phase": "solve", "evaluation": "valid", "score": 0.75}
+    assert bench == {
+        "job": "j1",
+        "trial": "t1",
+        "phase": "solve",
+        "evaluation": "valid",
+        "score": 0.75,
+    }

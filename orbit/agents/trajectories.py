@@ -70,7 +70,9 @@ def _read(run: Run, t: Transcript) -> Any:
     try:
         return read_session(t.path)
     except OSError as exc:
-        raise NotFoundError(f"run {run.label}: cannot read session/{t.rel}: {exc.strerror}") from None
+        raise NotFoundError(
+            f"run {run.label}: cannot read session/{t.rel}: {exc.strerror}"
+        ) from None
 
 
 def parent(sub: Transcript, found: list[Transcript]) -> Transcript | None:

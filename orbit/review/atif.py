@@ -241,4 +241,3 @@ def _final_metrics(conv: Conversation, steps: int) -> dict[str, Any]:
     if conv.usage:
         out["extra"] = {"usage": conv.usage, "usage_is_total": conv.total}
     return out
-
