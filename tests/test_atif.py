@@ -21,7 +21,7 @@ import pytest
 from agent_standins import install, run_host
 from conftest import Orbit, _cleanup_containers
 from docker_setup import BUSYBOX_IMAGE
-from transcripts import SESSION, SUB_PROMPT, SUBAGENT, claude_lines, claude_task_lines
+from transcripts import SESSION, SUB_PROMPT, SUBAGENT, claude_lines, claude_task_lines, codex_lines
 
 from orbit.agents.transcript import read_session
 from orbit.review import atif
@@ -316,3 +316,29 @@ def test_a_bench_trials_run_carries_the_trials_score(site: Site) -> None:
         "evaluation": "valid",
         "score": 0.75,
     }
+
+
+@pytest.mark.parametrize("lines", [claude_lines, codex_lines])
+def test_the_hand_written_transcripts_keep_reasoning_errors_and_results_alone(
+    tmp_path: Path, lines: Any
+) -> None:
+    """tests/transcripts.py's sessions have what the stand-ins do not write: thinking or
+    reasoning, a failing tool, a tool result before its use, lines of unknown kinds."""
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines()) + "\n")
+    conv = read_session(path)
+    traj = valid(atif.trajectory(conv))
+    thoughts = [i["text"] for i in conv.items if i["kind"] == "thinking"]
+    assert thoughts and all(
+        any(t in (s.reasoning_content or "") for s in traj.steps) for t in thoughts
+    )
+    failed = [i for i in conv.items if i["kind"] == "tool" and i["is_error"]]
+    marked = [
+        r for s in traj.steps if s.observation for r in s.observation.results
+        if r.extra and r.extra["orbit"].get("is_error")
+    ]  # fmt: skip
+    assert failed and len(marked) == len(failed)
+    tools = [i for i in conv.items if i["kind"] == "tool"]
+    results = [r for s in traj.steps if s.observation for r in s.observation.results]
+    assert len(results) == sum(i["result"] is not None for i in tools)
+    assert traj.final_metrics.total_steps == len(traj.steps)
