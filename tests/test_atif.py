@@ -257,6 +257,7 @@ def test_a_truncated_or_hand_edited_transcript_still_converts(tmp_path: Path) ->
         "this line is not JSON",
         '{"type": "assistant", "message": {"content": [{"type": "tool_use", "input": 7}]}}',
         *lines[3:],
+        '{"type": "result", "usage": {"input_tokens": -5, "output_tokens": true}}',
         lines[4][: len(lines[4]) // 2],  # cut off mid-line, as a crash leaves it
     ]
     path = tmp_path / "broken.jsonl"
@@ -265,6 +266,9 @@ def test_a_truncated_or_hand_edited_transcript_still_converts(tmp_path: Path) ->
     raw = [s for s in traj.steps if s.extra and s.extra["orbit"].get("raw")]
     assert "this line is not JSON" in [s.message for s in raw]
     assert traj.extra["orbit"]["raw_lines"] == len(raw) >= 2
+    # A total that is no count (negative, a boolean) is not passed on as one.
+    fm = traj.final_metrics
+    assert (fm.total_prompt_tokens, fm.total_completion_tokens) == (None, None)
     # Every tool call is kept, the one without a name too.
     source = [b for line in lines for b in _blocks(line) if b.get("type") == "tool_use"]
     assert len([c for s in traj.steps for c in s.tool_calls or []]) >= len(source)
