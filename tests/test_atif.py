@@ -21,7 +21,7 @@ import pytest
 from agent_standins import install, run_host
 from conftest import Orbit, _cleanup_containers
 from docker_setup import BUSYBOX_IMAGE
-from transcripts import SESSION, SUB_PROMPT, SUBAGENT, claude_lines, claude_task_lines
+from transcripts import SESSION, SUB_PROMPT, SUBAGENT, claude_lines, claude_task_lines, codex_lines
 
 from orbit.agents.transcript import read_session
 from orbit.review import atif
@@ -77,7 +77,8 @@ def site(docker_engine: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
     (root / "work").mkdir()
     orbit = Orbit(root / "home", root / "work")
     run_id = orbit.submit(
-        "--image", BUSYBOX_IMAGE, "--no-project", "-n", "agent-run", "-g", "atif", "-t", "kind=agent",
+        "--image", BUSYBOX_IMAGE, "--no-project", "-n", "agent-run", "-g", "atif",
+        "-t", "kind=agent",
         "--", "sh", "-c", 'echo \'{"step": 1, "loss": 0.5}\' >> "$ORBIT_METRICS"',
     )  # fmt: skip
     status = orbit.wait_for(run_id, lambda s: bool(s.get("finished_at")), 60)
@@ -166,7 +167,9 @@ def codex_source(path: Path) -> dict[str, Any]:
 
 def atif_content(traj: Any) -> dict[str, Any]:
     steps = traj.steps
-    calls = [(c.tool_call_id, c.function_name, c.arguments) for s in steps for c in s.tool_calls or []]
+    calls = [
+        (c.tool_call_id, c.function_name, c.arguments) for s in steps for c in s.tool_calls or []
+    ]
     results = {
         r.source_call_id: r.content
         for s in steps
@@ -254,6 +257,7 @@ def test_a_truncated_or_hand_edited_transcript_still_converts(tmp_path: Path) ->
         "this line is not JSON",
         '{"type": "assistant", "message": {"content": [{"type": "tool_use", "input": 7}]}}',
         *lines[3:],
+        '{"type": "result", "usage": {"input_tokens": -5, "output_tokens": true}}',
         lines[4][: len(lines[4]) // 2],  # cut off mid-line, as a crash leaves it
     ]
     path = tmp_path / "broken.jsonl"
@@ -262,6 +266,9 @@ def test_a_truncated_or_hand_edited_transcript_still_converts(tmp_path: Path) ->
     raw = [s for s in traj.steps if s.extra and s.extra["orbit"].get("raw")]
     assert "this line is not JSON" in [s.message for s in raw]
     assert traj.extra["orbit"]["raw_lines"] == len(raw) >= 2
+    # A total that is no count (negative, a boolean) is not passed on as one.
+    fm = traj.final_metrics
+    assert (fm.total_prompt_tokens, fm.total_completion_tokens) == (None, None)
     # Every tool call is kept, the one without a name too.
     source = [b for line in lines for b in _blocks(line) if b.get("type") == "tool_use"]
     assert len([c for s in traj.steps for c in s.tool_calls or []]) >= len(source)
@@ -283,3 +290,59 @@ def test_an_empty_transcript_and_bad_arguments(site: Site, tmp_path: Path) -> No
     res = site.orbit("session", site.run_id, "--atif", "--file", "nope.jsonl")
     assert res.code != 0 and len(res.err.strip().splitlines()) == 1, res.err
     assert "no transcript nope.jsonl" in res.err and "Traceback" not in res.err
+
+
+def test_a_bench_trials_run_carries_the_trials_score(site: Site) -> None:
+    """The run of trial t1 of job j1 (the tags the bench engine gives its runs), with the trial
+    file as the engine saves it: its evaluation and score go with the trajectory."""
+    from orbit.bench.model import Trial, save_trial
+    from orbit.store.home import Home
+
+    run_id = site.orbit.submit(
+        "--image", BUSYBOX_IMAGE, "--no-project", "-n", "t1.solve",
+        "-t", "bench=j1", "-t", "trial=t1", "-t", "phase=solve", "--", "true",
+    )  # fmt: skip
+    site.orbit.wait_for(run_id, lambda s: bool(s.get("finished_at")), 60)
+    home = Home.from_environ({"ORBIT_HOME": str(site.orbit.home)})
+    trial = Trial("t1", "task", "agent", 0, phase="done", solve_run=run_id, execution="ok")
+    trial.evaluation, trial.score = "valid", 0.75
+    save_trial(home, "j1", trial)
+    session = site.orbit.run_dir(run_id) / "session"
+    session.mkdir(exist_ok=True)
+    shutil.copy(site.session / CLAUDE, session / CLAUDE)
+    res = site.orbit("session", run_id, "--atif")
+    assert res.code == 0, res.err
+    bench = valid(res.json()).extra["orbit"]["bench"]
+    assert bench == {
+        "job": "j1",
+        "trial": "t1",
+        "phase": "solve",
+        "evaluation": "valid",
+        "score": 0.75,
+    }
+
+
+@pytest.mark.parametrize("lines", [claude_lines, codex_lines])
+def test_the_hand_written_transcripts_keep_reasoning_errors_and_results_alone(
+    tmp_path: Path, lines: Any
+) -> None:
+    """tests/transcripts.py's sessions have what the stand-ins do not write: thinking or
+    reasoning, a failing tool, a tool result before its use, lines of unknown kinds."""
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines()) + "\n")
+    conv = read_session(path)
+    traj = valid(atif.trajectory(conv))
+    thoughts = [i["text"] for i in conv.items if i["kind"] == "thinking"]
+    assert thoughts and all(
+        any(t in (s.reasoning_content or "") for s in traj.steps) for t in thoughts
+    )
+    failed = [i for i in conv.items if i["kind"] == "tool" and i["is_error"]]
+    marked = [
+        r for s in traj.steps if s.observation for r in s.observation.results
+        if r.extra and r.extra["orbit"].get("is_error")
+    ]  # fmt: skip
+    assert failed and len(marked) == len(failed)
+    tools = [i for i in conv.items if i["kind"] == "tool"]
+    results = [r for s in traj.steps if s.observation for r in s.observation.results]
+    assert len(results) == sum(i["result"] is not None for i in tools)
+    assert traj.final_metrics.total_steps == len(traj.steps)

@@ -11,22 +11,22 @@ from __future__ import annotations
 from typing import Any
 
 from orbit.agents.transcript import Transcript, read_session, transcripts
-from orbit.errors import CorruptError, NotFoundError
+from orbit.errors import NotFoundError
 from orbit.review import atif
 from orbit.review.metrics import summarize_with_x
 from orbit.store.describe import duration_s
-from orbit.store.home import Home
 from orbit.store.model import Run
 
 SUBAGENT_PREFIX = "agent-"  # Claude Code's subagents/agent-<id>.jsonl
 
 
-def outcome(run: Run, home: Home | None = None) -> dict[str, Any]:
-    """The run as `extra.orbit` gives it: id, name, group, params, state, exit code, its
-    metrics' summaries (last, min, max and where), and for a bench trial's run the trial's score."""
+def outcome(run: Run) -> dict[str, Any]:
+    """The run as `extra.orbit` gives it: id, name, group, tags, params, state, exit code and
+    its metrics' summaries (as `orbit show --json`). A bench trial's score is added by the
+    caller (orbit.bench.records.trial_outcome: bench is a layer above this one)."""
     spec, status = run.spec, run.status
     _, summaries = summarize_with_x(run)
-    out: dict[str, Any] = {
+    return {
         "run": run.id,
         "name": spec.get("name"),
         "group": spec.get("group"),
@@ -38,55 +38,30 @@ def outcome(run: Run, home: Home | None = None) -> dict[str, Any]:
         "started_at": status.get("started_at"),
         "finished_at": status.get("finished_at"),
         "duration_s": duration_s(status),
-        "metrics": {k: s.to_json() for k, s in summaries.items()},  # as `orbit show --json`
+        "metrics": {k: s.to_json() for k, s in summaries.items()},
     }
-    bench = _bench(run, home)
-    if bench is not None:
-        out["bench"] = bench
-    return out
-
-
-def _bench(run: Run, home: Home | None) -> dict[str, Any] | None:
-    """A bench trial's run: its job, trial, phase, and the trial's evaluation and score as
-    `bench show --json` gives them (when the job's records can be read)."""
-    from orbit.bench.records import read_trials, trial_json
-
-    tags = run.spec.get("tags") or {}
-    job, trial = tags.get("bench"), tags.get("trial")
-    if not isinstance(job, str) or not isinstance(trial, str):
-        return None
-    out: dict[str, Any] = {"job": job, "trial": trial, "phase": tags.get("phase")}
-    if home is None:
-        return out
-    try:
-        found = [t for t in read_trials(home, job)[0] if t.id == trial]
-    except (CorruptError, NotFoundError, OSError):
-        return out
-    if found:
-        view = trial_json(found[0])
-        out.update(evaluation=view.get("evaluation"), score=view.get("score"))
-    return out
 
 
 def run_trajectories(
-    run: Run, *, include_subagents: bool = True, home: Home | None = None
+    run: Run, *, include_subagents: bool = True, extra: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """Every session of the run as one ATIF trajectory (the launching session first), subagents
     embedded in their parents (`include_subagents`); [] when `session/` holds no transcript.
-    Raises NotFoundError when a transcript cannot be read."""
+    `extra` is added to each `extra.orbit` (a bench trial's `bench`). Raises NotFoundError
+    when a transcript cannot be read."""
     found = transcripts(run)
     return [
-        trajectory_of(run, t, found if include_subagents else [], home=home)
+        trajectory_of(run, t, found if include_subagents else [], extra=extra)
         for t in found
         if not t.subagent or (include_subagents and parent(t, found) is None)
     ]
 
 
 def trajectory_of(
-    run: Run, t: Transcript, others: list[Transcript], *, home: Home | None = None
+    run: Run, t: Transcript, others: list[Transcript], *, extra: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The trajectory of transcript `t`, with the subagents among `others` that are its own."""
-    extra = {"file": t.rel, **outcome(run, home)}
+    extra = {"file": t.rel, **outcome(run), **(extra or {})}
     subs = [(_agent_id(s), _read(run, s)) for s in others if s.subagent and parent(s, [t])]
     return atif.trajectory(_read(run, t), extra=extra, subagents=subs or None)
 
@@ -95,7 +70,9 @@ def _read(run: Run, t: Transcript) -> Any:
     try:
         return read_session(t.path)
     except OSError as exc:
-        raise NotFoundError(f"run {run.label}: cannot read session/{t.rel}: {exc.strerror}") from None
+        raise NotFoundError(
+            f"run {run.label}: cannot read session/{t.rel}: {exc.strerror}"
+        ) from None
 
 
 def parent(sub: Transcript, found: list[Transcript]) -> Transcript | None:

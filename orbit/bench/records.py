@@ -11,7 +11,7 @@ from typing import Any
 
 from orbit.bench import jobs
 from orbit.bench.jobs import JOB_ID
-from orbit.bench.model import EVALUATIONS, Job, Trial, job_dir, load_job
+from orbit.bench.model import EVALUATIONS, Job, Trial, job_dir, load_job, trial_path
 from orbit.errors import CorruptError, NotFoundError
 from orbit.store.home import Home
 
@@ -208,3 +208,23 @@ def trial_json(t: Trial) -> dict[str, Any]:
         "cancelled": list(t.cancelled_verifies),
     }
     return out
+
+
+def trial_outcome(home: Home, tags: dict[str, Any]) -> dict[str, Any] | None:
+    """What a trial's run adds to its ATIF trajectory's `extra.orbit` (orbit/agents/
+    trajectories.py): `bench` = job, trial, phase, and the trial's evaluation and score as
+    `bench show --json` gives them; None for a run that is no trial's (its tags, from
+    engine.submit, name none). Records that cannot be read leave the score out."""
+    job, trial = tags.get("bench"), tags.get("trial")
+    if not isinstance(job, str) or not isinstance(trial, str):
+        return None
+    out: dict[str, Any] = {"job": job, "trial": trial, "phase": tags.get("phase")}
+    if not JOB_ID.match(job) or "/" in trial or trial.startswith("."):  # a hand-made tag
+        return {"bench": out}
+    try:
+        found = trial_from(json.loads(trial_path(home, job, trial).read_text()))
+    except (OSError, ValueError, RecursionError, CorruptError):
+        return {"bench": out}
+    view = trial_json(found)
+    out.update(evaluation=view.get("evaluation"), score=view.get("score"))
+    return {"bench": out}

@@ -86,9 +86,11 @@ def _atif(env: Env, run: Any, found: list[Any], shown: list[Any], *, listed: boo
     """One trajectory (the first shown session's, or --file's), or with --all a list of every
     session's; a subagent's transcript is embedded in its parent's, not listed again."""
     from orbit.agents.trajectories import parent, trajectory_of
+    from orbit.bench.records import trial_outcome
 
+    bench = trial_outcome(env.home, run.spec.get("tags") or {})
     alone = [t for t in shown if not t.subagent or parent(t, found) is None or len(shown) == 1]
-    out = [trajectory_of(run, t, found, home=env.home) for t in alone]
+    out = [trajectory_of(run, t, found, extra=bench) for t in alone]
     print_json(env, out if listed else out[0])
     return ExitCode.OK
 

@@ -212,6 +212,7 @@ def _stamp(step: dict[str, Any], items: list[Item]) -> None:
 def token_metrics(usage: dict[str, int]) -> dict[str, Any]:
     """A usage record as ATIF's prompt/completion/cached tokens (prompt tokens include the
     cached ones, as ATIF defines them), the recorded numbers themselves in `extra`."""
+    usage = {k: v for k, v in usage.items() if type(v) is int and v >= 0}  # a hand-edited line
     out: dict[str, Any] = {}
     anthropic = any(k in usage for k in ANTHROPIC_CACHE)
     if "input_tokens" in usage or anthropic:
@@ -241,4 +242,3 @@ def _final_metrics(conv: Conversation, steps: int) -> dict[str, Any]:
     if conv.usage:
         out["extra"] = {"usage": conv.usage, "usage_is_total": conv.total}
     return out
-
