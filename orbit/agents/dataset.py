@@ -26,7 +26,6 @@ from typing import Any
 from orbit.errors import ConflictError, NotFoundError, OrbitError, UsageError
 from orbit.store.files import atomic_write
 from orbit.store.folders import occupied, staged_dir
-from orbit.store.home import Home
 from orbit.store.model import Run, now_iso
 
 FORMAT = 1
@@ -70,7 +69,6 @@ def check_dest(dest: Path, runs_dir: Path) -> Path:
 
 
 def export(
-    home: Home,
     runs: Iterable[Run],
     dest: Path,
     selection: dict[str, str],
@@ -79,14 +77,14 @@ def export(
 ) -> Dataset:
     """Write the sessions of `runs` onto `dest` (check_dest's), each file as it is converted
     (one session in memory at a time), whole or not at all. `outcomes`: more of a run's
-    outcome by run id (a bench trial's), merged into `extra.orbit`. Active runs and runs
+    outcome by run id (a bench trial's `bench`), added to its `extra.orbit`. Active runs and runs
     without a readable session are skipped, each with why; NotFoundError (nothing written)
     when no run of `what` has a session."""
     out = Dataset(dest, selection)
     try:
         with staged_dir(dest, f".{dest.name}.") as tmp:
             for run in runs:
-                _add_run(home, run, tmp, out, (outcomes or {}).get(run.id))
+                _add_run(run, tmp, out, (outcomes or {}).get(run.id))
             if not out.files:
                 skipped = f" ({len(out.skipped)} run(s) skipped: {_why(out.skipped)})"
                 raise NotFoundError(f"no agent session to export in {what}{skipped}")
@@ -99,40 +97,30 @@ def export(
     return out
 
 
-def _add_run(home: Home, run: Run, tmp: Path, out: Dataset, more: dict[str, Any] | None) -> None:
+def _add_run(run: Run, tmp: Path, out: Dataset, more: dict[str, Any] | None) -> None:
     if run.state.active:
         out.skipped.append(_skip(run, f"it is {run.state.value}: its session is not over"))
         return
     try:
-        found = trajectories_of(run, home)
+        found = trajectories_of(run, more)
     except (OrbitError, OSError) as exc:
         out.skipped.append(_skip(run, f"its session cannot be read: {exc}"))
         return
     if not found:
         out.skipped.append(_skip(run, "no agent session recorded"))
     for n, traj in enumerate(found):
-        add_outcome(traj, more)
         name = f"{run.id}.json" if n == 0 else f"{run.id}.{n}.json"
         atomic_write(tmp / name, json_bytes(traj, indent=2))
         out.files.append(index_line(name, run.id, traj))
 
 
-def trajectories_of(run: Run, home: Home) -> list[dict[str, Any]]:
+def trajectories_of(run: Run, more: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Every session of the run as an ATIF dict (subagents inside their parents), its outcome
-    in `extra.orbit`: the one place the dataset and the bench trials call the converter."""
+    and `more` in `extra.orbit`: the one place the dataset and the bench trials call the
+    converter."""
     from orbit.agents.trajectories import run_trajectories
 
-    return run_trajectories(run, home=home)
-
-
-def add_outcome(traj: dict[str, Any], more: dict[str, Any] | None) -> None:
-    """Merge `more` into the trajectory's `extra.orbit` (its `bench` into the converter's)."""
-    if more:
-        extra = traj["extra"] = traj.get("extra") or {}
-        orbit = extra["orbit"] = dict(extra.get("orbit") or {})
-        for key, value in more.items():
-            both = isinstance(value, dict) and isinstance(orbit.get(key), dict)
-            orbit[key] = {**orbit[key], **value} if both else value
+    return run_trajectories(run, extra=more)
 
 
 def index_line(name: str, run_id: str, traj: dict[str, Any]) -> dict[str, Any]:

@@ -171,10 +171,12 @@ class Driver:
     def done(self, trial: Trial, evaluation: str, reason: str | None, **fields: Any) -> None:
         image = fields.get("solved_image", trial.solved_image)
         cleanup = f"keeps image {image} (bench rm-job removes it)" if image else "done"
-        fields.update(phase="done", evaluation=evaluation, reason=reason, cleanup=cleanup)
-        for key, value in fields.items():
-            setattr(trial, key, value)
-        self.save(trial, trajectories=self.trajectories(trial))
+        self.save(
+            trial, phase="done", evaluation=evaluation, reason=reason, cleanup=cleanup, **fields
+        )
+        found = self.trajectories(trial)  # after the save: the trajectory carries the grading
+        if found or trial.trajectories:
+            self.save(trial, trajectories=found)
 
     def trajectories(self, trial: Trial) -> list[str]:
         """An agent method's finished solve: its session as the trial's ATIF trajectory, with

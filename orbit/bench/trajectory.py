@@ -2,8 +2,8 @@
 runner keeps a trial's (`agent/trajectory.json` in the trial folder):
 
     trials/<trial>/agent/trajectory.json      the solve's session (agents/trajectories.py),
-                                              the run's outcome and the trial's in
-                                              `extra.orbit`
+                                              the run's outcome and the trial's (`bench`)
+                                              in `extra.orbit`
     trials/<trial>/agent/trajectory.<n>.json  its further sessions, when it has several
 
 Written by the driver when the trial is done (so the score is in it), again after a regrade.
@@ -12,25 +12,15 @@ Written by the driver when the trial is done (so the score is in it), again afte
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from orbit.agents.dataset import add_outcome, json_bytes, trajectories_of
+from orbit.agents.dataset import json_bytes, trajectories_of
 from orbit.bench.model import Trial, job_dir
-from orbit.bench.records import trial_json
+from orbit.bench.records import trial_outcome
 from orbit.store.files import atomic_write, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.model import Run
 
 AGENT_DIR = "agent"
-OUTCOME_KEYS = ("task", "method", "seed", "execution", "evaluation", "reason", "score", "scores")
-
-
-def outcome(job_id: str, trial: Trial) -> dict[str, Any]:
-    """The trial's part of `extra.orbit`: `score` (null unless the trial counts, as every view
-    gives it) and `bench` (the job, the trial and its grading)."""
-    view = trial_json(trial)
-    bench = {"job": job_id, "trial": trial.id, **{k: view[k] for k in OUTCOME_KEYS}}
-    return {"score": view["score"], "bench": bench}
 
 
 def names(count: int) -> list[str]:
@@ -39,14 +29,14 @@ def names(count: int) -> list[str]:
 
 
 def record(home: Home, job_id: str, trial: Trial, solve: Run) -> list[str]:
-    """Write the solve's sessions as the trial's trajectory files (replacing earlier ones); the
-    files, relative to the trial folder (none when the solve recorded no session)."""
+    """Write the solve's sessions as the trial's trajectory files (replacing earlier ones), with
+    the trial's outcome as its file on disk has it (records.trial_outcome: save the trial
+    first); the files, relative to the trial folder (none when the solve recorded no session)."""
     folder = job_dir(home, job_id) / "trials" / trial.id
-    found = trajectories_of(solve, home)
+    found = trajectories_of(solve, trial_outcome(home, solve.spec.get("tags") or {}))
     written = names(len(found))
     (folder / AGENT_DIR).mkdir(parents=True, exist_ok=True)
     for rel, traj in zip(written, found, strict=True):
-        add_outcome(traj, outcome(job_id, trial))
         atomic_write(folder / rel, json_bytes(traj, indent=2))
     for old in sorted((folder / AGENT_DIR).glob("trajectory*.json")):
         if f"{AGENT_DIR}/{old.name}" not in written:

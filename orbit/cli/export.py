@@ -121,8 +121,8 @@ def export_atif(args: argparse.Namespace, env: Env) -> int:
 
     store = RunStore(env.home)
     dest = dataset.check_dest(env.cwd / Path(args.paths[-1]).expanduser(), store.home.runs_dir)
-    runs, selection, what, outcomes = select(args, env, store)
-    data = dataset.export(env.home, runs, dest, selection, what, outcomes)
+    runs, selection, what = select(args, env, store)
+    data = dataset.export(runs, dest, selection, what, trial_outcomes(env, runs))
     if args.json:
         print_json(env, data.to_json())
         return ExitCode.OK
@@ -139,15 +139,14 @@ def export_atif(args: argparse.Namespace, env: Env) -> int:
 
 def select(
     args: argparse.Namespace, env: Env, store: RunStore
-) -> tuple[list[Run], dict[str, str], str, dict[str, dict[str, Any]]]:
-    """The runs to export, the selection as the dataset records it, how a message names it,
-    and the bench trials' outcomes by solve run id. One-line errors for an unknown group,
-    job or an empty folder."""
+) -> tuple[list[Run], dict[str, str], str]:
+    """The runs to export, the selection as the dataset records it, and how a message names
+    it. One-line errors for an unknown group or job, and an empty folder."""
     from orbit.cli.common import group_members
 
     if args.group is not None:
         ids, _broken = group_members(store, args.group, unknown_group_too=False)
-        return [store.load(i) for i in ids], {"group": args.group}, f"group {args.group}", {}
+        return [store.load(i) for i in ids], {"group": args.group}, f"group {args.group}"
     if args.job is not None:
         return job_runs(env, store, args.job)
     from orbit.store.folders import normalize
@@ -158,20 +157,23 @@ def select(
     runs = folder_runs(store, top)
     if not runs:
         raise NotFoundError(f"no runs in folder {top!r} (see `orbit folders`)")
-    return runs, {"folder": top}, f"folder {top}", {}
+    return runs, {"folder": top}, f"folder {top}"
 
 
-def job_runs(
-    env: Env, store: RunStore, ref: str
-) -> tuple[list[Run], dict[str, str], str, dict[str, dict[str, Any]]]:
-    """The solve runs of a bench job's trials, with each trial's outcome."""
+def job_runs(env: Env, store: RunStore, ref: str) -> tuple[list[Run], dict[str, str], str]:
+    """The solve runs of a bench job's trials."""
     from orbit.bench.records import read_job, resolve_job
-    from orbit.bench.trajectory import outcome
 
     job = resolve_job(env.home, ref)
-    trials = [t for t in read_job(env.home, job.id).trials if t.solve_run]
-    if not trials:
+    solves = [str(t.solve_run) for t in read_job(env.home, job.id).trials if t.solve_run]
+    if not solves:
         raise NotFoundError(f"job {job.id} has no solve run yet (see `orbit bench show {job.id}`)")
-    runs = [store.load(str(t.solve_run)) for t in trials if store.exists(str(t.solve_run))]
-    outcomes = {str(t.solve_run): outcome(job.id, t) for t in trials}
-    return runs, {"job": job.id}, f"job {job.id}", outcomes
+    return [store.load(r) for r in solves if store.exists(r)], {"job": job.id}, f"job {job.id}"
+
+
+def trial_outcomes(env: Env, runs: list[Run]) -> dict[str, dict[str, Any]]:
+    """The trial's outcome (`bench`) of each run that is a bench trial's, by run id."""
+    from orbit.bench.records import trial_outcome
+
+    found = {r.id: trial_outcome(env.home, r.spec.get("tags") or {}) for r in runs}
+    return {run_id: more for run_id, more in found.items() if more}
