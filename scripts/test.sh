@@ -52,6 +52,16 @@ install_package() {
     fi
 }
 
+# Harbor's ATIF models for tests/test_atif.py (docs/agents.md "Trajectories (ATIF)"): without its
+# dependencies (pydantic comes with the dev extra), as its metadata asks for Python 3.12 and its
+# trajectory models import fine on 3.11.
+install_harbor() {
+    banner "pip install --no-deps harbor==0.26.0 (Harbor's ATIF models, for tests/test_atif.py)"
+    "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps --ignore-requires-python \
+        harbor==0.26.0 || "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps \
+        --ignore-requires-python --break-system-packages harbor==0.26.0
+}
+
 ensure_services() {
     banner "ensure Docker engine (scripts/ensure-docker.sh)"
     bash scripts/ensure-docker.sh
@@ -126,6 +136,7 @@ if [ "$FAST" -eq 1 ]; then
     DOCKER_HOST="unix:///nonexistent/orbit-fast-tier.sock" run_pytest -m "$FAST_TIER" "$@"
 else
     install_package
+    install_harbor
     ensure_services
     lint
     run_pytest "$@"

@@ -266,8 +266,9 @@ def test_regrade_verifies_again_without_solving(bench: Orbit) -> None:
     }  # fmt: skip
     assert set(job["trials"][0]) == {
         "id", "task", "method", "seed", "phase", "execution", "evaluation", "reason", "score",
-        "scores", "cleanup", "solved_image", "updated_at", "runs",
+        "scores", "cleanup", "solved_image", "updated_at", "trajectories", "runs",
     }  # fmt: skip
+    assert all(t["trajectories"] == [] for t in job["trials"])  # an oracle has no session
     res = bench("bench", "regrade", job_id, "-w", "--json")
     assert res.code == 0, res.err
     after = by_key(res.json())
@@ -388,8 +389,29 @@ def test_agent_method_runs_claude_inside_with_its_profile_and_bundle(
     assert spec["auth"]["profile"] == "c" and spec["bench"]["phase"] == "solve"
     assert list((solve / "session").glob("*.jsonl"))  # the agent's transcript
     assert "sk-ant-api03" not in (solve / "run.yaml").read_text()
+    check_trajectories(bench, job)
     res = bench("bench", "run", "toy", "-t", "add", "-m", "x=codex,auth=c")
     assert res.code == 2 and "is for claude-code, not codex" in res.err
+
+
+def check_trajectories(bench: Orbit, job: dict[str, Any]) -> None:
+    """Each agent trial keeps its solve's session as ATIF where Harbor's runner keeps a trial's
+    (agent/trajectory.json), with the trial's grading; `bench show` lists it."""
+    from harbor.models.trajectories import Trajectory
+
+    job_id = job["job"]["id"]
+    shown = bench("bench", "show", job_id)
+    assert shown.code == 0 and "trajectories (ATIF):" in shown.out, shown.out
+    for trial in job["trials"]:
+        folder = bench.home / "bench" / "jobs" / job_id / "trials" / trial["id"]
+        path = folder / "agent" / "trajectory.json"
+        assert trial["trajectories"] == [str(path)]
+        assert f"  {trial['id']}: {path}" in shown.out.splitlines()
+        traj = Trajectory.model_validate_json(path.read_text())
+        assert traj.steps and traj.extra is not None
+        outcome = traj.extra["orbit"]["bench"]
+        assert outcome == {"job": job_id, "trial": trial["id"], "phase": "solve",
+                           "evaluation": "valid", "score": trial["score"]}  # fmt: skip
 
 
 def test_pass_env_reaches_the_verify_run_only_and_is_kept_nowhere_after(bench: Orbit) -> None:

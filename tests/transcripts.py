@@ -378,3 +378,39 @@ def codex_lines() -> list[str]:
 
 CODEX_USAGE = {"input_tokens": 9000, "cached_input_tokens": 4500, "output_tokens": 300,
                "reasoning_output_tokens": 75, "total_tokens": 9300}  # fmt: skip
+
+
+SUBAGENT = "a3f9c2e1"  # the id Claude Code gives a Task's subagent (subagents/agent-<id>.jsonl)
+SUB_PROMPT = "Count the lines of train.py and report the number."
+
+
+def claude_task_lines() -> tuple[list[str], list[str]]:
+    """A Claude Code session that delegates to a subagent through the Task tool, and the
+    subagent's own transcript, as Claude Code 2.x writes them: the Task result's
+    `toolUseResult.agentId` names `<session>/subagents/agent-<id>.jsonl`, whose lines are
+    `isSidechain` with the `agentId` and the parent's `sessionId`."""
+    task = {"description": "count lines", "prompt": SUB_PROMPT, "subagent_type": "general-purpose"}
+    result = _result(3, "toolu_task1", [{"type": "text", "text": "train.py has 7 lines."}])
+    result["toolUseResult"] = {
+        "status": "completed",
+        "agentId": SUBAGENT,
+        "content": [{"type": "text", "text": "train.py has 7 lines."}],
+        "totalDurationMs": 2100,
+        "totalTokens": 1450,
+        "totalToolUseCount": 1,
+    }
+    parent = [
+        _claude("user", 1, "How long is train.py? Use a subagent."),
+        _assistant(2, "msg_p1", [_use("toolu_task1", "Task", task)], 30),
+        result,
+        _assistant(4, "msg_p2", [{"type": "text", "text": "It has 7 lines."}], 9),
+    ]
+    sub = [
+        _claude("user", 1, SUB_PROMPT),
+        _assistant(2, "msg_s1", [_use("toolu_s1", "Bash", {"command": "wc -l train.py"})], 14),
+        _result(3, "toolu_s1", "7 train.py"),
+        _assistant(4, "msg_s2", [{"type": "text", "text": "train.py has 7 lines."}], 8),
+    ]
+    for line in sub:
+        line.update(isSidechain=True, agentId=SUBAGENT)
+    return [json.dumps(x) for x in parent], [json.dumps(x) for x in sub]

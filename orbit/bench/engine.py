@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from orbit import harnesses
 from orbit.bench import collect as collecting
-from orbit.bench import jobs
+from orbit.bench import jobs, trajectory
 from orbit.bench.adapters import load_adapter
 from orbit.bench.benchmarks import resource_entry
 from orbit.bench.methods import BUNDLE_TARGET, agent_command, check_method
@@ -174,6 +174,25 @@ class Driver:
         self.save(
             trial, phase="done", evaluation=evaluation, reason=reason, cleanup=cleanup, **fields
         )
+        found = self.trajectories(trial)  # after the save: the trajectory carries the grading
+        if found or trial.trajectories:
+            self.save(trial, trajectories=found)
+
+    def trajectories(self, trial: Trial) -> list[str]:
+        """An agent method's finished solve: its session as the trial's ATIF trajectory, with
+        the grading just given (bench/trajectory.py). A session that cannot be converted is
+        logged and the trial goes on without it."""
+        method = self.methods.get(trial.method)
+        if method is None or method.agent not in harnesses.ids() or not trial.solve_run:
+            return []
+        try:
+            solve = self.store.load(trial.solve_run)
+            if solve.state.active:  # a cancelled job's solve that did not stop in time
+                return []
+            return trajectory.record(self.home, self.job.id, trial, solve)
+        except (OrbitError, OSError) as exc:
+            log.warning("trial %s: no trajectory: %s", trial.id, exc)
+            return []
 
     def solving(self, trial: Trial) -> None:
         if trial.solve_run is None:

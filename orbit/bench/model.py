@@ -151,6 +151,7 @@ class Trial:
     scores: dict[str, float] = field(default_factory=dict)
     cleanup: str = "pending"  # pending | done | the error
     updated_at: str = ""
+    trajectories: list[str] = field(default_factory=list)  # agent methods: bench/trajectory.py
 
     GRADING = ("evaluation", "reason", "score", "scores")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from orbit.bench import jobs
 from orbit.bench.jobs import JOB_ID
-from orbit.bench.model import EVALUATIONS, Job, Trial, job_dir, load_job
+from orbit.bench.model import EVALUATIONS, Job, Trial, job_dir, load_job, trial_path
 from orbit.errors import CorruptError, NotFoundError
 from orbit.store.home import Home
 
@@ -87,10 +87,11 @@ def trial_from(data: Any) -> Trial:
             raise CorruptError(f"{key!r} is {json.dumps(value)[:40]}")
     if data.get("evaluation", "unknown") not in EVALUATIONS:
         raise CorruptError(f"'evaluation' is {json.dumps(data['evaluation'])[:40]}")
-    for key in ("verify_runs", "cancelled_verifies"):
+    for key in ("verify_runs", "cancelled_verifies", "trajectories"):
         runs = data.get(key, [])
         if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
-            raise CorruptError(f"{key!r} is not a list of run ids")
+            what = "file names" if key == "trajectories" else "run ids"
+            raise CorruptError(f"{key!r} is not a list of {what}")
     if not isinstance(data.get("earlier"), dict | None):
         raise CorruptError("'earlier' is not an object")
     scores = data.get("scores", {})
@@ -186,13 +187,15 @@ def why_invalid(t: Trial) -> str:
 
 
 TRIAL_KEYS = ("id", "task", "method", "seed", "phase", "execution", "evaluation", "reason",
-              "score", "scores", "cleanup", "solved_image", "updated_at")  # fmt: skip
+              "score", "scores", "cleanup", "solved_image", "updated_at",
+              "trajectories")  # fmt: skip
 
 
 def trial_json(t: Trial) -> dict[str, Any]:
     """One trial as every view gives it (`bench show --json`, comparisons, the web): `score`
     is null unless the trial counts; a valid trial without a finite score is shown invalid."""
     out = {k: getattr(t, k) for k in TRIAL_KEYS}
+    out["trajectories"] = list(t.trajectories)  # relative to the trial folder
     if counted(t):
         out["score"] = float(out["score"])
     else:
@@ -205,3 +208,23 @@ def trial_json(t: Trial) -> dict[str, Any]:
         "cancelled": list(t.cancelled_verifies),
     }
     return out
+
+
+def trial_outcome(home: Home, tags: dict[str, Any]) -> dict[str, Any] | None:
+    """What a trial's run adds to its ATIF trajectory's `extra.orbit` (orbit/agents/
+    trajectories.py): `bench` = job, trial, phase, and the trial's evaluation and score as
+    `bench show --json` gives them; None for a run that is no trial's (its tags, from
+    engine.submit, name none). Records that cannot be read leave the score out."""
+    job, trial = tags.get("bench"), tags.get("trial")
+    if not isinstance(job, str) or not isinstance(trial, str):
+        return None
+    out: dict[str, Any] = {"job": job, "trial": trial, "phase": tags.get("phase")}
+    if not JOB_ID.match(job) or "/" in trial or trial.startswith("."):  # a hand-made tag
+        return {"bench": out}
+    try:
+        found = trial_from(json.loads(trial_path(home, job, trial).read_text()))
+    except (OSError, ValueError, RecursionError, CorruptError):
+        return {"bench": out}
+    view = trial_json(found)
+    out.update(evaluation=view.get("evaluation"), score=view.get("score"))
+    return {"bench": out}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orbit.bench.model import Trial
 from orbit.bench.records import DAMAGED, JobRecords, read_job, trial_json
 from orbit.cli.common import print_json, table
 from orbit.env import Env
@@ -14,7 +15,16 @@ from orbit.store.home import Home
 
 def job_json(home: Home, job_id: str) -> dict[str, Any]:
     rec = read_job(home, job_id)
-    return {"job": rec.summary(), "trials": [trial_json(t) for t in rec.trials]}
+    return {"job": rec.summary(), "trials": [_with_paths(home, rec, t) for t in rec.trials]}
+
+
+def _with_paths(home: Home, rec: JobRecords, trial: Trial) -> dict[str, Any]:
+    """The trial's view with its trajectory files as absolute paths, for an agent to open."""
+    from orbit.bench.trajectory import paths
+
+    view = trial_json(trial)
+    view["trajectories"] = [str(p) for p in paths(home, rec.job.id, trial)]
+    return view
 
 
 def print_jobs(env: Env, as_json: bool) -> None:
@@ -81,7 +91,20 @@ def print_job(env: Env, job_id: str) -> None:
         ["TASK", "METHOD", "SEED", "EXECUTION", "EVALUATION", "SCORE", "RUNS", "REASON"],
         rows,
     )
+    _trajectories(env, rec)
     _warn(env, rec)
+
+
+def _trajectories(env: Env, rec: JobRecords) -> None:
+    """One line per trial of an agent method that kept its session as ATIF."""
+    from orbit.bench.trajectory import paths
+
+    kept = [(t, paths(env.home, rec.job.id, t)) for t in rec.trials]
+    kept = [(t, found) for t, found in kept if found]
+    if kept:
+        env.stdout.write("trajectories (ATIF):\n")
+    for trial, found in kept:
+        env.stdout.write(f"  {trial.id}: {' '.join(map(str, found))}\n")
 
 
 def _warn(env: Env, rec: JobRecords) -> None:

@@ -1,6 +1,7 @@
-"""orbit session ID [--file PATH] [--all] [--json]: a run's agent sessions, as readable
+"""orbit session ID [--file PATH] [--all] [--json | --atif]: a run's agent sessions, as readable
 conversations (user turns, assistant text, tool calls with their results, file edits as diffs),
-from the Claude Code transcripts and Codex rollouts in its session/ folder."""
+from the Claude Code transcripts and Codex rollouts in its session/ folder; --atif as ATIF
+trajectories (orbit/agents/trajectories.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--file", metavar="PATH", help="only this transcript (a path under session/)")
     p.add_argument("--all", action="store_true", help="subagents' transcripts too")
     add_json(p)
+    p.add_argument(
+        "--atif",
+        action="store_true",
+        help="as an ATIF trajectory (Harbor's format, the run's outcome in extra.orbit, "
+        "subagents embedded); with --all a JSON list of every session's",
+    )
     p.set_defaults(func=run)
 
 
@@ -54,6 +61,8 @@ def run(args: argparse.Namespace, env: Env) -> int:
             raise NotFoundError(f"run {run.label}: no transcript {args.file} (there is {names})")
     else:
         shown = [t for t in found if args.all or not t.subagent] or found[:1]
+    if args.atif:
+        return _atif(env, run, found, shown, listed=bool(args.all))
     others = [t.rel for t in found if t not in shown]
     limit = None if args.json else TEXT_LIMIT
     try:
@@ -70,6 +79,19 @@ def run(args: argparse.Namespace, env: Env) -> int:
             env.stdout.write(render_item(item))
     if others:
         env.stdout.write(f"\nalso in session/ (--file PATH or --all): {', '.join(others)}\n")
+    return ExitCode.OK
+
+
+def _atif(env: Env, run: Any, found: list[Any], shown: list[Any], *, listed: bool) -> int:
+    """One trajectory (the first shown session's, or --file's), or with --all a list of every
+    session's; a subagent's transcript is embedded in its parent's, not listed again."""
+    from orbit.agents.trajectories import parent, trajectory_of
+    from orbit.bench.records import trial_outcome
+
+    bench = trial_outcome(env.home, run.spec.get("tags") or {})
+    alone = [t for t in shown if not t.subagent or parent(t, found) is None or len(shown) == 1]
+    out = [trajectory_of(run, t, found, extra=bench) for t in alone]
+    print_json(env, out if listed else out[0])
     return ExitCode.OK
 
 

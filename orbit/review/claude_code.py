@@ -35,7 +35,9 @@ def parse_line(b: Builder, obj: dict[str, Any], line: str) -> None:
         # Text Claude Code adds in the user's name (a caveat, a compaction summary) is a note.
         meta = obj.get("isMeta") or obj.get("isCompactSummary")
         role = "meta" if meta else str(message.get("role") or kind)
+        b.turn = _turn(obj, message, b.conv.lines) if role == "assistant" else {}
         _claude_message(b, role, message, obj.get("timestamp"))
+        _subagent_link(b, obj, message)
     elif kind in SKIP:
         return  # Claude Code's own bookkeeping
     elif kind == "summary":
@@ -46,6 +48,29 @@ def parse_line(b: Builder, obj: dict[str, Any], line: str) -> None:
         _claude_result(b, obj)
     else:
         b.raw(line)
+
+
+def _turn(obj: dict[str, Any], message: dict[str, Any], line: int) -> dict[str, Any]:
+    """The model call an assistant line is part of: Claude Code writes one line per content
+    block, each with its message's id (and usage); a line without one is a call of its own."""
+    call = message.get("id") or obj.get("uuid") or f"line-{line}"
+    turn = {"call": str(call), "timestamp": obj.get("timestamp")}
+    if message.get("model"):
+        turn["model"] = str(message["model"])
+    return turn
+
+
+def _subagent_link(b: Builder, obj: dict[str, Any], message: dict[str, Any]) -> None:
+    """A Task tool's result names the subagent it ran (`toolUseResult.agentId`, the
+    `subagents/agent-<id>.jsonl` beside the transcript): kept on the tool item."""
+    result, content = obj.get("toolUseResult"), message.get("content")
+    if not isinstance(result, dict) or not result.get("agentId") or not isinstance(content, list):
+        return
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            item = b.tools.get(str(block.get("tool_use_id")))
+            if item is not None:
+                item["agent_id"] = str(result["agentId"])
 
 
 def _claude_header(b: Builder, obj: dict[str, Any]) -> None:

@@ -65,6 +65,7 @@ class Conversation:
     lines: int = 0
     messages: int = 0  # user and assistant lines (as `orbit show` counts them)
     total: bool = False  # usage is the session's total as a line stated it, not a sum
+    calls: dict[str, dict[str, int]] = field(default_factory=dict)  # usage by model call
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -89,9 +90,14 @@ class Builder:
         self.usage_by_id: dict[str, dict[str, int]] = {}
         self.loose_usage: list[dict[str, int]] = []
         self.total_usage: dict[str, int] | None = None  # a line that gives the total itself
+        # The model call the agent's next items come from ({"call", "model", "timestamp"}, set
+        # by the line parser): what ATIF groups into one step with that call's usage.
+        self.turn: dict[str, Any] = {}
 
     def add(self, kind: str, text: str, **extra: Any) -> Item:
         item: Item = {"kind": kind, "text": shorten(text, self.limit), **extra}
+        if kind in ("assistant", "thinking"):
+            item.update({k: v for k, v in self.turn.items() if k not in item})
         self.conv.items.append(item)
         return item
 
@@ -110,6 +116,7 @@ class Builder:
         }
         key = None if call_id is None else str(call_id)
         item = self.tools.get(key) if key is not None else None
+        fields.update(self.turn)
         if item is not None and item["name"] is None:
             item.update(fields)
             return
@@ -151,6 +158,7 @@ class Builder:
                 for k, v in numbers.items():
                     total[k] = total.get(k, 0) + v
             self.conv.usage = total
+        self.conv.calls.update(self.usage_by_id)
         return self.conv
 
 

@@ -44,6 +44,7 @@ def parse_line(b: Builder, obj: dict[str, Any], line: str) -> None:
         if payload.get("model"):
             b.conv.header["model"] = str(payload["model"])
     elif kind == "response_item":
+        _turn(b, obj.get("timestamp"))
         _response_item(b, payload, line, obj.get("timestamp"))
     elif kind == "event_msg":
         _event(b, payload)
@@ -51,6 +52,14 @@ def parse_line(b: Builder, obj: dict[str, Any], line: str) -> None:
         b.add("meta", "context compacted: " + str(payload.get("message") or ""))
     else:
         b.raw(line)
+
+
+def _turn(b: Builder, stamp: Any) -> None:
+    """The model call the next items come from: a `token_count` event closes each call (see
+    _event), so the items between two of them are one call's output."""
+    b.turn = {"call": f"call-{len(b.usage_by_id) + 1}", "timestamp": stamp}
+    if b.conv.header.get("model"):
+        b.turn["model"] = b.conv.header["model"]
 
 
 def _session_meta(b: Builder, payload: dict[str, Any]) -> None:
@@ -158,5 +167,10 @@ def _event(b: Builder, p: dict[str, Any]) -> None:
         total = info.get("total_token_usage") if isinstance(info, dict) else None
         if isinstance(total, dict):  # a running total: the last one counts
             b.total_usage = {k: v for k, v in total.items() if isinstance(v, int)}
+        last = info.get("last_token_usage") if isinstance(info, dict) else None
+        call = b.turn.get("call")
+        made = any(item.get("call") == call for item in b.conv.items[-50:])
+        if isinstance(last, dict) and call and made and call not in b.usage_by_id:
+            b.usage_by_id[call] = {k: v for k, v in last.items() if isinstance(v, int)}
     elif kind in ("error", "stream_error"):
         b.add("meta", "error: " + str(p.get("message") or ""))

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -141,7 +142,7 @@ def plan_export(runs_dir: Path, runs: Iterable[Run], folder: str | None, dest: P
                 f"path: `orbit mv {run.id} FOLDER` it first"
             ) from None
         target = dest / folder_path / run.id
-        if _occupied(target):
+        if occupied(target):
             taken.append(str(target))
         copy.append((run, target))
     if taken:
@@ -150,20 +151,31 @@ def plan_export(runs_dir: Path, runs: Iterable[Run], folder: str | None, dest: P
     return ExportPlan(top, dest, copy, skipped)
 
 
+@contextmanager
+def staged_dir(target: Path, prefix: str) -> Iterator[Path]:
+    """A new temporary directory beside `target`, renamed onto `target` (absent or an empty
+    directory) when the block ends, removed when it raises: `target` is whole or absent."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=".export", dir=target.parent))
+    try:
+        yield tmp
+        os.rename(tmp, target)  # over an empty directory too; a full one fails: never overwrite
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def copy_run(run: Run, target: Path) -> None:
     """Copy one run directory to `target` (absent or an empty directory), whole or not at all:
     it is copied under a temporary name beside `target`, then renamed. Lock and pid files are
     left out; symlinks the experiment made in output/ are copied as links."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{run.id}.", suffix=".export", dir=target.parent))
     try:
-        shutil.copytree(run.dir, tmp, symlinks=True, ignore=_skip_live(run.dir), dirs_exist_ok=True)
-        os.rename(tmp, target)  # over an empty directory too; a full one fails: never overwrite
-    except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, (OSError, shutil.Error)):
-            raise OrbitError(f"could not copy run {run.label} to {target}: {_first(exc)}") from exc
-        raise
+        with staged_dir(target, f".{run.id}.") as tmp:
+            shutil.copytree(
+                run.dir, tmp, symlinks=True, ignore=_skip_live(run.dir), dirs_exist_ok=True
+            )
+    except (OSError, shutil.Error) as exc:
+        raise OrbitError(f"could not copy run {run.label} to {target}: {_first(exc)}") from exc
 
 
 def _special(path: str) -> bool:
@@ -173,7 +185,7 @@ def _special(path: str) -> bool:
         return False
 
 
-def _occupied(target: Path) -> bool:
+def occupied(target: Path) -> bool:
     if not target.exists() and not target.is_symlink():
         return False
     if target.is_symlink() or not target.is_dir():

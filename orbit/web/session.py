@@ -4,7 +4,8 @@ conversation view of one, a page at a time.
     GET /runs/<id>/conversation/<path under session/>?offset=N
 
 A page is at most PAGE_LINES lines or PAGE_BYTES bytes of the file from byte `offset` (a line
-cut at the page's end waits for the next page), parsed by orbit.review.conversation. Files are
+cut at the page's end waits for the next page), parsed by orbit.review.conversation and shown
+as the ATIF steps orbit.review.atif makes of it (what `orbit session --atif` prints). Files are
 opened only through orbit.web.runfiles (confined to `session/`), so a 200 MB transcript costs
 one page's read, and a container that swaps a folder for a link gets nothing served.
 """
@@ -23,7 +24,7 @@ import bottle
 from orbit import harnesses
 from orbit.errors import NotFoundError
 from orbit.human import human_count
-from orbit.review import conversation
+from orbit.review import atif, conversation
 from orbit.review.conversation import Conversation, line_kind
 from orbit.store.dirlist import find_files
 from orbit.web import runfiles
@@ -141,6 +142,7 @@ def start_before(fh: IO[bytes], end: int) -> int:
 @dataclass
 class Page:
     conv: Conversation
+    steps: list[dict[str, Any]]  # the page's ATIF steps
     start: int
     end: int
     size: int
@@ -166,7 +168,41 @@ def read_conversation(fh: IO[bytes], size: int, offset: int) -> Page:
         if not totals.total:
             totals = None
     header = {**head.header, **conv.header}
-    return Page(conv, offset, end, size, prev, last, header, totals)
+    steps = atif.trajectory(conv)["steps"] if conv.items else []
+    return Page(conv, steps, offset, end, size, prev, last, header, totals)
+
+
+def step_tools(step: dict[str, Any]) -> list[dict[str, Any]]:
+    """A step's tool calls with their results, as the page shows each: name, input, command,
+    diff, result (None when not on this page), is_error; a result alone has no name."""
+    results = {
+        r.get("source_call_id"): r for r in (step.get("observation") or {}).get("results", [])
+    }
+    out = []
+    for call in step.get("tool_calls") or []:
+        shown = (call.get("extra") or {}).get("orbit", {})
+        args = call["arguments"]
+        result = results.get(call["tool_call_id"])
+        out.append(
+            {
+                "name": call["function_name"],
+                "input": args.get("input") if shown.get("input_is_text") else args,
+                "command": shown.get("command"),
+                "diff": shown.get("diff"),
+                **_result_view(result),
+            }
+        )
+    if not out and None in results:  # a result whose call is not on this page
+        out.append({"name": None, "input": None, "command": None, "diff": None})
+        out[-1].update(_result_view(results[None]))
+    return out
+
+
+def _result_view(result: dict[str, Any] | None) -> dict[str, Any]:
+    if result is None:
+        return {"result": None, "is_error": False}
+    failed = bool((result.get("extra") or {}).get("orbit", {}).get("is_error"))
+    return {"result": result.get("content"), "is_error": failed}
 
 
 def usage_text(usage: dict[str, int]) -> str:
@@ -208,6 +244,7 @@ def conversation_page(run_id: str, path: str) -> Any:
         usage_text=usage_text,
         line_kind=line_kind,
         tool_summary=conversation.tool_summary,
+        step_tools=step_tools,
         json_full=lambda v: json.dumps(v, ensure_ascii=False, indent=2),
         fmt_size=fmt_size,
         q=quote,

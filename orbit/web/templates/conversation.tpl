@@ -46,13 +46,28 @@
 <nav class="pages conv-pages"><button type="button" class="conv-toggle">expand all</button></nav>
 %   end
 <div class="conversation" id="conversation">
-%   for item in conv.items:
-%     kind = item.get('kind')
-%     if kind in ('user', 'assistant'):
-<div class="turn {{kind}}"><div class="who">{{kind}} <small class="time">{{!when(item.get('timestamp'))}}</small></div><div class="text md">{{!md(item.get('text'))}}</div></div>
-%     elif kind == 'thinking':
-<details class="thinking"><summary>thinking <small>{{item.get('text', '')[:100]}}</small></summary><div class="text">{{item.get('text', '')}}</div></details>
-%     elif kind == 'tool':
+%   for step in pg.steps:
+%     src, mark_of = step['source'], (step.get('extra') or {}).get('orbit', {})
+%     text = step.get('message') if isinstance(step.get('message'), str) else ''
+%     if src == 'user':
+<div class="turn user"><div class="who">user <small class="time">{{!when(step.get('timestamp'))}}</small></div><div class="text md">{{!md(text)}}</div></div>
+%     elif src == 'system' and mark_of.get('raw'):
+<details class="raw"><summary>a line not understood <small>{{text[:100]}}</small></summary><pre>{{text}}</pre></details>
+%     elif src == 'system' and not step.get('observation'):
+%       if len(text) <= 300:
+<div class="note-line muted">{{text}}</div>
+%       else:
+<details class="note-line muted"><summary>{{text[:200]}}…</summary><div class="text">{{text}}</div></details>
+%       end
+%     end
+%     if step.get('reasoning_content'):
+%       thought = step['reasoning_content']
+<details class="thinking"><summary>thinking <small>{{thought[:100]}}</small></summary><div class="text">{{thought}}</div></details>
+%     end
+%     if src == 'agent' and text:
+<div class="turn assistant"><div class="who">assistant <small class="time">{{!when(step.get('timestamp'))}}</small></div><div class="text md">{{!md(text)}}</div></div>
+%     end
+%     for item in step_tools(step):
 %       diff, result = item.get('diff'), item.get('result')
 %       state = 'pending' if result is None else ('error' if item.get('is_error') else 'ok')
 %       mark = {'pending': '…', 'error': '✗', 'ok': '✓'}[state]
@@ -72,24 +87,13 @@
 %       end
 %       if result is not None:
 <pre class="result">{{result}}</pre>
-%       elif item.get('name') is None:
-%         pass
-%       else:
+%       elif item.get('name') is not None:
 <p class="muted">No result on this page.</p>
 %       end
 %       if item.get('name') is None:
 <p class="muted">Its call is not on this page.</p>
 %       end
 </details>
-%     elif kind == 'meta':
-%       note = item.get('text', '')
-%       if len(note) <= 300:
-<div class="note-line muted">{{note}}</div>
-%       else:
-<details class="note-line muted"><summary>{{note[:200]}}…</summary><div class="text">{{note}}</div></details>
-%       end
-%     else:
-<details class="raw"><summary>a line not understood <small>{{item.get('text', '')[:100]}}</small></summary><pre>{{item.get('text', '')}}</pre></details>
 %     end
 %   end
 %   if not conv.items:
