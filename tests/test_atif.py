@@ -290,6 +290,8 @@ def test_an_empty_transcript_and_bad_arguments(site: Site, tmp_path: Path) -> No
     res = site.orbit("session", site.run_id, "--atif", "--file", "nope.jsonl")
     assert res.code != 0 and len(res.err.strip().splitlines()) == 1, res.err
     assert "no transcript nope.jsonl" in res.err and "Traceback" not in res.err
+    both = site.orbit("session", site.run_id, "--atif", "--json")
+    assert both.code == 2 and "give one" in both.err, both
 
 
 def test_a_bench_trials_run_carries_the_trials_score(site: Site) -> None:

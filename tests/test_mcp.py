@@ -249,13 +249,21 @@ def test_the_review_loop_through_mcp(orbit: Orbit, busybox: str) -> None:
     assert progress[-1][:2] == (3, 3) and progress[-1][2] == "3 of 3 runs finished"
 
 
+def _is_server(p: psutil.Process) -> bool:
+    """Whether a child of the test is the `orbit mcp` server (a child that is already a
+    zombie, left by an earlier test, has no command line to read)."""
+    try:
+        return "mcp" in p.cmdline()
+    except psutil.Error:
+        return False
+
+
 def test_nothing_but_the_protocol_reaches_stdout(orbit: Orbit, busybox: str) -> None:
     """fd 1 of the server, which every child inherits, is its stderr, not the wire; a run
     whose shepherd starts meanwhile leaves the protocol whole."""
 
     async def body(client: Client) -> None:
-        me = psutil.Process()
-        (proc,) = [p for p in me.children(recursive=True) if "mcp" in p.cmdline()]
+        (proc,) = [p for p in psutil.Process().children(recursive=True) if _is_server(p)]
         fd1, fd2 = (os.readlink(f"/proc/{proc.pid}/fd/{n}") for n in (1, 2))
         assert fd1 == fd2 and fd1 != os.readlink(f"/proc/{proc.pid}/fd/0")
         one = {"command": ["echo", "to the log"], "image": busybox, "no_project": True}

@@ -11,7 +11,7 @@ from typing import Any
 from orbit import harnesses
 from orbit.cli.common import add_json, print_json, runs_argument
 from orbit.env import Env
-from orbit.errors import ExitCode, NotFoundError
+from orbit.errors import ExitCode, NotFoundError, UsageError
 from orbit.human import human_count
 
 SHORT = 400  # characters of a tool input or result shown in the terminal
@@ -46,6 +46,8 @@ def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.review.conversation import TEXT_LIMIT
     from orbit.store.runs import RunStore
 
+    if args.json and args.atif:
+        raise UsageError("--json and --atif are two forms of the output: give one")
     run = RunStore(env.home).resolve(args.runs)
     agent = run.spec.get("agent") if isinstance(run.spec.get("agent"), dict) else None
     found = transcripts(run)
