@@ -53,8 +53,8 @@ install_package() {
 }
 
 # Harbor's ATIF models for tests/test_atif.py (docs/agents.md "Trajectories (ATIF)"): without its
-# dependencies (pydantic comes with the dev extra), as its metadata asks for Python 3.12 and its
-# trajectory models import fine on 3.11.
+# dependencies (pydantic comes with Orbit's own, for orbit mcp), as its metadata asks for Python
+# 3.12 and its trajectory models import fine on 3.11.
 install_harbor() {
     banner "pip install --no-deps harbor==0.26.0 (Harbor's ATIF models, for tests/test_atif.py)"
     "$PYTHON" -m pip install -q --disable-pip-version-check --no-deps --ignore-requires-python \
