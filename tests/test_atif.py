@@ -200,6 +200,9 @@ def test_a_round_trip_keeps_every_message_tool_call_and_token(
     assert traj.agent.name == ("claude-code" if rel == CLAUDE else "codex")
     assert traj.agent.version == ("2.1.332" if rel == CLAUDE else "0.171.0")
     assert traj.final_metrics.total_steps == len(traj.steps)
+    # Every line of a real CLI's transcript is understood (bookkeeping such as Claude Code's
+    # last-prompt is skipped): no raw step.
+    assert "raw_lines" not in traj.extra["orbit"], [s.message for s in traj.steps]
     # Each model call's usage is on its step, and the steps add up to the session's total.
     # (Codex writes a call's token_count after its items, which closes the call, as Harbor
     # reads it; the stand-in writes it before them, so per step only Claude Code is checked.)

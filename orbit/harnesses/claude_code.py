@@ -48,7 +48,7 @@ MODEL_VARS = (
     "ANTHROPIC_DEFAULT_HAIKU_MODEL",
     "CLAUDE_CODE_SUBAGENT_MODEL",
 )
-SKIP = {"file-history-snapshot", "progress", "queue-operation"}  # its own bookkeeping lines
+SKIP = {"file-history-snapshot", "last-prompt", "progress", "queue-operation"}  # its bookkeeping
 TYPES = {"user", "assistant", "system", "summary", "result", *SKIP}
 
 
