@@ -205,11 +205,10 @@ def test_a_round_trip_keeps_every_message_tool_call_and_token(
     assert "raw_lines" not in traj.extra["orbit"], [s.message for s in traj.steps]
     # Each model call's usage is on its step, and the steps add up to the session's total.
     # (Codex writes a call's token_count after its items, which closes the call, as Harbor
-    # reads it; the stand-in writes it before them, so per step only Claude Code is checked.)
+    # reads it.)
     agent_steps = [s for s in traj.steps if s.source == "agent"]
-    if rel == CLAUDE:
-        assert all(s.metrics is not None for s in agent_steps), agent_steps
-        assert sum(s.metrics.prompt_tokens for s in agent_steps) == want["tokens"][0]
+    assert all(s.metrics is not None for s in agent_steps), agent_steps
+    assert sum(s.metrics.prompt_tokens for s in agent_steps) == want["tokens"][0]
 
 
 def test_the_run_outcome_is_in_extra_orbit(site: Site) -> None:

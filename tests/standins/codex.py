@@ -191,15 +191,17 @@ def ask_model(thread: Thread, key: str | None, history: list[dict[str, Any]]) ->
 
 def run_turn(thread: Thread, key: str | None) -> str:
     history: list[dict[str, Any]] = [user_message(thread.prompt)]
+    # Codex records a model call's token_count once the call's response is complete: after
+    # the items it produced (the tool call), which is how a reader tells the calls apart.
     for step in steps_of(thread.prompt):
-        thread.add_usage(ask_model(thread, key, history)["usage"])
+        usage = ask_model(thread, key, history)["usage"]
         if step.kind == "run":
             shell_step(thread, step)
         else:
             patch_step(thread, step)
+        thread.add_usage(usage)
         history.append(user_message(f"(tool call {step.kind} done)"))
     reply = ask_model(thread, key, history)
-    thread.add_usage(reply["usage"])
     text = str(reply["text"])
     thread.record(
         "response_item",
@@ -210,6 +212,7 @@ def run_turn(thread: Thread, key: str | None) -> str:
         },
     )
     thread.completed("AgentMessage", text)
+    thread.add_usage(reply["usage"])
     thread.item("completed", {"id": thread.next_item_id(), "type": "agent_message", "text": text})
     return text
 
