@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orbit.errors import ConflictError, NotFoundError, OrbitError, UsageError
+from orbit.errors import ConflictError, NotFoundError, OrbitError
 from orbit.store.files import atomic_write
-from orbit.store.folders import occupied, staged_dir
+from orbit.store.folders import export_dest, occupied, staged_dir
 from orbit.store.model import Run, now_iso
 
 FORMAT = 1
@@ -57,12 +57,7 @@ class Dataset:
 def check_dest(dest: Path, runs_dir: Path) -> Path:
     """The resolved DIR, refused (one-line errors) when it is a file, holds anything, or lies
     inside Orbit's run directory."""
-    dest = dest.expanduser().resolve()
-    data = runs_dir.resolve()
-    if dest == data or data in dest.parents:
-        raise UsageError(f"cannot export into Orbit's run directory {data}")
-    if dest.exists() and not dest.is_dir():
-        raise UsageError(f"{dest} exists and is not a directory")
+    dest = export_dest(dest, runs_dir)
     if occupied(dest):
         raise ConflictError(f"not overwriting {dest}: it is not empty; export to another directory")
     return dest

@@ -109,6 +109,18 @@ class ExportPlan:
     skipped: list[Run]  # active runs, left out
 
 
+def export_dest(dest: Path, runs_dir: Path) -> Path:
+    """An export's DIR, resolved; refused (one line) inside Orbit's run directory or when it
+    is a file."""
+    dest = dest.expanduser().resolve()
+    data = runs_dir.resolve()
+    if dest == data or data in dest.parents:
+        raise UsageError(f"cannot export into Orbit's run directory {data}")
+    if dest.exists() and not dest.is_dir():
+        raise UsageError(f"{dest} exists and is not a directory")
+    return dest
+
+
 def plan_export(runs_dir: Path, runs: Iterable[Run], folder: str | None, dest: Path) -> ExportPlan:
     """Decide what `export` copies where; raises before anything is written.
 
@@ -118,12 +130,7 @@ def plan_export(runs_dir: Path, runs: Iterable[Run], folder: str | None, dest: P
     top = normalize(folder)
     if top is None:
         raise UsageError("give the folder to export, e.g. `orbit export papers ~/copy`")
-    dest = dest.expanduser().resolve()
-    data = runs_dir.resolve()
-    if dest == data or data in dest.parents:
-        raise UsageError(f"cannot export into Orbit's run directory {data}")
-    if dest.exists() and not dest.is_dir():
-        raise UsageError(f"{dest} exists and is not a directory")
+    dest = export_dest(dest, runs_dir)
     chosen = [r for r in runs if within(of_run(r), top)]
     if not chosen:
         raise NotFoundError(f"no runs in folder {top!r} (see `orbit folders`)")
