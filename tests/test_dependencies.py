@@ -70,7 +70,8 @@ ORBIT = imports_in(python_files("orbit"))
 # The test and benchmark helpers import each other by their bare names, and the stand-ins
 # (tests/standins/) are packages of their own.
 AROUND_FILES = python_files("tests", "benchmarks", "scripts")
-LOCAL = {p.parent.name if p.name == "__init__.py" else p.stem for p in AROUND_FILES} | {"orbit"}
+# The modules and the folders of modules around the package (`from standins.feishu import …`).
+LOCAL = {p.stem for p in AROUND_FILES} | {p.parent.name for p in AROUND_FILES} | {"orbit"}
 AROUND = imports_in([*AROUND_FILES, ROOT / "orbit.py"])
 NAMES = import_names()
 

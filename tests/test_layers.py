@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("orbit.bench",),
     ("orbit.notify",),
     ("orbit.nodes",),
+    ("orbit.feishu",),
     ("orbit.env", "orbit.doctor"),
     ("orbit.web",),
     ("orbit.cli", "orbit.mcp"),
@@ -46,6 +47,7 @@ LAYERS: list[tuple[str, ...]] = [
 # layers that a process boundary makes legitimate. docs/architecture.md lists the same.
 PROCESS_EDGES: set[tuple[str, str]] = {
     ("orbit.store", "orbit.notify.sender"),
+    ("orbit.store", "orbit.feishu.bot"),
     ("orbit.sched", "orbit.service.ticker"),
     ("orbit.sched", "orbit.nodes.probe"),
     ("orbit.sched", "orbit.execute.slurm_job"),

@@ -136,7 +136,7 @@ def test_a_failing_endpoint_is_reported_with_its_answer(orbit: Orbit) -> None:
                 "slack",
             ),
             {},
-            "one of the arguments --url-env --url-stdin --url",
+            "needs its URL: --url-env VAR or --url-stdin",
         ),
         (
             ("--kind", "slack", "--url-env", "HOOK", "--on", "failed,done"),

@@ -11,7 +11,8 @@ from orbit.cli.profiles import Commands, read_secret, secret_options, show, show
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
 
-KINDS = ("feishu", "dingtalk", "wecom", "slack", "webhook")
+KINDS = ("feishu", "dingtalk", "wecom", "slack", "webhook", "feishu-app")
+APP = "feishu-app"  # a Feishu app's bot (docs/notify.md#the-feishu-bot)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,9 +28,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a = cmds.add("add a profile", add, "profile name")
     a.add_argument("--kind", required=True, choices=KINDS)
     note = " (first line; the secret on the second with --secret-stdin)"
-    url = secret_options(a, "url", "webhook URL", required=True, stdin_note=note)
+    url = secret_options(a, "url", "webhook URL", stdin_note=note)
     url.add_argument("--url", help="the URL itself (warns: process arguments are visible)")
-    secret_options(a, "secret", "signing secret")
+    secret_options(a, "secret", "signing secret (for feishu-app: the app secret)", file=True)
+    a.add_argument("--app-id", metavar="cli_…", help="feishu-app: the app's id")
+    a.add_argument(
+        "--domain",
+        metavar="feishu|lark|URL",
+        help="feishu-app: Feishu (default), Lark, or the Open API's origin",
+    )
     a.add_argument(
         "--on",
         default="failed,group",
@@ -54,6 +61,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def add(args: argparse.Namespace, env: Env) -> int:
     from orbit.notify import profiles as pf
 
+    if args.kind == APP:
+        return add_app(args, env)
+    if args.app_id or args.domain:
+        raise UsageError("--app-id and --domain go with --kind feishu-app")
+    if not (args.url_env or args.url_stdin or args.url is not None):
+        raise UsageError(f"--kind {args.kind} needs its URL: --url-env VAR or --url-stdin")
     stdin_lines: list[str] = []
     if args.url_stdin or args.secret_stdin:
         stdin_lines = [line.strip() for line in env.stdin.read().splitlines() if line.strip()]
@@ -75,16 +88,7 @@ def add(args: argparse.Namespace, env: Env) -> int:
         url = url_value or ""
     secret_text = secret_lines[0] if secret_lines else None
     secret, _ = read_secret(args, "secret", env.environ, secret_text)
-    from orbit.review.objective import direction_by_name, parse_metric_option
-
-    metric, direction = parse_metric_option(args.metric, args.maximize)
-    if direction is not None and metric is None:
-        raise UsageError("--max and --min go with --metric NAME")
-    if metric is not None and direction is None and direction_by_name(metric) is None:
-        raise UsageError(
-            f"--metric {metric}: its name does not say which way is better: "
-            f"{metric}:max or {metric}:min"
-        )
+    metric, direction = _metric_of(args)
     profile = pf.Profile(
         name=args.name,
         kind=args.kind,
@@ -105,6 +109,60 @@ def add(args: argparse.Namespace, env: Env) -> int:
     )
     show(env, args, shown, line)
     return ExitCode.OK
+
+
+def add_app(args: argparse.Namespace, env: Env) -> int:
+    """A Feishu app's bot: its id, its secret (checked by fetching a tenant token)."""
+    from orbit.notify import profiles as pf
+    from orbit.notify.lark import Lark, base_of
+
+    if args.url_env or args.url_stdin or args.url is not None:
+        raise UsageError("--kind feishu-app takes --app-id and the app secret, not a URL")
+    if not args.app_id:
+        raise UsageError("--kind feishu-app needs --app-id cli_…")
+    stdin_text = env.stdin.read().strip() if args.secret_stdin else None
+    secret, source = read_secret(args, "secret", env.environ, stdin_text)
+    if not secret:
+        raise UsageError(
+            "--kind feishu-app needs the app secret: --secret-stdin or --secret-env VAR"
+        )
+    metric, direction = _metric_of(args)
+    profile = pf.Profile(
+        name=args.name,
+        kind=APP,
+        url=base_of(args.domain or "feishu"),
+        secret=secret,
+        app_id=args.app_id,
+        on=pf.parse_on(args.on),
+        groups=list(dict.fromkeys(args.group)),
+        metric=metric,
+        metric_direction=direction,
+        source=source,
+    )
+    pf.check(profile)
+    Lark(profile.url, args.app_id, secret).token()  # a wrong id or secret: said now, one line
+    pf.add(env.home, profile, replace=args.replace)
+    shown = pf.describe(profile)
+    line = (
+        f"notify profile {profile.name}: feishu-app {profile.app_id} at {profile.url}, on "
+        f"{','.join(profile.on)}; message the bot to pair (`orbit notify pair {profile.name} CODE`)"
+    )
+    show(env, args, shown, line)
+    return ExitCode.OK
+
+
+def _metric_of(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    from orbit.review.objective import direction_by_name, parse_metric_option
+
+    metric, direction = parse_metric_option(args.metric, args.maximize)
+    if direction is not None and metric is None:
+        raise UsageError("--max and --min go with --metric NAME")
+    if metric is not None and direction is None and direction_by_name(metric) is None:
+        raise UsageError(
+            f"--metric {metric}: its name does not say which way is better: "
+            f"{metric}:max or {metric}:min"
+        )
+    return metric, direction
 
 
 def list_profiles(args: argparse.Namespace, env: Env) -> int:
