@@ -6,7 +6,7 @@
                        "issued_at"}}}: who may read this home through the bot, and the pairing
                        codes handed to the others (`orbit notify pair NAME CODE`)
       users.lock       held while users.json is read, changed and written
-      connection.json  {"format": 1, "state", "since", "pid", "detail", …}: what the bot's
+      connection.json  {"format": 1, "state", "since", "at", "pid", "detail", …}: what the bot's
                        long connection is doing (STATES), written by the bot
       bot.lock, bot.log   the bot process's liveness lock and its output (store/worker.py)
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +126,7 @@ def write_connection(home: Home, name: str, state: str, detail: str = "", **extr
         "format": FORMAT,
         "state": state,
         "since": now_iso(),
+        "at": time.time(),
         "pid": os.getpid(),
         "detail": detail,
         **extra,
