@@ -11,6 +11,10 @@ from orbit.cli.profiles import Commands, read_secret, secret_options, show, show
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from orbit.notify.profiles import Profile
+
 KINDS = ("feishu", "dingtalk", "wecom", "slack", "webhook", "feishu-app")
 APP = "feishu-app"  # a Feishu app's bot (docs/notify.md#the-feishu-bot)
 
@@ -192,6 +196,8 @@ def test(args: argparse.Namespace, env: Env) -> int:
     from orbit.notify.post import post, request_for
 
     profile = pf.get(env.home, args.name)
+    if profile.kind == APP:
+        return test_app(args, env, profile)
     now = time.time()
     message = Message(
         key=f"test-{profile.name}-{int(now)}",
@@ -226,6 +232,41 @@ def test(args: argparse.Namespace, env: Env) -> int:
         hint = " (a temporary failure: try again later)" if verdict.retry else ""
         print(f"notify {profile.name}: FAILED: {detail}{hint}", file=env.stderr)
     return ExitCode.OK if verdict.ok else ExitCode.RUN_FAILED
+
+
+def test_app(args: argparse.Namespace, env: Env, profile: Profile) -> int:
+    """A Feishu app's bot: the sample run card, with its curves, to each paired user now; one
+    line per user. Exit 0 when every user got it."""
+    from orbit.notify import journal
+    from orbit.notify import profiles as pf
+    from orbit.notify.feishu_app import send_test
+
+    started = time.monotonic()
+    results = send_test(env.home, profile)
+    took = time.monotonic() - started
+    for r in results:
+        r.detail = pf.scrub(r.detail, profile)
+    ok = all(r.ok for r in results)
+    sent = ", ".join(r.name for r in results if r.ok) or "nobody"
+    journal.note(env.home, profile.name, f"test-{profile.name}", "Orbit test card",
+                 "sent" if ok else "failed", 1, f"sent to {sent}")  # fmt: skip
+    if args.json:
+        users = [
+            {"open_id": r.open_id, "name": r.name, "ok": r.ok, "retry": r.retry,
+             "answer": r.detail}
+            for r in results
+        ]  # fmt: skip
+        print_json(env, {"profile": profile.name, "ok": ok, "users": users,
+                         "seconds": round(took, 2)})  # fmt: skip
+        return ExitCode.OK if ok else ExitCode.RUN_FAILED
+    for r in results:
+        if r.ok:
+            print(f"notify {profile.name}: sent to {r.name} ({r.open_id})", file=env.stdout)
+        else:
+            hint = " (a temporary failure: try again later)" if r.retry else ""
+            print(f"notify {profile.name}: FAILED for {r.name} ({r.open_id}): {r.detail}{hint}",
+                  file=env.stderr)  # fmt: skip
+    return ExitCode.OK if ok else ExitCode.RUN_FAILED
 
 
 def rm(args: argparse.Namespace, env: Env) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 from orbit.cli.common import add_json, print_json, runs_argument, side_tick
 from orbit.env import Env
 from orbit.errors import ExitCode, OrbitError
-from orbit.human import fmt_metric, gpu_phrase, human_bytes, human_seconds
+from orbit.human import fmt_metric, gpu_phrase, human_seconds
 
 SHOWN_METRICS = 12  # metric lines in the text; --json has them all
 
@@ -199,26 +199,17 @@ def _outcome(d: dict[str, Any], note: str | None) -> list[str]:
 
 
 def peaks_text(peaks: dict[str, Any], ran_s: float | None) -> str:
-    """`memory 5.4 MiB, CPU 0.99 cores, 0.55 CPU-s`. The shepherd reads the container's
-    counters every SAMPLE_SECONDS and a CPU rate needs two readings: a run that ended sooner
-    has no CPU peak ("not sampled"), and one no reading saw (no memory) no peaks at all."""
-    from orbit.execute.watching import SAMPLE_SECONDS
+    """`memory 5.4 MiB, CPU 0.99 cores, 0.55 CPU-s` (execute/watching.py's, which the Feishu
+    cards share)."""
+    from orbit.execute.watching import peaks_text as text
 
-    mem, cores, cpu_s = (peaks.get(k, 0) for k in ("mem_bytes", "cpu_cores", "cpu_seconds"))
-    if not mem and not cores and not cpu_s:
-        return "not sampled (the run ended before the first sample)"
-    brief = ran_s is not None and ran_s < SAMPLE_SECONDS
-    cpu = "CPU not sampled (ran too briefly)" if brief and not cores else f"CPU {cores} cores"
-    return f"memory {human_bytes(mem)}, {cpu}, {cpu_s} CPU-s"
+    return text(peaks, ran_s)
 
 
 def _gpu_peak(g: dict[str, Any]) -> str:
-    """ "GPU 0: 5.0 GiB memory, 70% utilization"; a figure never read is "not measured"."""
-    mem = g.get("mem_bytes")
-    util = g.get("util_pct")
-    mem_txt = "memory not measured" if mem is None else f"{human_bytes(mem, zero='0 B')} memory"
-    util_txt = "utilization not measured" if util is None else f"{util}% utilization"
-    return f"GPU {g.get('index')}: {mem_txt}, {util_txt}"
+    from orbit.execute.watching import gpu_peak_text
+
+    return gpu_peak_text(g)
 
 
 def _times(d: dict[str, Any]) -> list[str]:

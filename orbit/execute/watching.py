@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from orbit.execute.logfollow import LogCopier
+from orbit.human import human_bytes
 from orbit.record import Record
 from orbit.sched.cgroup import OomEvents, Sampler
 from orbit.store.model import now_iso
@@ -34,6 +35,28 @@ METRICS_BUDGET_BYTES = 4 << 20
 # An update that took t seconds (many keys make a big sidecar) waits at least 50 t for the next,
 # so the sidecar never costs the shepherd more than 2% of a core.
 METRICS_COST_FACTOR = 50
+
+
+def peaks_text(peaks: dict[str, Any], ran_s: float | None) -> str:
+    """`memory 5.4 MiB, CPU 0.99 cores, 0.55 CPU-s` (status.yaml's `peaks`, as `orbit show` and
+    the Feishu cards print them). The shepherd reads the container's counters every
+    SAMPLE_SECONDS and a CPU rate needs two readings: a run that ended sooner has no CPU peak
+    ("not sampled"), and one no reading saw (no memory) no peaks at all."""
+    mem, cores, cpu_s = (peaks.get(k, 0) for k in ("mem_bytes", "cpu_cores", "cpu_seconds"))
+    if not mem and not cores and not cpu_s:
+        return "not sampled (the run ended before the first sample)"
+    brief = ran_s is not None and ran_s < SAMPLE_SECONDS
+    cpu = "CPU not sampled (ran too briefly)" if brief and not cores else f"CPU {cores} cores"
+    return f"memory {human_bytes(mem)}, {cpu}, {cpu_s} CPU-s"
+
+
+def gpu_peak_text(g: dict[str, Any]) -> str:
+    """ "GPU 0: 5.0 GiB memory, 70% utilization"; a figure never read is "not measured"."""
+    mem = g.get("mem_bytes")
+    util = g.get("util_pct")
+    mem_txt = "memory not measured" if mem is None else f"{human_bytes(mem, zero='0 B')} memory"
+    util_txt = "utilization not measured" if util is None else f"{util}% utilization"
+    return f"GPU {g.get('index')}: {mem_txt}, {util_txt}"
 
 
 class Watching(Record):

@@ -24,8 +24,9 @@ from orbit.detach import exit_from
 from orbit.errors import CorruptError
 from orbit.notify import journal, queue
 from orbit.notify.fanout import fan_out
-from orbit.notify.message import merge
-from orbit.notify.platforms import RATES
+from orbit.notify.lark import Lark
+from orbit.notify.message import Message, merge
+from orbit.notify.platforms import RATES, Verdict
 from orbit.notify.post import post, request_for
 from orbit.notify.profiles import Profile, load, scrub
 from orbit.store.home import Home
@@ -74,6 +75,7 @@ class Worker(threading.Thread):
         self.sender = sender
         self.profile_name = name
         self.warned: set[Path] = set()  # unreadable files already named in sender.log
+        self.lark: Lark | None = None  # a feishu-app profile's client, its token kept
 
     def run(self) -> None:
         try:
@@ -128,6 +130,19 @@ class Worker(threading.Thread):
         queue.take(self.sender.home, self.profile_name, batch, [q.path for q in chosen])
         return batch
 
+    def _to_app(self, profile: Profile, message: Message) -> Verdict:
+        from orbit.notify.feishu_app import deliver  # Pillow with it: only for an app's cards
+
+        wanted = (profile.url, profile.app_id or "", profile.secret or "")
+        if self.lark is None or (self.lark.base, self.lark.app_id, self.lark.secret) != wanted:
+            self.lark = Lark(*wanted)  # the first message, or the profile was replaced
+        try:
+            return deliver(self.sender.home, profile, message, lark=self.lark,
+                           web_url=self.sender.web_url)  # fmt: skip
+        except Exception as exc:  # a bug or a refusing disk: tried again, as a timeout is
+            log.exception("delivery of %s to %s failed", message.key, profile.name)
+            return Verdict(False, True, f"not sent: {exc.__class__.__name__}: {exc}")
+
     def _warn(self, unreadable: list[tuple[Path, str]]) -> None:
         for path, why in unreadable:
             if path not in self.warned:
@@ -138,14 +153,18 @@ class Worker(threading.Thread):
         home, name = self.sender.home, profile.name
         now = time.time()
         queue.note_post(home, name, now)
-        try:
-            req = request_for(profile.kind, profile.url, profile.secret, batch.message, now)
-        except Exception as exc:  # a message the platform cannot carry: never retried
-            ok, retry, detail, limited = False, False, f"not rendered: {exc}", False
+        if profile.app:  # a Feishu app's bot: a card to each paired user (feishu_app.py)
+            verdict = self._to_app(profile, batch.message)
+            ok, retry, detail, limited = verdict.ok, verdict.retry, verdict.detail, verdict.limited
         else:
-            verdict = post(profile.kind, req)
-            ok, retry, detail = verdict.ok, verdict.retry, verdict.detail
-            limited = verdict.limited
+            try:
+                req = request_for(profile.kind, profile.url, profile.secret, batch.message, now)
+            except Exception as exc:  # a message the platform cannot carry: never retried
+                ok, retry, detail, limited = False, False, f"not rendered: {exc}", False
+            else:
+                verdict = post(profile.kind, req)
+                ok, retry, detail = verdict.ok, verdict.retry, verdict.detail
+                limited = verdict.limited
         detail = scrub(detail, profile)
         batch.attempts += 1
         m = batch.message
@@ -175,6 +194,7 @@ class Sender:
         self.profiles: dict[str, Profile] = {}
         self.workers: dict[str, Worker] = {}
         self.warned: set[Path] = set()  # outbox events that cannot be read, named in the log
+        self.web_url: str | None = None
 
     def run(self) -> str:
         """Deliver until there is nothing to do; why it stopped.
@@ -199,7 +219,7 @@ class Sender:
         while not self.stop.is_set():
             try:
                 self.profiles = load(self.home)
-                web_url = self._web_url()
+                web_url = self.web_url = self._web_url()
                 fan_out(self.home, self.profiles, web_url, self.warned)
             except Exception as exc:  # a broken notify.yaml: said in the log, tried again
                 log.warning("cannot read the notifications to send: %s", exc)
