@@ -111,7 +111,9 @@ def curves_png(
     None when there is nothing to draw (no metrics, or none that is a number). Never raises on
     a damaged or missing metrics file: what cannot be read is left out."""
     deadline = time.monotonic() + budget_s
-    metrics = {r.id: read(r, deadline) for r in runs}
+    # Past the budget the other runs are left out (each late read would start a reader in
+    # the background): a group of many runs with big files shows those read in time.
+    metrics = {r.id: read(r, deadline) if time.monotonic() < deadline else Metrics() for r in runs}
     main, maximize = main_metric(runs, metrics, metric, maximize, declared)
     if len(runs) == 1:
         panels = run_panels(metrics[runs[0].id], main)

@@ -52,6 +52,9 @@ RATES: dict[str, Rate] = {
     "wecom": Rate(None, 20),  # per robot
     "slack": Rate(1, None),  # about 1 per second, short bursts allowed
     "webhook": Rate(None, None),
+    # A Feishu app's bot (feishu_app.py): Feishu allows 5 messages a second to one user; each
+    # of Orbit's requests here is one card to every paired user, never merged into a digest.
+    "feishu-app": Rate(5, None),
 }
 
 FEISHU_MAX_BODY = 20_000  # bytes of the request body (the platform's limit is 20 KB)

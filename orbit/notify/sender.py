@@ -102,7 +102,9 @@ class Worker(threading.Thread):
         if now < ready_at:  # the endpoint's pace (what comes meanwhile joins the next batch)
             self.sender.stop.wait(ready_at - now)
             return True
-        batch = self._next(seen, now, merging=spacing(profile.kind) > 0)
+        # A bot's cards are each a run's own (its curves, its log): never merged into a digest.
+        merging = spacing(profile.kind) > 0 and not profile.app
+        batch = self._next(seen, now, merging=merging)
         if batch is None:  # only retries whose time has not come, or files to read again
             waits = [POLL_S, *(b.next_at - now for b in seen.batches)]
             self.sender.stop.wait(max(0.01, min(waits)))
