@@ -221,6 +221,8 @@ def test_notify_test_sends_the_sample_card_with_curves_one_line_per_user(bot: Bo
     for open_id in USERS:
         (card,) = [m["content"] for m in bot.cards(open_id)]
         assert img_keys(card) == list(bot.fs.images)
+    as_json = bot.orbit("notify", "test", "phone", "--json").json()
+    assert as_json["ok"] and [u["name"] for u in as_json["users"]] == ["Alice", "Bob"]
     bot.fs.apps[bot.app_id].secret = "rotated"
     wrong = bot.orbit("notify", "test", "phone")
     assert wrong.code == 2 and wrong.err.count("\n") == 1, wrong
