@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import SMALL, Orbit
-from notify_server import stop_sender, wait_sender
+from notify_server import sender_pid, stop_sender, wait_sender
 from PIL import Image
 from standins.feishu import Answer, Req, StandinFeishu, _authorized, _send
 
@@ -193,6 +195,44 @@ def test_a_retry_after_a_transient_error_reaches_nobody_twice(bot: Bot) -> None:
     to_alice = [r.json["uuid"] for r in sends if r.json["receive_id"] == "ou_alice"]
     assert len(to_alice) == 2 and len(set(to_alice)) == 1
     assert f"run {run} failed" in bot.cards("ou_bob")[0]["content"]["header"]["title"]["content"]
+
+
+def test_a_sender_killed_mid_delivery_is_replaced_and_nobody_gets_the_card_twice(
+    bot: Bot,
+) -> None:
+    bot.pair(USERS)
+    held, release = threading.Event(), threading.Event()
+    send = _authorized(_send)
+
+    def holding(fs: StandinFeishu, req: Req) -> Answer:
+        answer = send(fs, req)  # delivered; its answer is held until the sender is dead
+        body = req.json if isinstance(req.json, dict) else {}
+        if body.get("receive_id") == "ou_bob" and not held.is_set():
+            held.set()
+            release.wait(15)
+        return answer
+
+    bot.fs.route("POST", r"/open-apis/im/v1/messages", holding)
+    bot.settle(bot.new_run(group=None))
+    assert held.wait(20)
+    pid = sender_pid(bot.orbit.home)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while sender_pid(bot.orbit.home) is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    release.set()
+    # A tick sees the batch left in flight and no sender: it starts one, which sends the
+    # same card again to both users, with the same uuids: Feishu keeps the first of each.
+    tick = bot.orbit("scheduler", "tick")
+    assert tick.code == 0, tick.err
+    deadline = time.monotonic() + 20
+    while len(bot.fs.requests_to(r"/open-apis/im/v1/messages")) < 4:
+        assert time.monotonic() < deadline, bot.fs.requests_to(r"/open-apis/im/v1/messages")
+        time.sleep(0.05)
+    wait_sender(bot.orbit.home)
+    assert len(bot.cards("ou_alice")) == 1 and len(bot.cards("ou_bob")) == 1
+    assert [r["outcome"] for r in bot.log()] == ["sent"], bot.log()
 
 
 def test_no_paired_user_drops_the_card_with_a_line_saying_how_to_pair(bot: Bot) -> None:
