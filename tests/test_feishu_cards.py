@@ -149,6 +149,7 @@ def test_a_finished_group_sends_run_cards_with_curves_and_one_summary_to_each_us
     assert all("sent to Alice, Bob" in r["detail"] for r in bot.log())
 
 
+@pytest.mark.slow  # the real sender process, retries at real speed
 def test_a_wrong_secret_is_one_journal_line_and_no_retry_storm(bot: Bot) -> None:
     bot.pair(USERS)
     tokens = r"/open-apis/auth/v3/tenant_access_token/internal"
@@ -168,6 +169,7 @@ def test_a_wrong_secret_is_one_journal_line_and_no_retry_storm(bot: Bot) -> None
     assert not bot.cards() and not bot.fs.images
 
 
+@pytest.mark.slow  # the real sender process, retries at real speed
 def test_a_retry_after_a_transient_error_reaches_nobody_twice(bot: Bot) -> None:
     bot.pair(USERS)
     failed_once = threading.Event()
@@ -197,6 +199,7 @@ def test_a_retry_after_a_transient_error_reaches_nobody_twice(bot: Bot) -> None:
     assert f"run {run} failed" in bot.cards("ou_bob")[0]["content"]["header"]["title"]["content"]
 
 
+@pytest.mark.slow  # the real sender process, retries at real speed
 def test_a_sender_killed_mid_delivery_is_replaced_and_nobody_gets_the_card_twice(
     bot: Bot,
 ) -> None:
@@ -235,6 +238,7 @@ def test_a_sender_killed_mid_delivery_is_replaced_and_nobody_gets_the_card_twice
     assert [r["outcome"] for r in bot.log()] == ["sent"], bot.log()
 
 
+@pytest.mark.slow  # the real sender process, retries at real speed
 def test_no_paired_user_drops_the_card_with_a_line_saying_how_to_pair(bot: Bot) -> None:
     bot.settle(bot.new_run(group=None))
     deadline = time.monotonic() + 20
@@ -247,6 +251,7 @@ def test_no_paired_user_drops_the_card_with_a_line_saying_how_to_pair(bot: Bot) 
     assert not bot.fs.requests_to(r"/open-apis/im/v1/messages")
 
 
+@pytest.mark.slow  # the real sender process, retries at real speed
 def test_notify_test_sends_the_sample_card_with_curves_one_line_per_user(bot: Bot) -> None:
     alone = bot.orbit("notify", "test", "phone")
     assert alone.code != 0 and "no paired users yet" in alone.err, alone
