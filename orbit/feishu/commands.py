@@ -27,6 +27,7 @@ from orbit.review.objective import declared_of, metric_text
 from orbit.store.describe import latest_metrics
 from orbit.store.groups import Declared
 from orbit.store.home import Home
+from orbit.store.index import IndexCache
 from orbit.store.model import Run
 from orbit.store.runs import Broken, RunStore
 
@@ -41,6 +42,9 @@ QUEUE_SHOWN = 10
 LEASES_SHOWN = 20
 LINE_CHARS = 300  # one listed run, GPU, lease or queued run
 LINK_TEXT = "Open in Orbit's web view"
+# The bot is a long-lived process: as the web server's, its /runs parses only what was
+# appended to index.jsonl since its last answer (store/index.py).
+_INDEX = IndexCache()
 
 HELP = (
     ("/gpu", "each GPU's memory, utilisation and holder; CPUs, memory and the queue"),
@@ -154,7 +158,7 @@ def runs_card(home: Home, args: list[str]) -> dict[str, Any]:
         if n < 1 or len(args) > 1:
             return line_card(f"usage: /runs [N], N a number from 1 to {RUNS_MAX}")
     shown = min(n, RUNS_MAX)
-    store = RunStore(home)
+    store = RunStore(home, index_cache=_INDEX)
     rows = store.list_rows()  # a damaged run directory is a Broken entry, never an error
     newest = rows[::-1][:shown]
     declared: dict[str | None, Declared | None] = {}
