@@ -140,9 +140,14 @@ def test_runs_survives_a_corrupt_run_directory(home: Home) -> None:
     good = make(store, "good")
     bad = make(store, "bad")
     (bad.dir / "status.yaml").write_text("state: [unclosed\n")
+    gone = make(store, "gone")
+    (gone.dir / "run.yaml").unlink()
+    (home.runs_dir / "77").write_text("a stray file, no run directory")
     text = text_of(answer(home, "/runs"))
     assert f"{good.id}  succeeded  good" in text, text
-    assert f"{bad.id}  unreadable" in text
+    assert f"{bad.id}  unreadable" in text and "not valid YAML" in text
+    assert f"\n{gone.id}  succeeded  gone" in text  # its index row, as `orbit ps -a` lists it
+    assert "77  unreadable" in text and "not a run directory" in text
     # /show of it is its one line, never a traceback.
     shown = answer(home, f"/show {bad.id}")
     assert is_card(shown) and "status.yaml" in text_of(shown)
@@ -232,7 +237,7 @@ def test_feishu_takes_every_answer(home: Home) -> None:
 
 
 def test_timing_of_runs_and_gpu_on_a_home_of_2000_runs(
-    orbit: Orbit, tmp_path: Path, home: Home, capsys: pytest.CaptureFixture[str]
+    orbit: Orbit, tmp_path: Path, home: Home
 ) -> None:
     """Not a bound, a measurement (printed with -s): /runs cold (no index.jsonl), warm, /gpu."""
     store = RunStore(home)
@@ -253,5 +258,4 @@ def test_timing_of_runs_and_gpu_on_a_home_of_2000_runs(
     assert "Recent runs (10 of 2000)" in text_of(cold) and ids[0] == ids[1]
     assert ids[0][1:11] == [str(i) for i in range(2000, 1990, -1)]
     assert is_card(gpus)
-    with capsys.disabled():
-        print(f"\n/runs cold {t1 - t0:.3f} s, warm {t2 - t1:.3f} s; /gpu {t3 - t2:.3f} s")
+    print(f"\n/runs cold {t1 - t0:.3f} s, warm {t2 - t1:.3f} s; /gpu {t3 - t2:.3f} s")
