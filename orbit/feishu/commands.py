@@ -59,7 +59,6 @@ ALIASES = {
     "runs": "runs",
     "ps": "runs",
     "show": "show",
-    "run": "show",
     "help": "help",
     "h": "help",
     "?": "help",
