@@ -372,7 +372,7 @@ def test_json_of_resources(orbit: Orbit, busybox: str, tmp_path: Path) -> None:
     assert keys(data["memory"]) == memory
     assert data["gpus_free"] == 0 and data["gpus"][0]["free"] is False
     assert [keys(lease) for lease in data["leases"]] == [
-        {"id", "name", "state", "cpus", "mem_gb", "gpus"}
+        {"id", "name", "state", "cpus", "mem_gb", "gpus", "user"}
     ]
     assert data["leases"][0]["gpus"] == [0]
     assert orbit("cancel", run_id).code == 0

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orbit.errors import CorruptError, NotFoundError, UsageError
+from orbit.human import fmt_metric
 from orbit.review.parse import number
 from orbit.store import groups
 from orbit.store.groups import Declared
@@ -342,3 +343,12 @@ def declared_of(home: Home, group: str | None) -> tuple[Declared | None, str | N
             f"{exc}: its objective is ignored; declare it again with "
             f"orbit group objective {group} METRIC:max|min"
         )
+
+
+def metric_text(latest: Mapping[str, Any], declared: Declared | None = None) -> str:
+    """`loss 0.0211`: a run's main metric (its group's declared objective, else the one
+    picked from its own metrics) and its latest value; "" without one. The web's runs list
+    and the Feishu bot's /runs show it."""
+    key = resolve([latest], declared=declared).metric
+    value = number(latest.get(key)) if key else None
+    return f"{key} {fmt_metric(value)}" if key and value is not None else ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from orbit.human import fmt_cpus
 from orbit.sched import pool
 from orbit.sched.gpus import GIB
 from orbit.sched.noderows import cached_rows
@@ -77,6 +78,7 @@ def report(home: Home) -> dict[str, Any]:
                 "cpus": pool.lease_of(r).cpus,
                 "mem_gb": pool.lease_of(r).mem_gb,
                 "gpus": [g.get("index") for g in pool.leased_gpus(r)],
+                "user": _user_of(r.spec),
             }
             for r in leased
         ],
@@ -84,6 +86,13 @@ def report(home: Home) -> dict[str, Any]:
         "nodes": node_rows,
         "problems": reading.problems + problems + node_problems,
     }
+
+
+def _user_of(spec: dict[str, Any]) -> str | None:
+    """Who submitted the run (run.yaml's `submitted_by.user`), None when it does not say."""
+    by = spec.get("submitted_by")
+    user = by.get("user") if isinstance(by, dict) else None
+    return str(user) if user else None
 
 
 def _cpus_and_memory(reading: pool.Reading) -> dict[str, Any]:
@@ -111,3 +120,58 @@ def _cpus_and_memory(reading: pool.Reading) -> dict[str, Any]:
             "outside_counted_gb": round(p.outside.mem_gb, 2),
         },
     }
+
+
+# --- the report as text: `orbit resources` and the Feishu bot's /gpu say it in these words ---
+def executor_line(data: dict[str, Any]) -> str | None:
+    """A Slurm home's line (Slurm places the runs: this machine's GPUs, CPUs and memory are
+    not what they lease); None when runs run here."""
+    if data["executor"] != "slurm":
+        return None
+    partition = data["slurm_partition"]
+    where = f"partition {partition}" if partition else "the default partition"
+    return f"Executor: Slurm ({where}); runs lease what their job was granted"
+
+
+def gpu_source(data: dict[str, Any]) -> str:
+    return {"fake": "stand-in", "nvml": "NVML", "none": "none found"}[data["gpu_source"]]
+
+
+def gpu_line(g: dict[str, Any]) -> str:
+    """`0  A100  3.2/80.0 GiB used, 40% busy  leased to run 12 (lr)`."""
+    util = f", {g['utilization']}% busy" if g["utilization"] is not None else ""
+    state = g["holder"] or ("free" if g["allowed"] else "not allowed (ORBIT_GPUS)")
+    return (
+        f"{g['index']}  {g['name']}  {g['memory_used_gb']:.1f}/{g['memory_total_gb']:.1f}"
+        f" GiB used{util}  {state}"
+    )
+
+
+def cpu_memory_lines(data: dict[str, Any]) -> list[str]:
+    """`CPUs: 1 of 2 leased, 1 free; 0.4 busy outside Orbit` and the memory line; "not
+    measured" where the report has no figure (count_outside_use: false, no CPU sample yet)."""
+    c, m = data["cpus"], data["memory"]
+    mem_out = "use outside Orbit not measured (count_outside_use: false)"
+    cpu_out = mem_out if not m["measured"] else "use outside Orbit not measured yet (first sample)"
+    if c["outside"] is not None:
+        cpu_out = f"{c['outside']:.1f} busy outside Orbit (load {c['load']:g})"
+    if m["outside_gb"] is not None:
+        mem_out = f"{m['outside_gb']:.1f} GiB in use outside Orbit"
+    return [
+        f"CPUs:   {c['leased']:g} of {c['total']:g} leased, {c['free']:g} free; {cpu_out}",
+        f"Memory: {m['leased_gb']:g} of {m['total_gb']:g} GiB leased, {m['free_gb']:g} GiB free; "
+        f"{mem_out}",
+    ]
+
+
+def lease_line(lease: dict[str, Any]) -> str:
+    """`12 (lr)  running  2 CPUs, 8 GiB, GPU 0,1`."""
+    label = f"{lease['id']} ({lease['name']})" if lease["name"] else lease["id"]
+    gpu_txt = f", GPU {','.join(str(i) for i in lease['gpus'])}" if lease["gpus"] else ""
+    return f"{label}  {lease['state']}  {fmt_cpus(lease['cpus'])}, {lease['mem_gb']:g} GiB{gpu_txt}"
+
+
+def queue_line(q: dict[str, Any]) -> str:
+    """`13 (lr2)  waiting for 1 GPU: …`."""
+    label = f"{q['id']} ({q['name']})" if q["name"] else q["id"]
+    return f"{label}  {q['reason']}"

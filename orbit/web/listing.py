@@ -14,8 +14,8 @@ from urllib.parse import quote, urlencode
 import bottle
 
 from orbit.errors import OrbitError, UsageError
-from orbit.human import fmt_metric, human_seconds
-from orbit.review.objective import declared_of, number, resolve
+from orbit.human import human_seconds
+from orbit.review.objective import declared_of, metric_text
 from orbit.review.where import Where
 from orbit.review.where import parse as parse_where
 from orbit.store.describe import duration_s, latest_metrics
@@ -190,14 +190,6 @@ def notes_glance(path: Path) -> tuple[int | None, str]:
         if isinstance(note, dict):
             return count, str(note.get("text") or "")
     return count, ""
-
-
-def metric_text(latest: dict[str, Any], declared: Declared | None = None) -> str:
-    """`loss 0.0211`: the run's main metric (its group's declared objective, else the one
-    picked from its own metrics: review/objective.py) and its latest value; "" without one."""
-    key = resolve([latest], declared=declared).metric
-    value = number(latest.get(key)) if key else None
-    return f"{key} {fmt_metric(value)}" if key and value is not None else ""
 
 
 def notes_text(count: int | None, last: str) -> str:
