@@ -166,7 +166,7 @@ class StandinRegistration:
             code.polls += 1
             if code.state == "pending" and time.monotonic() - code.begun_at > self.expires_in:
                 code.state = "expired"
-            if self.slow_down > 0 and code.state == "pending":
+            if self.slow_down > 0:  # a throttling host, whatever the scan did
                 self.slow_down -= 1
                 return 400, {"error": "slow_down", "error_description": "polling too fast"}
             if code.state == "pending":
