@@ -27,6 +27,14 @@ from orbit.store.feishu import bot_dir, load_users
 from orbit.store.home import Home
 
 QR_BLOCKS = set("▀▄█")
+# The --json contract (docs/notify.md): the exact keys agents may rely on.
+QR_EVENT = {"event", "url", "expires_in"}
+INIT_RESULT = {"event", "ok", "outcome", "profile", "app_id", "url", "open_id", "paired",
+               "checks", "fix"}  # fmt: skip
+INIT_FAILED = {"event", "ok", "outcome", "error"}
+CHECK = {"profile", "ok", "app_id", "paired", "checks", "fix"}
+CHECK_ITEM = {"check", "ok", "detail", "fix"}
+FIX = {"page", "url", "why"}
 
 
 @pytest.fixture
@@ -104,6 +112,9 @@ def test_init_json_is_lines_a_qr_event_then_the_result(
     lines = [json.loads(line) for line in res.out.splitlines()]
     assert [e["event"] for e in lines] == ["qr", "result"]
     qr, result = lines
+    assert set(qr) == QR_EVENT and set(result) == INIT_RESULT
+    assert all(set(c) == CHECK_ITEM for c in result["checks"])
+    assert all(set(f) == FIX for f in result["fix"])
     assert qr["url"].startswith(fs.base + "/page/launcher?user_code=") and qr["expires_in"] == 60
     assert not QR_BLOCKS & set(res.out)
     assert result["ok"] is False and result["outcome"] == "created"
@@ -139,7 +150,8 @@ def test_a_hung_poll_cannot_hang_init(
     took = time.monotonic() - started
     assert res.code == 1 and "the QR code expired after" in res.err, res
     assert took < 8, took  # the code's 1 s and the watchdog's grace, not the poll's 30 s
-    assert json.loads(res.out.splitlines()[-1])["outcome"] == "expired"
+    failed = json.loads(res.out.splitlines()[-1])
+    assert failed["outcome"] == "expired" and set(failed) == INIT_FAILED
     assert not (orbit.home / "notify.yaml").exists()
 
 
@@ -149,15 +161,19 @@ def test_ctrl_c_while_waiting_is_130_and_stores_nothing(
     proc = orbit.proc("feishu", "init", "phone", "--domain", fs.base)
     try:
         code = reg.wait_begun()
-        deadline = time.monotonic() + 15
-        while code.polls < 2 and time.monotonic() < deadline:  # waiting for the scan
-            time.sleep(0.05)
+        assert proc.stdout is not None
+        shown = []
+        for line in proc.stdout:  # up to the line that says it waits for the scan
+            shown.append(line)
+            if line.startswith("waiting for the scan"):
+                break
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=15)
     finally:
         proc.kill()
-    assert proc.returncode == 130, (out, err)
-    assert "or open: " in out and err == "orbit: interrupted\n", err
+    assert proc.returncode == 130, (shown, out, err)
+    assert any(line.startswith("or open: ") for line in shown)
+    assert err == "orbit: interrupted\n", err
     reg.approve(code)  # scanned too late: nothing is kept of it
     assert not (orbit.home / "notify.yaml").exists() and not (orbit.home / "feishu").exists()
 
@@ -313,6 +329,7 @@ def test_check_reconnects_tries_the_bot_and_a_card_to_each_paired_user(
     res = orbit("feishu", "check", "phone", "--wait", "0.5", "--json")
     body = json.loads(res.out)
     assert res.code == 1 and body["ok"] is False and body["paired"] == 2, res
+    assert set(body) == CHECK and all(set(c) == CHECK_ITEM for c in body["checks"])
     checks = [(c["check"], c["ok"]) for c in body["checks"]]
     assert checks == [("secret", True), ("connection", False), ("bot", True),
                       ("card", True), ("card", True)]  # fmt: skip
