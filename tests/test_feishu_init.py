@@ -344,3 +344,58 @@ def test_check_refuses_what_is_not_a_bot(orbit: Orbit) -> None:
     assert res.code == 3 and res.err.count("\n") == 1, res
     res = orbit("feishu")
     assert res.code == 2 and "choose an action" in res.err, res
+
+
+class Connected:
+    """Stands in for the bot's report of its long connection (the bot process itself is not
+    built in this branch): "connected" in its connection.json, written again and again while
+    the command runs, so that a record at or after the command's start is there."""
+
+    def __init__(self, home: Home, name: str) -> None:
+        import threading
+
+        self.home, self.name = home, name
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._write, daemon=True)
+
+    def _write(self) -> None:
+        from orbit.store.feishu import write_connection
+
+        while not self.done.wait(0.05):
+            write_connection(self.home, self.name, "connected", "stand-in")
+
+    def __enter__(self) -> Connected:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def test_init_and_check_are_ready_when_the_bot_connects(
+    orbit: Orbit, fs: StandinFeishu, reg: StandinRegistration, home: Home
+) -> None:
+    reg.when_begun(reg.approve, open_id="ou_alice", name="Alice")
+    with Connected(home, "phone"):
+        res = orbit("feishu", "init", "phone", "--domain", fs.base, "--wait", "5")
+        assert res.code == 0 and not res.err, res
+        assert "connection ok" in res.out and "card ok" in res.out and "ready" in res.out
+        res = orbit("feishu", "check", "phone", "--wait", "5")
+    assert res.code == 0 and not res.err, res
+    assert "all is well" in res.out and res.out.count("card ok") == 1
+    assert len([m for m in fs.sent if m["receive_id"] == "ou_alice"]) == 2
+
+
+def test_a_lark_apps_pages_are_on_larks_console() -> None:
+    from orbit.feishu import console
+    from orbit.notify.lark import DOMAINS
+
+    pages = console.for_connection(DOMAINS["lark"], "cli_a1") + console.for_send(
+        DOMAINS["feishu"], "cli_a1", 99991672
+    )
+    assert [f.url.split("/app/")[0] for f in pages] == [
+        "https://open.larksuite.com", "https://open.larksuite.com",
+        "https://open.feishu.cn", "https://open.feishu.cn",
+    ]  # fmt: skip
+    assert [f.page for f in pages] == ["events", "version", "permissions", "version"]
