@@ -185,8 +185,10 @@ def test_a_second_init_of_an_app_already_kept_is_refused(
     add = ("notify", "add", "phone", "--kind", "feishu-app", "--app-id", app_id)
     assert orbit(*add, "--domain", fs.base, "--secret-stdin", stdin=secret).code == 0
     reg.when_begun(reg.approve, app_id=app_id)  # the scanner picks the same app again
-    res = orbit("feishu", "init", "tablet", "--domain", fs.base)
+    res = orbit("feishu", "init", "tablet", "--domain", fs.base, "--json")
     assert res.code == 5 and "already the bot phone" in res.err, res
+    result = json.loads(res.out.splitlines()[-1])
+    assert set(result) == INIT_FAILED and result["outcome"] == "failed"
     assert [p["name"] for p in profiles(orbit)] == ["phone"]
     assert not (orbit.home / "feishu" / "tablet").exists() and not fs.sent
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import queue
-import socket
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orbit.cli.common import positive_float, print_json
@@ -18,9 +16,8 @@ from orbit.env import Env
 from orbit.errors import ExitCode, OrbitError, UsageError
 
 if TYPE_CHECKING:
-    from orbit.feishu.console import Fix
+    from orbit.feishu.checks import Report
     from orbit.feishu.registration import Begun, Registered
-    from orbit.notify.lark import Lark
     from orbit.notify.profiles import Profile
 
 WAIT_S = 20.0  # for the long connection to come up
@@ -67,6 +64,7 @@ def _wait_option(p: argparse.ArgumentParser) -> None:
 
 # --- init -----------------------------------------------------------------------------------
 def init(args: argparse.Namespace, env: Env) -> int:
+    from orbit.feishu.checks import bring_up, pair
     from orbit.feishu.registration import Expired
     from orbit.notify import profiles as pf
     from orbit.notify.lark import ACCOUNTS, DOMAINS, accounts_of, base_of
@@ -93,10 +91,15 @@ def init(args: argparse.Namespace, env: Env) -> int:
         name=name, kind=pf.APP, url=base, secret=registered.secret, app_id=registered.app_id,
         source="init",
     )  # fmt: skip
-    pf.add(env.home, profile)  # an app already kept in this home: refused, nothing stored
+    try:
+        pf.add(env.home, profile)  # an app already kept in this home: refused, nothing stored
+    except OrbitError as exc:
+        if args.json:
+            _line(env, {"event": "result", "ok": False, "outcome": "failed", "error": str(exc)})
+        raise
     if registered.open_id:
-        _pair(env, name, registered)
-    report = _bring_up(env, profile, registered.open_id, args.wait)
+        pair(env.home, name, registered.open_id, registered.user_info, "init")
+    report = bring_up(env.home, profile, registered.open_id, args.wait)
     return _show_init(env, args, profile, registered, report)
 
 
@@ -169,119 +172,6 @@ def _show_qr(env: Env, args: argparse.Namespace, begun: Begun) -> None:
     )
 
 
-def _pair(env: Env, name: str, registered: Registered) -> None:
-    from orbit.store.feishu import Users, update_users
-    from orbit.store.model import now_iso
-
-    who = registered.user_info
-    person = who.get("name") or who.get("en_name") or ""
-
-    def change(users: Users) -> None:
-        known = users.paired.get(registered.open_id or "", {}).get("chat_id")
-        users.paired[registered.open_id or ""] = {
-            "name": str(person),
-            "chat_id": known,
-            "paired_at": now_iso(),
-            "by": "init",
-        }
-
-    update_users(env.home, name, change)
-
-
-@dataclass
-class Report:
-    """What bringing up or checking a bot found: each check in order, and the pages to fix."""
-
-    checks: list[dict[str, Any]] = field(default_factory=list)
-    fixes: list[Fix] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(c["ok"] for c in self.checks)
-
-    def add(self, check: str, ok: bool, detail: str, fixes: list[Fix] | None = None) -> None:
-        self.checks.append({"check": check, "ok": ok, "detail": detail,
-                            "fix": [f.as_json() for f in fixes or []]})  # fmt: skip
-        for fix in fixes or []:
-            if fix.page not in {f.page for f in self.fixes}:
-                self.fixes.append(fix)
-
-
-def _bring_up(env: Env, profile: Profile, open_id: str | None, wait: float) -> Report:
-    """Start the bot, wait for its connection, send the scanner a test card."""
-    from orbit.feishu import control
-    from orbit.notify.lark import Lark
-
-    report = Report()
-    since = time.time()
-    control.start(env.home, profile.name)
-    _connection(env, profile, report, since, wait)
-    lark = Lark(profile.url, profile.app_id or "", profile.secret or "")
-    if open_id:
-        _card(env, profile, lark, report, open_id, "you")
-    else:
-        report.add("card", False, "Feishu did not say who scanned: message the bot to pair")
-    return report
-
-
-def _connection(env: Env, profile: Profile, report: Report, since: float, wait: float) -> None:
-    from orbit.feishu import console, control
-    from orbit.store.feishu import bot_dir, bot_worker
-
-    record = control.wait_state(env.home, profile.name, wait, since=since)
-    state = record["state"] if record else None
-    if state == "connected":
-        report.add("connection", True, "the bot's long connection is up")
-        return
-    if record is None:
-        alive = bot_worker(env.home, profile.name).alive()
-        log = bot_dir(env.home, profile.name) / "bot.log"
-        said = "said nothing" if alive else "exited"
-        detail = f"the bot {said} within {wait:g} s (its log: {log})"
-    else:
-        why = f": {record.get('detail')}" if record.get("detail") else ""
-        detail = f"the bot's long connection is {state} after {wait:g} s{why}"
-    report.add(
-        "connection", False, detail, console.for_connection(profile.url, profile.app_id or "")
-    )
-
-
-def _card(env: Env, profile: Profile, lark: Lark, report: Report, open_id: str, who: str) -> None:
-    from orbit.feishu import console
-    from orbit.notify.lark import LarkError, card, plain
-    from orbit.store.feishu import Users, update_users
-
-    body = card(
-        f"Orbit: the bot {profile.name} works",
-        "succeeded",
-        [
-            {
-                "tag": "div",
-                "text": plain(
-                    f"This chat gets Orbit's cards from {socket.gethostname()} "
-                    f"(home {env.home.root}): a run or group finishing, and answers to /gpu, "
-                    "/runs and /show ID."
-                ),
-            }
-        ],
-    )
-    try:
-        sent = lark.send(open_id, "interactive", body)
-    except LarkError as exc:
-        fixes = console.for_send(profile.url, profile.app_id or "", exc.code)
-        report.add("card", False, f"the test card to {who} ({open_id}): {exc}", fixes)
-        return
-    report.add("card", True, f"a test card was sent to {who} ({open_id})")
-    chat_id = sent.get("chat_id")
-    if isinstance(chat_id, str) and chat_id:
-
-        def change(users: Users) -> None:
-            if open_id in users.paired:
-                users.paired[open_id]["chat_id"] = chat_id
-
-        update_users(env.home, profile.name, change)
-
-
 def _show_init(
     env: Env, args: argparse.Namespace, profile: Profile, registered: Registered, report: Report
 ) -> int:
@@ -335,10 +225,8 @@ def _line(env: Env, data: dict[str, Any]) -> None:
 
 # --- check ----------------------------------------------------------------------------------
 def check(args: argparse.Namespace, env: Env) -> int:
-    from orbit.feishu import console, control
+    from orbit.feishu.checks import check_bot
     from orbit.notify import profiles as pf
-    from orbit.notify.lark import SECRET_CODES, Lark, LarkError
-    from orbit.store.feishu import load_users
 
     profile = pf.get(env.home, args.name)
     if not profile.app:
@@ -346,43 +234,11 @@ def check(args: argparse.Namespace, env: Env) -> int:
             f"notify profile {profile.name} is a {profile.kind} webhook, not a Feishu app's bot "
             "(`orbit notify test` tries it)"
         )
-    app_id = profile.app_id or ""
-    lark = Lark(profile.url, app_id, profile.secret or "")
-    report = Report()
-    try:
-        lark.token()
-    except LarkError as exc:
-        if exc.code not in SECRET_CODES:
-            raise
-        fix = console.credentials(profile.url, app_id, profile.name)
-        report.add("secret", False, str(exc), [fix])
-        return _show_check(env, args, profile, report, one_line=f"{exc}: {fix.url} ({fix.why})")
-    report.add("secret", True, "Feishu issued a tenant token")
-    control.stop(env.home, profile.name)
-    since = time.time()
-    control.start(env.home, profile.name)
-    _connection(env, profile, report, since, args.wait)
-    try:
-        info = lark.bot_info()
-    except LarkError as exc:
-        report.add("bot", False, str(exc), [console.bot(profile.url, app_id)])
-    else:
-        report.add("bot", True, f"{info.get('app_name') or '?'} ({info.get('open_id') or '?'})")
-    paired = load_users(env.home, profile.name).paired
-    for open_id, who in paired.items():
-        _card(env, profile, lark, report, open_id, str(who.get("name") or "a paired user"))
-    return _show_check(env, args, profile, report, nobody=not paired)
+    report = check_bot(env.home, profile, args.wait)
+    return _show_check(env, args, profile, report)
 
 
-def _show_check(
-    env: Env,
-    args: argparse.Namespace,
-    profile: Profile,
-    report: Report,
-    *,
-    one_line: str = "",
-    nobody: bool = False,
-) -> int:
+def _show_check(env: Env, args: argparse.Namespace, profile: Profile, report: Report) -> int:
     code = ExitCode.OK if report.ok else ExitCode.RUN_FAILED
     if args.json:
         print_json(
@@ -391,17 +247,20 @@ def _show_check(
                 "profile": profile.name,
                 "ok": report.ok,
                 "app_id": profile.app_id,
-                "paired": 0 if nobody else sum(c["check"] == "card" for c in report.checks),
+                "paired": report.paired,
                 "checks": report.checks,
                 "fix": [f.as_json() for f in report.fixes],
             },
         )
         return code
-    if one_line:
-        print(f"orbit: feishu {profile.name}: {one_line}", file=env.stderr)
+    first = report.checks[0]
+    if first["check"] == "secret" and not first["ok"]:  # one line: nothing else was tried
+        fix = report.fixes[0]
+        print(f"orbit: feishu {profile.name}: {first['detail']}: {fix.url} ({fix.why})",
+              file=env.stderr)  # fmt: skip
         return code
     _show_checks(env, profile.name, report)
-    if nobody:
+    if not report.paired:
         hint = f"then `orbit notify pair {profile.name} CODE`"
         print(f"feishu {profile.name}: nobody is paired yet: message the bot in Feishu for a "
               f"pairing code, {hint}", file=env.stdout)  # fmt: skip
