@@ -41,6 +41,7 @@ COMMANDS = {
     "plugin": "plugin",
     "auth": "auth",
     "notify": "notify",
+    "feishu": "feishu",
     "bench": "bench",
     "config": "config",
     "web": "web",

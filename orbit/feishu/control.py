@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from orbit.errors import OrbitError
-from orbit.store.feishu import bot_worker, read_connection
+from orbit.store.feishu import BOT_MODULE, bot_worker, read_connection
 from orbit.store.home import Home
 from orbit.store.locks import lock_holder
 
@@ -23,22 +24,56 @@ def start(home: Home, name: str) -> bool:
 
 def stop(home: Home, name: str, timeout: float = 10.0) -> bool:
     """Stop the bot of profile `name`; False when none was running. An OrbitError when it
-    does not stop within `timeout` seconds."""
+    does not stop within `timeout` seconds.
+
+    Only a process running the bot with the lock open is signalled: until the bot adopts its
+    lock (store/locks.adopt_lock) the kernel names its starter as the holder (this process, or
+    a command long gone whose pid may be another's now)."""
     worker = bot_worker(home, name)
-    holder = lock_holder(worker.lock)
-    if holder is None:
+    if not worker.alive():
         return False
-    if holder.pid:
+    pids = _running(worker.lock)
+    holder = lock_holder(worker.lock)
+    if not pids and holder and holder.pid and BOT_MODULE in (holder.command or ""):
+        pids = [holder.pid]  # no /proc to look through: the kernel's holder, if it is the bot
+    for pid in pids:
         try:
-            os.kill(holder.pid, signal.SIGTERM)
+            os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + timeout
     while worker.alive():
         if time.monotonic() > deadline:
-            raise OrbitError(f"{worker.what} (pid {holder.pid}) did not stop within {timeout:g} s")
+            shown = ", ".join(map(str, pids)) or "not found"
+            raise OrbitError(f"{worker.what} (pid {shown}) did not stop within {timeout:g} s")
         time.sleep(0.05)
     return True
+
+
+def _running(lock: Path) -> list[int]:
+    """The processes (of this user's, but this one) running the bot with `lock` open."""
+    try:
+        st = os.stat(lock)
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        pid = int(entry)
+        if pid == os.getpid():
+            continue
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if BOT_MODULE.encode() not in argv:
+                continue
+            for fd in os.scandir(f"/proc/{pid}/fd"):
+                held = os.stat(fd.path)
+                if (held.st_ino, held.st_dev) == (st.st_ino, st.st_dev):
+                    found.append(pid)
+                    break
+        except OSError:  # gone, or another user's
+            continue
+    return found
 
 
 def wait_state(
