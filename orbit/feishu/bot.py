@@ -200,10 +200,10 @@ class Bot:
                 log.info("its files are gone: stopping")
                 client._auto_reconnect = False
                 ws_client.loop.call_soon_threadsafe(ws_client.loop.stop)
-                runner.join(10)
+                runner.join(5)
                 return "its files are gone"
         ws_client.loop.call_soon_threadsafe(ws_client.loop.stop)
-        runner.join(10)
+        runner.join(5)
         if self.stop.is_set():
             self.say("stopped", "stopped by a signal")
             return "stopped by a signal"

@@ -87,12 +87,14 @@ class StandinFeishuWS:
     def _endpoint(self, fs: StandinFeishu, req: Req) -> tuple[int, Any]:
         body = req.json if isinstance(req.json, dict) else {}
         app = fs.apps.get(str(body.get("AppID")))
+        # Errors come as HTTP 200 with Feishu's code (the SDK reads the code only then; what
+        # Feishu's HTTP status is for them is not documented in the sources at hand).
         if app is None:
-            return err(10003, "invalid param: app_id is invalid")
+            return err(10003, "invalid param: app_id is invalid", status=200)
         if body.get("AppSecret") != app.secret:
-            return err(*WRONG_SECRET)
+            return err(*WRONG_SECRET, status=200)
         if app.app_id in self.refusals:
-            return err(*self.refusals[app.app_id])
+            return err(*self.refusals[app.app_id], status=200)
         ticket = secrets.token_hex(12)
         with self.cond:
             self.tickets[ticket] = app.app_id
