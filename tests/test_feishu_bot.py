@@ -20,6 +20,7 @@ from standins.feishu import StandinFeishu
 from standins.feishu_ws import StandinFeishuWS, record_foreign
 
 from orbit.feishu import control
+from orbit.feishu.machine import LOCK_DIR
 from orbit.notify.lark import binding_of
 from orbit.store.feishu import bot_dir, bot_worker, update_users
 from orbit.store.home import Home
@@ -31,6 +32,8 @@ WAIT_S = 25.0
 def fs() -> Iterator[StandinFeishu]:
     with StandinFeishu() as server:
         yield server
+    for app_id in server.apps:  # the machine locks of this test's apps (their bots are gone)
+        (LOCK_DIR / f"{app_id}.lock").unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -98,9 +101,8 @@ def test_the_bot_pairs_answers_resumes_and_is_removed(
     once even when Feishu redelivers it, and in a group only when the bot is mentioned; the
     connection cut and resumed; `notify list`; `notify rm` stops the bot and its files."""
     fs.add_user("ou_bob", "Bob")
-    app_id, _ = add_app(orbit, fs)
+    app_id, _ = add_app(orbit, fs)  # starts its bot
     home = home_of(orbit)
-    assert control.start(home, "phone")
     record = wait_for(orbit, "connected")
     assert record["app_id"] == app_id and ws.connections(app_id) == 1
     pid = record["pid"]
@@ -177,6 +179,7 @@ def test_a_code_expires_and_unpair(orbit: Orbit, fs: StandinFeishu) -> None:
 
     add_app(orbit, fs)
     home = home_of(orbit)
+    control.stop(home, "phone")  # no long connection here
     old = pairing.code_for(home, "phone", "ou_carol", who="Carol")
     assert pairing.code_for(home, "phone", "ou_carol") == old
 
@@ -206,7 +209,6 @@ def test_the_tick_starts_a_dead_bot_and_a_second_binding_is_refused(
     same app from another home of this machine is refused, naming the one that holds it."""
     app = add_app(orbit, fs)
     home = home_of(orbit)
-    assert orbit("scheduler", "tick").code == 0
     first = wait_for(orbit, "connected")
     os.kill(first["pid"], signal.SIGKILL)
     deadline = time.monotonic() + WAIT_S
@@ -220,7 +222,6 @@ def test_the_tick_starts_a_dead_bot_and_a_second_binding_is_refused(
     other.environ = {**orbit.environ, "ORBIT_HOME": str(other.home)}
     add_app(other, fs, "laptop", app=app)
     stopper.append((home_of(other), "laptop"))
-    control.start(home_of(other), "laptop")
     record = wait_for(other, "refused", name="laptop")
     assert f"ORBIT_HOME={orbit.home}" in record["detail"] and "phone" in record["detail"]
     line = orbit_list_line(other)
@@ -235,11 +236,11 @@ def orbit_list_line(orbit: Orbit) -> str:
 def test_another_machines_binding_is_refused(orbit: Orbit, fs: StandinFeishu) -> None:
     """A paired chat holds a recent message of the same app tagged by another machine."""
     fs.add_user("ou_dan", "Dan")
-    app_id, _ = add_app(orbit, fs)
+    app_id, secret = fs.add_app()
     chat = fs.chat_of(app_id, "ou_dan")
     pair_user(orbit, "ou_dan", chat_id=chat)
     record_foreign(fs, fs.apps[app_id], chat, "orbit binding: gpu-box-2:/srv/orbit")
-    control.start(home_of(orbit), "phone")
+    add_app(orbit, fs, app=(app_id, secret))  # starts its bot
     record = wait_for(orbit, "refused")
     assert "gpu-box-2:/srv/orbit" in record["detail"] and chat in record["detail"], record
 
@@ -249,8 +250,9 @@ def test_a_wrong_secret_and_a_refused_connection_fail_with_a_line(
 ) -> None:
     app_id, _ = add_app(orbit, fs)
     home = home_of(orbit)
+    control.stop(home, "phone")
     fs.apps[app_id].secret = "rotated"  # the secret in notify.yaml is no longer the app's
-    control.start(home, "phone")
+    assert control.start(home, "phone")
     record = wait_for(orbit, "failed")
     assert "the app secret is wrong" in record["detail"] and "\n" not in record["detail"]
     line = orbit_list_line(orbit)
@@ -258,10 +260,9 @@ def test_a_wrong_secret_and_a_refused_connection_fail_with_a_line(
 
     # The endpoint refuses the app (as for an app not in long-connection mode): the SDK's
     # ClientException, with Feishu's code and message.
-    add_app(orbit, fs, "tablet")
-    app2 = fs.apps[json.loads(orbit("notify", "list", "--json").out)[1]["app_id"]]
-    ws.refuse(app2.app_id, 1000040351, "the app has not enabled the long connection")
-    control.start(home, "tablet")
+    app2 = fs.add_app()
+    ws.refuse(app2[0], 1000040351, "the app has not enabled the long connection")
+    add_app(orbit, fs, "tablet", app=app2)  # starts its bot
     record = wait_for(orbit, "failed", name="tablet")
     detail = record["detail"]
     assert "the app has not enabled the long connection (code 1000040351)" in detail, detail
@@ -274,6 +275,12 @@ def test_a_wrong_secret_and_a_refused_connection_fail_with_a_line(
 
 def test_the_unit_verifies(orbit: Orbit, tmp_path: Path) -> None:
     from orbit.service.feishu_unit import render_unit, unit_name
+
+    user = tmp_path / "user"
+    (user / "run").mkdir(parents=True, mode=0o700)
+    orbit.environ.update(HOME=str(user), XDG_CONFIG_HOME=str(user / ".config"),
+                         XDG_RUNTIME_DIR=str(user / "run"))  # fmt: skip
+    orbit.environ.pop("DBUS_SESSION_BUS_ADDRESS", None)
 
     analyze = shutil.which("systemd-analyze")
     assert analyze, "systemd-analyze is missing: apt-get install systemd"

@@ -152,13 +152,28 @@ def add_app(args: argparse.Namespace, env: Env) -> int:
     pf.check(profile)
     Lark(profile.url, args.app_id, secret).token()  # a wrong id or secret: said now, one line
     pf.add(env.home, profile, replace=args.replace)
+    started = _start_bot(env, profile.name, restart=args.replace)
     shown = pf.describe(profile)
+    bot = "its bot is starting" if started else "its bot runs"
     line = (
         f"notify profile {profile.name}: feishu-app {profile.app_id} at {profile.url}, on "
-        f"{','.join(profile.on)}; message the bot to pair (`orbit notify pair {profile.name} CODE`)"
+        f"{','.join(profile.on)}; {bot} (`orbit notify list`); message the bot to pair "
+        f"(`orbit notify pair {profile.name} CODE`)"
     )
     show(env, args, shown, line)
     return ExitCode.OK
+
+
+def _start_bot(env: Env, name: str, *, restart: bool) -> bool:
+    """Start the profile's bot (stopped first when the profile was replaced: it reads its
+    secret at start); True when one was started."""
+    from orbit.feishu import control
+    from orbit.store.feishu import bot_dir
+
+    if restart:
+        control.stop(env.home, name)
+    bot_dir(env.home, name).mkdir(parents=True, exist_ok=True, mode=0o700)
+    return control.start(env.home, name)
 
 
 def _metric_of(args: argparse.Namespace) -> tuple[str | None, str | None]:

@@ -28,16 +28,21 @@ def stop(home: Home, name: str, timeout: float = 10.0) -> bool:
     holder = lock_holder(worker.lock)
     if holder is None:
         return False
-    if holder.pid:
-        try:
-            os.kill(holder.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + timeout
-    while worker.alive():
+    signalled: set[int] = set()
+    while holder is not None:
+        # Just after a start the kernel still names the starter (this process, if it started
+        # the bot) as the lock's holder, until the bot adopts the lock: never signal oneself.
+        if holder.pid and holder.pid != os.getpid() and holder.pid not in signalled:
+            signalled.add(holder.pid)
+            try:
+                os.kill(holder.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         if time.monotonic() > deadline:
             raise OrbitError(f"{worker.what} (pid {holder.pid}) did not stop within {timeout:g} s")
         time.sleep(0.05)
+        holder = lock_holder(worker.lock)
     return True
 
 
