@@ -114,8 +114,8 @@ def test_the_bot_pairs_answers_resumes_and_is_removed(
     assert hint["msg_type"] == "text", hint
     said = hint["content"]["text"]
     assert said.startswith("Ask Orbit's owner to run: orbit notify pair phone "), said
-    code = said.splitlines()[0].rsplit(" ", 1)[1]
-    assert len(code) == 6 and binding_of(str(orbit.home)) in said
+    code = said.rsplit(" ", 1)[1]
+    assert len(code) == 6 and str(orbit.home) not in said and "binding" not in said
     again = ws.send_message(app_id, "ou_bob", "hello?")
     assert code in fs.wait_sent(lambda m: m["reply_to"] == again)["content"]["text"]
 
@@ -291,3 +291,25 @@ def test_the_unit_verifies(orbit: Orbit, tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stderr == "" and done.stdout == "", done
     text = unit.read_text()
     assert f"# orbit-home: {orbit.home}\n" in text and " -m orbit.feishu.bot phone\n" in text
+
+
+def test_a_tag_is_history_once_this_binding_answered_since(fs: StandinFeishu) -> None:
+    """foreign_binding: another binding's tag counts only when newer than this one's last
+    message in that chat and recent; a card's note carries the tag as a text's last line does."""
+    from orbit.feishu.binding import foreign_binding
+    from orbit.notify.lark import Lark, bindings_in, card
+    from orbit.store.feishu import Users
+
+    fs.add_user("ou_erin", "Erin")
+    app_id, secret = fs.add_app()
+    mine = Lark(fs.base, app_id, secret, binding="here:/h")
+    chat = str(mine.send("ou_erin", "text", {"text": "hi"})["chat_id"])
+    users = Users({"ou_erin": {"chat_id": chat}})
+    assert foreign_binding(mine, users, "here:/h") is None
+    record_foreign(fs, fs.apps[app_id], chat, "orbit binding: there:/x y")
+    found = foreign_binding(mine, users, "here:/h")
+    assert found is not None and found.binding == "there:/x y" and found.chat_id == chat
+    assert foreign_binding(mine, users, "here:/h", now=time.time() + 2 * 86400) is None  # old
+    sent = mine.send("ou_erin", "interactive", card("t", "", []))  # answered since: history
+    assert bindings_in(str(sent["body"]["content"])) == ["here:/h"]
+    assert foreign_binding(mine, users, "here:/h") is None

@@ -131,6 +131,13 @@ class Bot:
 
     # --- the life
     def run(self) -> str:
+        try:
+            return self._run()
+        except OrbitError as exc:  # a broken notify.yaml or users.json: said, then retried later
+            self.say("failed", str(exc))
+            return f"failed: {exc}"
+
+    def _run(self) -> str:
         profile = load(self.home).get(self.name)
         if profile is None or not profile.app or not profile.app_id:
             return f"no feishu-app profile {self.name} in notify.yaml: nothing to do"
@@ -264,7 +271,8 @@ class Bot:
             if msg.open_id not in users.paired:
                 chat = msg.chat_id if msg.chat_type == "p2p" else ""
                 code = pairing.code_for(self.home, self.name, msg.open_id, chat)
-                lark.reply(msg.message_id, "text", {"text": pair_hint(self.name, code)})
+                hint = {"text": pair_hint(self.name, code)}
+                lark.reply(msg.message_id, "text", hint, tag=False)  # no data, not even a host
                 log.info("pairing code given to %s", msg.open_id)
                 return
             if not text:

@@ -170,10 +170,16 @@ class Lark:
         path = "/open-apis/im/v1/messages?" + urlencode({"receive_id_type": id_type})
         return self._data("POST", path, body, "sending a message")
 
-    def reply(self, message_id: str, msg_type: str, content: dict[str, Any]) -> dict[str, Any]:
+    def reply(
+        self, message_id: str, msg_type: str, content: dict[str, Any], *, tag: bool = True
+    ) -> dict[str, Any]:
+        """Reply in the message's chat; without `tag`, no binding tag (a stranger's pairing
+        code: they learn nothing of the machine)."""
         body = {
             "msg_type": msg_type,
-            "content": json.dumps(self.tagged(msg_type, content), ensure_ascii=False),
+            "content": json.dumps(
+                self.tagged(msg_type, content) if tag else content, ensure_ascii=False
+            ),
             "uuid": uuid_module.uuid4().hex,
         }
         path = f"/open-apis/im/v1/messages/{quote(message_id, safe='')}/reply"
