@@ -106,6 +106,7 @@ def test_the_bot_pairs_answers_resumes_and_is_removed(
     record = wait_for(orbit, "connected")
     assert record["app_id"] == app_id and ws.connections(app_id) == 1
     pid = record["pid"]
+    assert ws.pings >= 1  # the SDK pings at once, and reads the pong's ClientConfig
 
     # A stranger: a code, as text, and nothing else.
     first = ws.send_message(app_id, "ou_bob", "/runs")
@@ -273,7 +274,9 @@ def test_a_wrong_secret_and_a_refused_connection_fail_with_a_line(
     assert not bot_worker(home, "tablet").alive()
 
 
-def test_the_unit_verifies(orbit: Orbit, tmp_path: Path) -> None:
+def test_the_unit_verifies_and_is_installed_and_removed(
+    orbit: Orbit, fs: StandinFeishu, tmp_path: Path
+) -> None:
     from orbit.service.feishu_unit import render_unit, unit_name
 
     user = tmp_path / "user"
@@ -281,7 +284,6 @@ def test_the_unit_verifies(orbit: Orbit, tmp_path: Path) -> None:
     orbit.environ.update(HOME=str(user), XDG_CONFIG_HOME=str(user / ".config"),
                          XDG_RUNTIME_DIR=str(user / "run"))  # fmt: skip
     orbit.environ.pop("DBUS_SESSION_BUS_ADDRESS", None)
-
     analyze = shutil.which("systemd-analyze")
     assert analyze, "systemd-analyze is missing: apt-get install systemd"
     unit = tmp_path / unit_name("phone")
@@ -291,6 +293,20 @@ def test_the_unit_verifies(orbit: Orbit, tmp_path: Path) -> None:
     assert done.returncode == 0 and done.stderr == "" and done.stdout == "", done
     text = unit.read_text()
     assert f"# orbit-home: {orbit.home}\n" in text and " -m orbit.feishu.bot phone\n" in text
+
+    add_app(orbit, fs)
+    control.stop(home_of(orbit), "phone")
+    res = orbit("notify", "install", "phone", "--json")
+    assert res.code == 0, res
+    installed = user / ".config" / "systemd" / "user" / unit_name("phone")
+    assert res.json()["files"] == [str(installed)] and installed.read_text() == text
+    removed = orbit("notify", "rm", "phone", "--json")
+    assert removed.code == 0 and removed.json()["unit_removed"], removed
+    assert not installed.exists()
+    webhook = orbit("notify", "add", "hook", "--kind", "webhook", "--url", "https://x.test/h")
+    assert webhook.code == 0, webhook
+    res = orbit("notify", "install", "hook")
+    assert res.code == 2 and "not a feishu-app bot" in res.err and res.err.count("\n") == 1
 
 
 def test_a_tag_is_history_once_this_binding_answered_since(fs: StandinFeishu) -> None:
