@@ -278,7 +278,14 @@ class Bot:
             if not text:
                 lark.reply(msg.message_id, "text", {"text": "Orbit reads text: try /help"})
                 return
-            lark.reply(msg.message_id, "interactive", commands.answer(self.home, text))
+            try:
+                answer = commands.answer(self.home, text)
+            except Exception as exc:  # a bug or a broken home file: they hear of it, in a line
+                log.warning("could not answer %r: %s", text[:80], exc, exc_info=True)
+                first = (str(exc).splitlines() or [exc.__class__.__name__])[0][:200]
+                lark.reply(msg.message_id, "text", {"text": f"Orbit could not answer: {first}"})
+                return
+            lark.reply(msg.message_id, "interactive", answer)
             log.info("answered %s: %s", msg.open_id, text[:80])
         except Exception as exc:  # one message's failure: said in the log, the bot goes on
             log.warning("could not answer message %s: %s", msg.message_id, exc, exc_info=True)
