@@ -177,6 +177,9 @@ class Bot:
 
     def _connected(self, profile: Profile) -> str:
         """Run the SDK's client in a thread until a signal or a failure ends it."""
+        if not self._sdk_imported():
+            self.say("stopped", "stopped by a signal")
+            return "stopped by a signal"
         import lark_oapi
         import lark_oapi.ws.client as ws_client
 
@@ -215,6 +218,26 @@ class Bot:
             self.say("stopped", "stopped by a signal")
             return "stopped by a signal"
         return f"{self.state}: the long connection ended"
+
+    def _sdk_imported(self) -> bool:
+        """Import the SDK (about 5 s) in a thread, so that a stop meanwhile is not kept
+        waiting (the process then exits with the import unfinished); False when stopped."""
+        failed: list[BaseException] = []
+
+        def load() -> None:
+            try:
+                import lark_oapi.ws.client  # noqa: F401  (its module makes the loop it runs in)
+            except BaseException as exc:  # said in the main thread
+                failed.append(exc)
+
+        loader = threading.Thread(target=load, name="import-lark-oapi", daemon=True)
+        loader.start()
+        while loader.is_alive():
+            if self.stop.wait(0.1):
+                return False
+        if failed:
+            raise OrbitError(f"the lark-oapi SDK cannot be imported: {failed[0]}")
+        return True
 
     def _sdk(self, client: Any, loop: asyncio.AbstractEventLoop) -> None:
         """The SDK's start() (it blocks in its module's loop); then its tasks cancelled and
