@@ -164,6 +164,7 @@ def test_the_bot_pairs_answers_resumes_and_is_removed(
     (shown,) = json.loads(orbit("notify", "list", "--json").out)
     bot = shown["bot"]
     assert bot["state"] == "connected" and bot["running"] and bot["pid"] == pid
+    assert bot["binding"] == binding_of(str(orbit.home))
     assert [u["open_id"] for u in bot["paired"]] == ["ou_bob"]
 
     removed = orbit("notify", "rm", "phone")

@@ -220,6 +220,7 @@ def list_profiles(args: argparse.Namespace, env: Env) -> int:
 def bot_status(env: Env, name: str) -> dict[str, object]:
     """A feishu-app profile's bot for `notify list`: its connection and its paired users."""
     from orbit.errors import CorruptError
+    from orbit.notify.lark import binding_of
     from orbit.store.feishu import bot_worker, load_users, read_connection
 
     record = read_connection(env.home, name) or {}
@@ -240,6 +241,7 @@ def bot_status(env: Env, name: str) -> dict[str, object]:
         "detail": record.get("detail") or "",
         "running": alive,
         "pid": record.get("pid") if alive else None,
+        "binding": binding_of(str(env.home.root)),
         "paired": paired,
     }
     if problem:
