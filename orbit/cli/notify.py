@@ -7,6 +7,16 @@ import socket
 import time
 
 from orbit.cli.common import add_json, metric_options, non_negative_int, print_json, table
+from orbit.cli.notify_bot import (
+    bot_line,
+    bot_status,
+    install,
+    pair,
+    remove_bot,
+    start_bot,
+    uninstall,
+    unpair,
+)
 from orbit.cli.profiles import Commands, read_secret, secret_options, show, show_list, show_removed
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
@@ -152,7 +162,7 @@ def add_app(args: argparse.Namespace, env: Env) -> int:
     pf.check(profile)
     Lark(profile.url, args.app_id, secret).token()  # a wrong id or secret: said now, one line
     pf.add(env.home, profile, replace=args.replace)
-    started = _start_bot(env, profile.name, restart=args.replace)
+    started = start_bot(env, profile.name, restart=args.replace)
     shown = pf.describe(profile)
     bot = "its bot is starting" if started else "its bot runs"
     line = (
@@ -162,18 +172,6 @@ def add_app(args: argparse.Namespace, env: Env) -> int:
     )
     show(env, args, shown, line)
     return ExitCode.OK
-
-
-def _start_bot(env: Env, name: str, *, restart: bool) -> bool:
-    """Start the profile's bot (stopped first when the profile was replaced: it reads its
-    secret at start); True when one was started."""
-    from orbit.feishu import control
-    from orbit.store.feishu import bot_dir
-
-    if restart:
-        control.stop(env.home, name)
-    bot_dir(env.home, name).mkdir(parents=True, exist_ok=True, mode=0o700)
-    return control.start(env.home, name)
 
 
 def _metric_of(args: argparse.Namespace) -> tuple[str | None, str | None]:
@@ -214,103 +212,6 @@ def list_profiles(args: argparse.Namespace, env: Env) -> int:
         for entry in shown:
             if "bot" in entry:
                 print(bot_line(entry["name"], entry["bot"]), file=env.stdout)
-    return ExitCode.OK
-
-
-def bot_status(env: Env, name: str) -> dict[str, object]:
-    """A feishu-app profile's bot for `notify list`: its connection and its paired users."""
-    from orbit.errors import CorruptError
-    from orbit.notify.lark import binding_of
-    from orbit.store.feishu import bot_worker, load_users, read_connection
-
-    record = read_connection(env.home, name) or {}
-    alive = bot_worker(env.home, name).alive()
-    state = str(record.get("state") or "")
-    if state not in ("failed", "refused") and (not alive or state in ("", "stopped")):
-        state = "not running"
-    try:
-        users = load_users(env.home, name)
-        paired = [{"open_id": k, "name": v.get("name") or "", "paired_at": v.get("paired_at")}
-                  for k, v in users.paired.items()]  # fmt: skip
-        problem = ""
-    except CorruptError as exc:
-        paired, problem = [], str(exc)
-    body: dict[str, object] = {
-        "state": state,
-        "since": record.get("since"),
-        "detail": record.get("detail") or "",
-        "running": alive,
-        "pid": record.get("pid") if alive else None,
-        "binding": binding_of(str(env.home.root)),
-        "paired": paired,
-    }
-    if problem:
-        body["users_problem"] = problem
-    return body
-
-
-def bot_line(name: str, bot: dict[str, object]) -> str:
-    from orbit.feishu.pairing import shown
-
-    state, since, detail = str(bot["state"]), str(bot.get("since") or "")[:19], bot["detail"]
-    if state in ("connected", "reconnecting", "connecting"):
-        said = f"{state} since {since}"
-    elif state in ("failed", "refused"):
-        said = f"{state}: {detail}"
-    else:
-        said = state
-    paired = bot.get("paired")
-    users = [shown(u, str(u["open_id"])) for u in paired if isinstance(u, dict)] if isinstance(
-        paired, list) else []  # fmt: skip
-    who = ", ".join(users) if users else f"nobody yet (`orbit notify pair {name} CODE`)"
-    extra = f"; {bot['users_problem']}" if bot.get("users_problem") else ""
-    return f"bot {name}: {said}; paired: {who}{extra}"
-
-
-def _app_profile(env: Env, name: str) -> object:
-    from orbit.notify import profiles as pf
-
-    profile = pf.get(env.home, name)
-    if not profile.app:
-        raise UsageError(f"notify profile {name} is a {profile.kind} webhook, not a feishu-app bot")
-    return profile
-
-
-def pair(args: argparse.Namespace, env: Env) -> int:
-    """Pair the user of CODE, then tell them so through the bot."""
-    import getpass
-
-    from orbit.feishu.pairing import pair as pair_code
-    from orbit.feishu.pairing import shown
-    from orbit.notify.lark import LarkError, lark_for
-    from orbit.notify.profiles import Profile
-
-    profile = _app_profile(env, args.name)
-    assert isinstance(profile, Profile)
-    who = pair_code(env.home, profile.name, args.code, by=getpass.getuser())
-    open_id = str(who["open_id"])
-    text = f"Paired: you can now ask Orbit at {socket.gethostname()} about its runs (try /help)."
-    try:
-        lark_for(profile, str(env.home.root)).send(open_id, "text", {"text": text})
-        told = True
-    except LarkError as exc:
-        told = False
-        print(f"orbit: warning: paired, but the bot could not tell them: {exc}",
-              file=env.stderr)  # fmt: skip
-    body = {"paired": open_id, "name": who.get("name") or "", "bot": profile.name, "told": told}
-    show(env, args, body, f"paired {shown(who, open_id)} with the bot {profile.name}")
-    return ExitCode.OK
-
-
-def unpair(args: argparse.Namespace, env: Env) -> int:
-    from orbit.feishu.pairing import shown
-    from orbit.feishu.pairing import unpair as unpair_user
-
-    _app_profile(env, args.name)
-    who = unpair_user(env.home, args.name, args.who)
-    open_id = str(who["open_id"])
-    body = {"unpaired": open_id, "name": who.get("name") or "", "bot": args.name}
-    show(env, args, body, f"unpaired {shown(who, open_id)} from the bot {args.name}")
     return ExitCode.OK
 
 
@@ -366,20 +267,12 @@ def rm(args: argparse.Namespace, env: Env) -> int:
     dropped = drop_profile(env.home, profile.name)
     extra = f" ({dropped} queued message(s) dropped)" if dropped else ""
     body: dict[str, object] = {"removed": profile.name, "dropped": dropped}
-    if profile.app:  # its bot: stopped, then its files (paired users, codes, log) removed
-        import shutil
-
-        from orbit.feishu import control
-        from orbit.service import feishu_unit
-        from orbit.store.feishu import bot_dir
-
-        if feishu_unit.installed(env.home, env.environ, profile.name):
-            removed = feishu_unit.uninstall_unit(env.home, env.environ, profile.name)
-            body["unit_removed"] = removed.removed
-        body["bot_stopped"] = control.stop(env.home, profile.name)
-        shutil.rmtree(bot_dir(env.home, profile.name), ignore_errors=True)
-        extra += "; its bot stopped and its files removed" if body["bot_stopped"] else (
-            "; its bot's files removed")  # fmt: skip
+    if profile.app:
+        gone = remove_bot(env, profile.name)
+        body.update(gone)
+        stopped = "its bot stopped and its files removed" if gone["bot_stopped"] else (
+            "its bot's files removed")  # fmt: skip
+        extra += f"; {stopped}"
     show_removed(env, args, pf.STORE, body, profile.name, extra)
     return ExitCode.OK
 
@@ -412,42 +305,4 @@ def show_log(args: argparse.Namespace, env: Env) -> int:
             for r in rows
         ],
     )
-    return ExitCode.OK
-
-
-def install(args: argparse.Namespace, env: Env) -> int:
-    """`orbit notify install NAME`: the bot as orbit-feishu-NAME.service."""
-    from orbit.service import feishu_unit
-
-    _app_profile(env, args.name)
-    result = feishu_unit.install_unit(env.home, env.environ, args.name)
-    if args.json:
-        print_json(env, result.as_dict())
-        return ExitCode.OK
-    unit, out = feishu_unit.unit_name(args.name), env.stdout
-    for path in result.files:
-        print(f"{'wrote' if result.changed else 'unchanged'} {path}", file=out)
-    if result.started:
-        print(f"systemd: {unit} runs the bot {args.name}", file=out)
-    elif result.enabled:
-        print(f"enabled {unit} but NOT started: {result.problem}", file=out)
-    else:
-        print(f"written but NOT enabled: {result.problem}", file=out)
-    if result.todo:
-        print(f"to finish: {result.todo}", file=out)
-    return ExitCode.OK
-
-
-def uninstall(args: argparse.Namespace, env: Env) -> int:
-    from orbit.service import feishu_unit
-
-    _app_profile(env, args.name)
-    removed = feishu_unit.uninstall_unit(env.home, env.environ, args.name)
-    if args.json:
-        print_json(env, removed.as_dict())
-        return ExitCode.OK
-    for item in removed.removed:
-        print(f"systemd: removed {item}", file=env.stdout)
-    if removed.note or not removed.removed:
-        print(f"systemd: {removed.note or 'no unit of this bot'}", file=env.stdout)
     return ExitCode.OK
