@@ -22,7 +22,7 @@ from standins.feishu_ws import StandinFeishuWS, record_foreign
 from orbit.feishu import control
 from orbit.feishu.machine import LOCK_DIR
 from orbit.notify.lark import binding_of
-from orbit.store.feishu import bot_dir, bot_worker, update_users
+from orbit.store.feishu import bot_dir, bot_worker, read_connection, update_users
 from orbit.store.home import Home
 
 WAIT_S = 25.0
@@ -229,6 +229,13 @@ def test_the_tick_starts_a_dead_bot_and_a_second_binding_is_refused(
     line = orbit_list_line(other)
     assert line.startswith("bot laptop: refused: app ") and "one bot per app" in line, line
     assert ws.connections(app[0]) == 1
+
+    # SIGTERM (control.stop): the SDK's loop stopped, the websocket closed, "stopped".
+    assert control.stop(home, "phone")
+    record = read_connection(home, "phone")
+    assert record is not None and record["state"] == "stopped", record
+    ws.wait_connections(app[0], 0)
+    assert orbit_list_line(orbit).startswith("bot phone: not running; paired: nobody yet")
 
 
 def orbit_list_line(orbit: Orbit) -> str:
