@@ -7,6 +7,16 @@ import socket
 import time
 
 from orbit.cli.common import add_json, metric_options, non_negative_int, print_json, table
+from orbit.cli.notify_bot import (
+    bot_line,
+    bot_status,
+    install,
+    pair,
+    remove_bot,
+    start_bot,
+    uninstall,
+    unpair,
+)
 from orbit.cli.profiles import Commands, read_secret, secret_options, show, show_list, show_removed
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
@@ -54,7 +64,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     metric_options(a, "the group summary's best run by this metric (default: its objective)")
     cmds.ls("the profiles, URLs and secrets masked", list_profiles)
     cmds.named("test", "send a real sample message and show the endpoint's answer", test)
-    cmds.named("rm", "remove a profile (and the messages queued for it)", rm)
+    cmds.named(
+        "rm", "remove a profile (and the messages queued for it; a bot's process and files)", rm
+    )
+    pr = cmds.named(
+        "pair", "feishu-app: let the user who got CODE from the bot read this home", pair
+    )
+    pr.add_argument("code", help="the code the bot gave them (valid an hour)")
+    up = cmds.named("unpair", "feishu-app: a paired user may no longer use the bot", unpair)
+    up.add_argument("who", metavar="OPEN_ID|NAME", help="their open id (ou_…) or name")
+    cmds.named("install", "feishu-app: keep its bot up from boot (a systemd user unit)", install)
+    cmds.named("uninstall", "feishu-app: remove its bot's systemd user unit", uninstall)
     lg = cmds.actions.add_parser("log", help="recent deliveries: sent, retrying, given up")
     lg.add_argument("name", nargs="?", help="only this profile's")
     lg.add_argument("-n", type=non_negative_int, default=20, metavar="N", help="default 20")
@@ -146,10 +166,13 @@ def add_app(args: argparse.Namespace, env: Env) -> int:
     pf.check(profile)
     Lark(profile.url, args.app_id, secret).token()  # a wrong id or secret: said now, one line
     pf.add(env.home, profile, replace=args.replace)
+    started = start_bot(env, profile.name, restart=args.replace)
     shown = pf.describe(profile)
+    bot = "its bot is starting" if started else "its bot runs"
     line = (
         f"notify profile {profile.name}: feishu-app {profile.app_id} at {profile.url}, on "
-        f"{','.join(profile.on)}; message the bot to pair (`orbit notify pair {profile.name} CODE`)"
+        f"{','.join(profile.on)}; {bot} (`orbit notify list`); message the bot to pair "
+        f"(`orbit notify pair {profile.name} CODE`)"
     )
     show(env, args, shown, line)
     return ExitCode.OK
@@ -172,7 +195,11 @@ def _metric_of(args: argparse.Namespace) -> tuple[str | None, str | None]:
 def list_profiles(args: argparse.Namespace, env: Env) -> int:
     from orbit.notify import profiles as pf
 
-    shown = [pf.describe(p) for p in pf.load(env.home).values()]
+    profiles = pf.load(env.home)
+    shown = [pf.describe(p) for p in profiles.values()]
+    for entry in shown:
+        if entry["kind"] == APP:
+            entry["bot"] = bot_status(env, entry["name"])
     rows = [
         [
             p["name"],
@@ -185,6 +212,10 @@ def list_profiles(args: argparse.Namespace, env: Env) -> int:
         for p in shown
     ]
     show_list(env, args, pf.STORE, shown, ["NAME", "KIND", "URL", "SECRET", "ON", "GROUPS"], rows)
+    if not args.json:
+        for entry in shown:
+            if "bot" in entry:
+                print(bot_line(entry["name"], entry["bot"]), file=env.stdout)
     return ExitCode.OK
 
 
@@ -276,7 +307,13 @@ def rm(args: argparse.Namespace, env: Env) -> int:
     profile = pf.remove(env.home, args.name)
     dropped = drop_profile(env.home, profile.name)
     extra = f" ({dropped} queued message(s) dropped)" if dropped else ""
-    body = {"removed": profile.name, "dropped": dropped}
+    body: dict[str, object] = {"removed": profile.name, "dropped": dropped}
+    if profile.app:
+        gone = remove_bot(env, profile.name)
+        body.update(gone)
+        stopped = "its bot stopped and its files removed" if gone["bot_stopped"] else (
+            "its bot's files removed")  # fmt: skip
+        extra += f"; {stopped}"
     show_removed(env, args, pf.STORE, body, profile.name, extra)
     return ExitCode.OK
 

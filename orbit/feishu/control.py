@@ -26,25 +26,28 @@ def stop(home: Home, name: str, timeout: float = 10.0) -> bool:
     """Stop the bot of profile `name`; False when none was running. An OrbitError when it
     does not stop within `timeout` seconds.
 
-    Only a process running the bot with the lock open is signalled: until the bot adopts its
-    lock (store/locks.adopt_lock) the kernel names its starter as the holder (this process, or
-    a command long gone whose pid may be another's now)."""
+    Only a process running the bot with the lock open is signalled, never this one: until the
+    bot adopts its lock (store/locks.adopt_lock) the kernel names its starter as the holder
+    (this process, or a command long gone whose pid may be another's now). The processes are
+    looked for again while waiting, for a bot that was still starting."""
     worker = bot_worker(home, name)
     if not worker.alive():
         return False
-    pids = _running(worker.lock)
-    holder = lock_holder(worker.lock)
-    if not pids and holder and holder.pid and BOT_MODULE in (holder.command or ""):
-        pids = [holder.pid]  # no /proc to look through: the kernel's holder, if it is the bot
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     deadline = time.monotonic() + timeout
+    signalled: set[int] = set()
     while worker.alive():
+        pids = _running(worker.lock)
+        holder = lock_holder(worker.lock)
+        if not pids and holder and holder.pid and BOT_MODULE in (holder.command or ""):
+            pids = [holder.pid]  # no /proc to look through: the kernel's holder, if it is the bot
+        for pid in set(pids) - signalled - {os.getpid()}:
+            signalled.add(pid)
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         if time.monotonic() > deadline:
-            shown = ", ".join(map(str, pids)) or "not found"
+            shown = ", ".join(map(str, sorted(signalled))) or "not found"
             raise OrbitError(f"{worker.what} (pid {shown}) did not stop within {timeout:g} s")
         time.sleep(0.05)
     return True

@@ -14,6 +14,8 @@ one line, with whether trying again later may help (`retry`).
 from __future__ import annotations
 
 import json
+import re
+import socket
 import threading
 import time
 import urllib.error
@@ -23,6 +25,10 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from orbit.errors import OrbitError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from orbit.notify.profiles import Profile
 
 DOMAINS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.com"}
 ACCOUNTS = {"feishu": "https://accounts.feishu.cn", "lark": "https://accounts.larksuite.com"}
@@ -36,6 +42,11 @@ RETRY_CODES = {99991400, 230020, 11232, 1000, 1001, 99991401}
 # The token was refused (expired or invalid): fetched again once, then given up.
 TOKEN_CODES = {99991663, 99991668, 99991661}
 SECRET_CODES = {10014: "the app secret is wrong", 10003: "the app id is unknown"}
+
+# Every message Orbit's bots send says which binding (machine and home) sent it, so a bot can
+# tell that the same app is also bound elsewhere (docs/notify.md#one-binding-per-app).
+BINDING_PREFIX = "orbit binding: "
+BINDING_RE = re.compile(re.escape(BINDING_PREFIX) + r"(\S+?:[^\n\"]+)")
 
 TEMPLATE = {"succeeded": "green", "failed": "red", "lost": "orange", "cancelled": "grey"}
 
@@ -70,14 +81,49 @@ def accounts_of(domain: str) -> str:
     return ACCOUNTS.get(domain) or base_of(domain)
 
 
-class Lark:
-    """One app's calls. Thread-safe: the token is shared under a lock."""
+def binding_of(home_root: str, host: str | None = None) -> str:
+    """This binding's name in messages: `HOST:HOME` (this machine's host name by default)."""
+    return f"{host or socket.gethostname()}:{home_root}"
 
-    def __init__(self, base: str, app_id: str, secret: str, timeout: float = TIMEOUT_S) -> None:
+
+def bindings_in(content: str) -> list[str]:
+    """The bindings named by the tags in a message's content (its JSON string, as read back)."""
+    try:
+        parsed: Any = json.loads(content)
+    except ValueError:
+        parsed = content
+    found: list[str] = []
+    stack = [parsed]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.extend(m.group(1).strip() for m in BINDING_RE.finditer(item))
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+class Lark:
+    """One app's calls. Thread-safe: the token is shared under a lock.
+
+    With `binding` (binding_of(…)), every message sent, replied or updated carries its tag:
+    a last line of a text, a note at the end of a card's elements."""
+
+    def __init__(
+        self,
+        base: str,
+        app_id: str,
+        secret: str,
+        timeout: float = TIMEOUT_S,
+        binding: str | None = None,
+    ) -> None:
         self.base = base.rstrip("/")
         self.app_id = app_id
         self.secret = secret
         self.timeout = timeout
+        self.binding = binding
         self._token: tuple[str, float] | None = None  # (token, expires at: time.time())
         self._lock = threading.Lock()
 
@@ -117,17 +163,23 @@ class Lark:
         body: dict[str, Any] = {
             "receive_id": receive_id,
             "msg_type": msg_type,
-            "content": json.dumps(content, ensure_ascii=False),
+            "content": json.dumps(self.tagged(msg_type, content), ensure_ascii=False),
         }
         if uuid:
             body["uuid"] = uuid[:50]
         path = "/open-apis/im/v1/messages?" + urlencode({"receive_id_type": id_type})
         return self._data("POST", path, body, "sending a message")
 
-    def reply(self, message_id: str, msg_type: str, content: dict[str, Any]) -> dict[str, Any]:
+    def reply(
+        self, message_id: str, msg_type: str, content: dict[str, Any], *, tag: bool = True
+    ) -> dict[str, Any]:
+        """Reply in the message's chat; without `tag`, no binding tag (a stranger's pairing
+        code: they learn nothing of the machine)."""
         body = {
             "msg_type": msg_type,
-            "content": json.dumps(content, ensure_ascii=False),
+            "content": json.dumps(
+                self.tagged(msg_type, content) if tag else content, ensure_ascii=False
+            ),
             "uuid": uuid_module.uuid4().hex,
         }
         path = f"/open-apis/im/v1/messages/{quote(message_id, safe='')}/reply"
@@ -135,9 +187,23 @@ class Lark:
 
     def patch(self, message_id: str, card: dict[str, Any]) -> dict[str, Any]:
         """Replace a card message's content (the card needs `config.update_multi`)."""
-        body = {"content": json.dumps(card, ensure_ascii=False)}
+        body = {"content": json.dumps(self.tagged("interactive", card), ensure_ascii=False)}
         path = f"/open-apis/im/v1/messages/{quote(message_id, safe='')}"
         return self._data("PATCH", path, body, "updating a card")
+
+    def tagged(self, msg_type: str, content: dict[str, Any]) -> dict[str, Any]:
+        """`content` with this binding's tag (a copy; unchanged without a binding, or for a
+        type or card shape that has no place for it)."""
+        if not self.binding:
+            return content
+        tag = BINDING_PREFIX + self.binding
+        if msg_type == "text" and isinstance(content.get("text"), str):
+            return {**content, "text": f"{content['text']}\n{tag}"}
+        elements = content.get("elements")
+        if msg_type == "interactive" and isinstance(elements, list):
+            note = {"tag": "note", "elements": [plain(tag)]}
+            return {**content, "elements": [*elements, note]}
+        return content
 
     def messages(self, chat_id: str, page_size: int = 20) -> list[dict[str, Any]]:
         """The chat's newest messages first (one page)."""
@@ -273,3 +339,9 @@ def card(title: str, state: str, elements: list[dict[str, Any]]) -> dict[str, An
         "header": {"title": plain(title), "template": TEMPLATE.get(state, "blue")},
         "elements": elements,
     }
+
+
+def lark_for(profile: Profile, home_root: str, timeout: float = TIMEOUT_S) -> Lark:
+    """The client of a feishu-app profile, its messages tagged with this home's binding."""
+    return Lark(profile.url, profile.app_id or "", profile.secret or "", timeout,
+                binding=binding_of(home_root))  # fmt: skip

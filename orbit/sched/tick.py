@@ -25,7 +25,7 @@ from orbit.sched.nodeplace import Place
 from orbit.sched.plan import Admit, Wait, plan
 from orbit.sched.remote import demand_of
 from orbit.sched.resources import machine_totals
-from orbit.store import batches, index, nodes, outbox, runcache, secrets
+from orbit.store import batches, feishu, index, nodes, outbox, runcache, secrets
 from orbit.store.creation import next_id, recover
 from orbit.store.excerpt import log_excerpt
 from orbit.store.exitrecord import finalize_from_exit, read_exit, rebuild_status
@@ -132,6 +132,8 @@ def tick(
             clock.keep_moving(home)
             # Messages left by a sender that died (or due for a retry) get a new one.
             outbox.wake_sender(home)
+            # A Feishu bot that died (a reboot, a crash) is started again.
+            feishu.wake_bots(home)
             return report
         lock_timeout = 0.0  # someone asked while we were releasing: only retry if free
 

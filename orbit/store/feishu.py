@@ -35,6 +35,8 @@ FEISHU_DIR = "feishu"  # in ORBIT_HOME
 BOT_MODULE = "orbit.feishu.bot"  # the bot process: `python -m` this, with the bot's name
 FORMAT = 1
 STATES = ("connecting", "connected", "reconnecting", "refused", "failed", "stopped")
+APP_KIND = "feishu-app"  # notify.yaml's kind of a bot's profile (notify/profiles.py APP)
+RETRY_S = 300.0  # a bot that failed or was refused is started again by a tick after this
 
 T = TypeVar("T")
 
@@ -59,6 +61,46 @@ def bot_worker(home: Home, name: str) -> Worker:
         where / "bot.log",
         args=(name,),
     )
+
+
+def app_profiles(home: Home) -> list[str]:
+    """The names of notify.yaml's feishu-app profiles, read without the notify layer (the
+    tick calls this): a file that does not mention the kind is not parsed."""
+    from orbit.store.files import read_regular, read_yaml
+    from orbit.store.outbox import PROFILES_FILE
+
+    path = home.root / PROFILES_FILE
+    try:
+        if APP_KIND.encode() not in read_regular(path):
+            return []
+        profiles = read_yaml(path).get("profiles")
+    except (OSError, CorruptError):
+        return []
+    if not isinstance(profiles, dict):
+        return []
+    return [n for n, e in profiles.items() if isinstance(e, dict) and e.get("kind") == APP_KIND]
+
+
+def wake_bots(home: Home) -> list[str]:
+    """Start the bot of every feishu-app profile that has none alive (one that failed or was
+    refused, only RETRY_S after it said so); the names started. Called by every tick: a stat
+    and a read when no profile is a bot's, a lock check per bot when they live."""
+    started = []
+    for name in app_profiles(home):
+        worker = bot_worker(home, name)
+        if worker.alive():
+            continue
+        record = read_connection(home, name) or {}
+        recent = time.time() - float(record.get("at") or 0) < RETRY_S
+        if record.get("state") in ("failed", "refused") and recent:
+            continue
+        try:
+            bot_dir(home, name).mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError:
+            continue
+        if worker.wake(home):
+            started.append(name)
+    return started
 
 
 @dataclass
