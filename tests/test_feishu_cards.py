@@ -22,6 +22,7 @@ from notify_server import sender_pid, stop_sender, wait_sender
 from PIL import Image
 from standins.feishu import Answer, Req, StandinFeishu, _authorized, _send
 
+from orbit.feishu import control
 from orbit.notify.curves import curves_png
 from orbit.notify.feishu_app import CARD_BYTES, ZWSP, run_card
 from orbit.store.feishu import update_users
@@ -153,7 +154,11 @@ def test_a_finished_group_sends_run_cards_with_curves_and_one_summary_to_each_us
 def test_a_wrong_secret_is_one_journal_line_and_no_retry_storm(bot: Bot) -> None:
     bot.pair(USERS)
     tokens = r"/open-apis/auth/v3/tenant_access_token/internal"
-    before = len(bot.fs.requests_to(tokens))  # `notify add` checked the secret
+    # `notify add` checked the secret and started the bot, which fails here (this stand-in has
+    # no long connection) and is not started again for minutes: its requests are all made.
+    failed = control.wait_state(bot.home, "phone", 30)
+    assert failed is not None and failed["state"] == "failed", failed
+    before = len(bot.fs.requests_to(tokens))
     bot.fs.apps[bot.app_id].secret = "rotated-in-the-console"
     bot.settle(bot.new_run(group=None))
     deadline = time.monotonic() + 20

@@ -1,9 +1,9 @@
 """`orbit feishu init NAME` (an app created by QR code: the accounts host's device flow) and
 `orbit feishu check NAME`, against the stand-in Feishu and its registration host on loopback.
 
-The bot process is still a placeholder that exits without connecting here, so these tests see
-the path where the long connection does not come up: the console pages are printed and the
-exit is non-zero. The connected path comes with the bot.
+Most tests see the path where the long connection does not come up (no stand-in long
+connection: the bot fails to connect), where the console pages are printed and the exit is
+non-zero; one goes end to end with the real bot connected to the stand-in's long connection.
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ import pytest
 from conftest import Orbit
 from standins.feishu import StandinFeishu
 from standins.feishu_registration import ENDPOINT, StandinRegistration
+from standins.feishu_ws import StandinFeishuWS
 
 from orbit.feishu import control
+from orbit.feishu.machine import LOCK_DIR
 from orbit.feishu.registration import Flow, addons, encode_addons, qr_url
-from orbit.store.feishu import bot_dir, load_users
+from orbit.store.feishu import load_users
 from orbit.store.home import Home
 
 QR_BLOCKS = set("▀▄█")
@@ -67,7 +69,7 @@ def test_init_creates_the_app_keeps_it_pairs_the_scanner_and_names_the_pages_to_
 ) -> None:
     reg.when_begun(reg.approve, open_id="ou_alice", name="Alice")
     res = orbit("feishu", "init", "phone", "--domain", fs.base, "--wait", "0.5")
-    assert res.code == 1, res  # the placeholder bot never connects
+    assert res.code == 1, res  # no long connection in this stand-in: the bot cannot connect
     # The QR code in half blocks, its link under it.
     assert sum(line.count("█") for line in res.out.splitlines()) > 100, res.out
     link = next(line for line in res.out.splitlines() if line.startswith("or open: "))
@@ -307,7 +309,7 @@ def test_check_with_a_wrong_secret_is_one_line(orbit: Orbit, fs: StandinFeishu, 
     assert res.code == 1 and res.err.count("\n") == 1 and not res.out, res
     assert "the app secret is wrong" in res.err
     assert f"https://open.feishu.cn/app/{phone}/baseinfo" in res.err
-    assert not fs.sent and not (bot_dir(Home(orbit.home, {}), "phone") / "bot.lock").exists()
+    assert not fs.sent  # nothing tried after the secret (the bot was started by notify add)
 
 
 def test_check_reconnects_tries_the_bot_and_a_card_to_each_paired_user(
@@ -348,45 +350,29 @@ def test_check_refuses_what_is_not_a_bot(orbit: Orbit) -> None:
     assert res.code == 2 and "choose an action" in res.err, res
 
 
-class Connected:
-    """Stands in for the bot's report of its long connection (the bot process itself is not
-    built in this branch): "connected" in its connection.json, written again and again while
-    the command runs, so that a record at or after the command's start is there."""
-
-    def __init__(self, home: Home, name: str) -> None:
-        import threading
-
-        self.home, self.name = home, name
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._write, daemon=True)
-
-    def _write(self) -> None:
-        from orbit.store.feishu import write_connection
-
-        while not self.done.wait(0.05):
-            write_connection(self.home, self.name, "connected", "stand-in")
-
-    def __enter__(self) -> Connected:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.done.set()
-        self.thread.join()
-
-
 def test_init_and_check_are_ready_when_the_bot_connects(
     orbit: Orbit, fs: StandinFeishu, reg: StandinRegistration, home: Home
 ) -> None:
+    """End to end: the stand-in plays the scan, init keeps the app, pairs the scanner, starts
+    the real bot, whose SDK client connects to the stand-in's long connection, and sends the
+    test card; the scanner's /runs is then answered with a card; check reconnects and tests."""
     reg.when_begun(reg.approve, open_id="ou_alice", name="Alice")
-    with Connected(home, "phone"):
-        res = orbit("feishu", "init", "phone", "--domain", fs.base, "--wait", "5")
+    with StandinFeishuWS(fs) as ws:
+        res = orbit("feishu", "init", "phone", "--domain", fs.base, "--wait", "20")
         assert res.code == 0 and not res.err, res
         assert "connection ok" in res.out and "card ok" in res.out and "ready" in res.out
-        res = orbit("feishu", "check", "phone", "--wait", "5")
-    assert res.code == 0 and not res.err, res
-    assert "all is well" in res.out and res.out.count("card ok") == 1
+        app_id = next(iter(fs.apps))
+        assert ws.connections(app_id) == 1
+        asked = ws.send_message(app_id, "ou_alice", "/runs")
+        answered = fs.wait_sent(lambda m: m["reply_to"] == asked)
+        assert answered["msg_type"] == "interactive", answered
+        assert "no runs" in json.dumps(answered["content"]).lower(), answered
+        res = orbit("feishu", "check", "phone", "--wait", "20")
+        assert res.code == 0 and not res.err, res
+        assert "all is well" in res.out and res.out.count("card ok") == 1
+        ws.wait_connections(app_id, 1)  # the bot, restarted by check, connected again
     assert len([m for m in fs.sent if m["receive_id"] == "ou_alice"]) == 2
+    (LOCK_DIR / f"{app_id}.lock").unlink(missing_ok=True)
 
 
 def test_a_lark_apps_pages_are_on_larks_console() -> None:

@@ -302,7 +302,7 @@ class Bot:
                 lark.reply(msg.message_id, "text", {"text": "Orbit reads text: try /help"})
                 return
             try:
-                answer = commands.answer(self.home, text)
+                answer = commands.answer(self.home, text, upload=self._upload)
             except Exception as exc:  # a bug or a broken home file: they hear of it, in a line
                 log.warning("could not answer %r: %s", text[:80], exc, exc_info=True)
                 first = (str(exc).splitlines() or [exc.__class__.__name__])[0][:200]
@@ -312,6 +312,16 @@ class Bot:
             log.info("answered %s: %s", msg.open_id, text[:80])
         except Exception as exc:  # one message's failure: said in the log, the bot goes on
             log.warning("could not answer message %s: %s", msg.message_id, exc, exc_info=True)
+
+    def _upload(self, image: bytes) -> str | None:
+        """A /show card's curves uploaded: their image_key, None when Feishu refused them
+        (the card goes without its image)."""
+        assert self.lark is not None
+        try:
+            return self.lark.upload_image(image)
+        except LarkError as exc:
+            log.warning("the curves were not uploaded: %s", exc)
+            return None
 
 
 def _inode(path: Path) -> int | None:

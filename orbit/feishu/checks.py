@@ -12,7 +12,7 @@ from typing import Any
 
 from orbit.feishu import console, control
 from orbit.feishu.console import Fix
-from orbit.notify.lark import SECRET_CODES, Lark, LarkError, card, plain
+from orbit.notify.lark import SECRET_CODES, Lark, LarkError, card, lark_for, plain
 from orbit.notify.profiles import Profile
 from orbit.store.feishu import Users, bot_dir, bot_worker, load_users, update_users
 from orbit.store.home import Home
@@ -66,7 +66,7 @@ def bring_up(home: Home, profile: Profile, open_id: str | None, wait: float) -> 
     connection(home, profile, report, since, wait)
     if open_id:
         report.paired = 1
-        send_test_card(home, profile, _lark(profile), report, open_id, "you")
+        send_test_card(home, profile, _lark(home, profile), report, open_id, "you")
     else:
         report.add("card", False, "Feishu did not say who scanned: message the bot to pair")
     return report
@@ -77,7 +77,7 @@ def check_bot(home: Home, profile: Profile, wait: float) -> Report:
     the bot's identity and a test card to each paired user. A LarkError other than a refused
     secret (Feishu not reached) is raised."""
     report = Report()
-    lark = _lark(profile)
+    lark = _lark(home, profile)
     app_id = profile.app_id or ""
     try:
         lark.token()
@@ -120,7 +120,8 @@ def connection(home: Home, profile: Profile, report: Report, since: float, wait:
         detail = f"the bot {said} within {wait:g} s (its log: {log})"
     else:
         why = f": {record.get('detail')}" if record.get("detail") else ""
-        detail = f"the bot's long connection is {state} after {wait:g} s{why}"
+        log = bot_dir(home, profile.name) / "bot.log"
+        detail = f"the bot's long connection is {state} after {wait:g} s{why} (its log: {log})"
     fixes = console.for_connection(profile.url, profile.app_id or "")
     report.add("connection", False, detail, fixes)
 
@@ -160,5 +161,5 @@ def send_test_card(
         update_users(home, profile.name, change)
 
 
-def _lark(profile: Profile) -> Lark:
-    return Lark(profile.url, profile.app_id or "", profile.secret or "")
+def _lark(home: Home, profile: Profile) -> Lark:
+    return lark_for(profile, str(home.root))  # its cards tagged with this home's binding

@@ -36,7 +36,7 @@ from orbit.errors import CorruptError, NotFoundError, OrbitError
 from orbit.execute.watching import gpu_peak_text, peaks_text
 from orbit.human import fmt_cpus, fmt_metric, fmt_num, gpu_phrase, human_seconds
 from orbit.notify import curves
-from orbit.notify.lark import Lark, LarkError, card, plain
+from orbit.notify.lark import Lark, LarkError, card, lark_for, plain
 from orbit.notify.message import (
     FAILED,
     MAX_FAILURES,
@@ -499,7 +499,7 @@ def deliver(
             f"no paired users yet: dropped (message the bot, then `orbit notify pair "
             f"{profile.name} CODE`)",
         )
-    lark = lark or Lark(profile.url, profile.app_id or "", profile.secret or "")
+    lark = lark or lark_for(profile, str(home.root))
     built = build(home, profile, m, web_url)
     try:
         results, image_note = send_cards(lark, users, m.key, built)
@@ -561,7 +561,7 @@ def send_test(home: Home, profile: Profile, *, lark: Lark | None = None) -> list
             f"the bot {profile.name} has no paired users yet: message it in Feishu, then "
             f"`orbit notify pair {profile.name} CODE`"
         )
-    lark = lark or Lark(profile.url, profile.app_id or "", profile.secret or "")
+    lark = lark or lark_for(profile, str(home.root))
     key = f"test-{profile.name}-{time.time_ns()}"  # each test a new card
     built = Built(sample_png(), lambda image_key: sample_card(home, profile, image_key))
     try:

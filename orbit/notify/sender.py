@@ -24,7 +24,7 @@ from orbit.detach import exit_from
 from orbit.errors import CorruptError
 from orbit.notify import journal, queue
 from orbit.notify.fanout import fan_out
-from orbit.notify.lark import Lark
+from orbit.notify.lark import Lark, lark_for
 from orbit.notify.message import Message, merge
 from orbit.notify.platforms import RATES, Verdict
 from orbit.notify.post import post, request_for
@@ -137,7 +137,8 @@ class Worker(threading.Thread):
 
         wanted = (profile.url, profile.app_id or "", profile.secret or "")
         if self.lark is None or (self.lark.base, self.lark.app_id, self.lark.secret) != wanted:
-            self.lark = Lark(*wanted)  # the first message, or the profile was replaced
+            # the first message, or the profile was replaced; tagged with this home's binding
+            self.lark = lark_for(profile, str(self.sender.home.root))
         try:
             return deliver(self.sender.home, profile, message, lark=self.lark,
                            web_url=self.sender.web_url)  # fmt: skip
