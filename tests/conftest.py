@@ -271,6 +271,7 @@ def orbit(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Orbit]:
     o = Orbit(home, work)
     yield o
     stop_ticker(home)
+    stop_bots(home)
     if request.node.get_closest_marker("docker"):  # a fast-tier test starts no container
         _cleanup_containers(home)
 
@@ -288,6 +289,19 @@ def _cleanup_containers(home: Path) -> None:
         return
     if ids:
         subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=60)
+
+
+def stop_bots(home: Path) -> None:
+    """End this home's Feishu bots (orbit/feishu/bot.py: `notify add --kind feishu-app` starts
+    one), so that none goes on retrying a stand-in Feishu that is gone."""
+    if not (home / "feishu").is_dir():
+        return
+    from orbit.feishu import control
+    from orbit.store.home import Home
+
+    for where in (home / "feishu").iterdir():
+        with contextlib.suppress(Exception):
+            control.stop(Home(home, {}), where.name)
 
 
 def stop_ticker(home: Path, timeout: float = 20.0) -> None:
