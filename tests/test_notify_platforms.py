@@ -343,8 +343,8 @@ def test_judge_reads_the_real_reply(
 
 
 def test_rates_and_kinds() -> None:
-    assert set(RATES) == set(KINDS)
-    assert RATES["feishu"] == Rate(5, 100)
+    assert set(RATES) == {*KINDS, "feishu-app"}  # the webhooks' and a Feishu app's bot's
+    assert RATES["feishu"] == Rate(5, 100) and RATES["feishu-app"] == Rate(5, None)
     assert RATES["dingtalk"] == Rate(None, 20) and RATES["wecom"] == Rate(None, 20)
     assert RATES["slack"] == Rate(1, None) and RATES["webhook"] == Rate(None, None)
     with pytest.raises(UsageError):

@@ -189,7 +189,12 @@ def test_a_node_is_refused_before_it_is_reached(tmp_path: Path) -> None:
     ("command", "what", "actions", "usage"),
     [
         ("auth", "auth profile", "add, ls, test or rm", "orbit auth add"),
-        ("notify", "notify profile", "add, ls, test, rm or log", "orbit notify add"),
+        (
+            "notify",
+            "notify profile",
+            "add, ls, test, rm, pair, unpair, install, uninstall or log",
+            "orbit notify add",
+        ),
         ("node", "node", "add, ls, test or rm", "orbit node add NAME ssh://[user@]host"),
         ("data", "dataset", "add, ls or rm", "orbit data add NAME PATH"),
     ],
