@@ -24,7 +24,8 @@ from standins.feishu import Answer, Req, StandinFeishu, _authorized, _send
 
 from orbit.feishu import control
 from orbit.notify.curves import curves_png
-from orbit.notify.feishu_app import CARD_BYTES, ZWSP, run_card
+from orbit.notify.feishu_app import ZWSP, run_card
+from orbit.notify.lark import CARD_BYTES
 from orbit.store.feishu import update_users
 from orbit.store.home import Home
 from orbit.store.model import METRICS, RunState, now_iso

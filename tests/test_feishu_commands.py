@@ -14,8 +14,8 @@ import pytest
 from conftest import STAND_IN_UUID, Orbit, gpu, stand_in, write_gpus
 from standins.feishu import StandinFeishu
 
-from orbit.feishu.commands import CARD_MAX_BYTES, RUNS_MAX, answer, size_of
-from orbit.notify.lark import Lark
+from orbit.feishu.commands import RUNS_MAX, answer
+from orbit.notify.lark import CARD_BYTES, Lark, card_bytes
 from orbit.store.files import append_jsonl
 from orbit.store.home import Home
 from orbit.store.model import METRICS, Run, RunState
@@ -68,7 +68,7 @@ def is_card(card: dict[str, Any]) -> bool:
     header = card["header"]
     assert header["title"]["tag"] == "plain_text" and header["title"]["content"]
     assert card["elements"] and all(isinstance(e.get("tag"), str) for e in card["elements"])
-    return size_of(card) <= CARD_MAX_BYTES
+    return card_bytes(card) <= CARD_BYTES
 
 
 @pytest.fixture
@@ -208,7 +208,7 @@ def test_answers_stay_under_the_card_size_limit(home: Home) -> None:
     for i in range(40):
         make(store, f"n{i}-" + "长名" * 3000)  # 6,000 characters, 18 KB of UTF-8 each
     card = answer(home, "/runs 100")
-    assert is_card(card), size_of(card)
+    assert is_card(card), card_bytes(card)
     text = text_of(card)
     assert f"(at most {RUNS_MAX} are listed)" in text and "… and 10 older" in text
     assert text.count("…") >= RUNS_MAX  # each long name says it was cut
@@ -220,7 +220,7 @@ def test_answers_stay_under_the_card_size_limit(home: Home) -> None:
         error_excerpt="\n".join("错" * 400 for _ in range(100)),
     )
     shown = answer(home, f"/show {big.id}")
-    assert is_card(shown), size_of(shown)
+    assert is_card(shown), card_bytes(shown)
 
 
 def test_feishu_takes_every_answer(home: Home) -> None:

@@ -17,7 +17,7 @@ import pytest
 from conftest import STAND_IN_UUID, Orbit, gpu, stand_in, write_gpus
 from test_web_runs import TOKEN, Client
 
-from orbit.cli.show import _gpu_peak
+from orbit.execute.watching import gpu_peak_text as _gpu_peak
 from orbit.sched.gpus import FakeGpus, GpuPeaks
 from orbit.store.home import Home
 from orbit.web.app import make_app

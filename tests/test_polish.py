@@ -26,8 +26,8 @@ from test_web_e2e import CHROMIUM, CHROMIUM_ARGS, NEEDS_CHROMIUM
 from web_client import loopback
 
 from orbit.cli import wait as wait_cli
-from orbit.cli.show import peaks_text
 from orbit.errors import ExitCode
+from orbit.execute.watching import peaks_text
 from orbit.human import human_seconds
 from orbit.store.home import Home
 from orbit.store.model import Run, RunState

@@ -20,11 +20,9 @@ def start_bot(env: Env, name: str, *, restart: bool) -> bool:
     """Start the profile's bot (stopped first when the profile was replaced: it reads its
     secret at start); True when one was started."""
     from orbit.feishu import control
-    from orbit.store.feishu import bot_dir
 
     if restart:
         control.stop(env.home, name)
-    bot_dir(env.home, name).mkdir(parents=True, exist_ok=True, mode=0o700)
     return control.start(env.home, name)
 
 

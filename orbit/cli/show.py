@@ -181,6 +181,8 @@ def _excerpt(d: dict[str, Any]) -> list[str]:
 
 def _outcome(d: dict[str, Any], note: str | None) -> list[str]:
     """Leased GPUs, peaks, exit code and a log that may lack lines (store/lognote.py)."""
+    from orbit.execute.watching import gpu_peak_text, peaks_text  # here: not at start-up
+
     out = []
     lease_gpus = (d.get("lease") or {}).get("gpus") or []
     if lease_gpus:
@@ -189,27 +191,13 @@ def _outcome(d: dict[str, Any], note: str | None) -> list[str]:
     if peaks:
         out.append(_field("peaks", peaks_text(peaks, d.get("duration_s"))))
     if peaks.get("gpus"):
-        out.append(_field("gpu peaks", "; ".join(_gpu_peak(g) for g in peaks["gpus"])))
+        out.append(_field("gpu peaks", "; ".join(gpu_peak_text(g) for g in peaks["gpus"])))
     if d.get("exit_code") is not None:
         killed = " (killed for memory)" if d["oom_killed"] else ""
         out.append(_field("exit code", f"{d['exit_code']}{killed}"))
     if note:
         out.append(_field("log", f"{note}; see log.pos"))
     return out
-
-
-def peaks_text(peaks: dict[str, Any], ran_s: float | None) -> str:
-    """`memory 5.4 MiB, CPU 0.99 cores, 0.55 CPU-s` (execute/watching.py's, which the Feishu
-    cards share)."""
-    from orbit.execute.watching import peaks_text as text
-
-    return text(peaks, ran_s)
-
-
-def _gpu_peak(g: dict[str, Any]) -> str:
-    from orbit.execute.watching import gpu_peak_text
-
-    return gpu_peak_text(g)
 
 
 def _times(d: dict[str, Any]) -> list[str]:

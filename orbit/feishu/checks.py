@@ -10,13 +10,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from orbit.feishu import console, control
+from orbit.feishu import console, control, pairing
 from orbit.feishu.console import Fix
 from orbit.notify.lark import SECRET_CODES, Lark, LarkError, card, lark_for, plain
 from orbit.notify.profiles import Profile
 from orbit.store.feishu import Users, bot_dir, bot_worker, load_users, update_users
 from orbit.store.home import Home
-from orbit.store.model import now_iso
 
 
 @dataclass
@@ -41,20 +40,9 @@ class Report:
 
 
 def pair(home: Home, name: str, open_id: str, user_info: dict[str, Any], by: str) -> None:
-    """`open_id` may read this home through bot `name` from now on (users.json); a chat
-    already known for them is kept."""
+    """The scanner `open_id` may read this home through bot `name` from now on."""
     person = user_info.get("name") or user_info.get("en_name") or ""
-
-    def change(users: Users) -> None:
-        known = users.paired.get(open_id, {}).get("chat_id")
-        users.paired[open_id] = {
-            "name": str(person),
-            "chat_id": known,
-            "paired_at": now_iso(),
-            "by": by,
-        }
-
-    update_users(home, name, change)
+    pairing.pair_directly(home, name, open_id, str(person), by)
 
 
 def bring_up(home: Home, profile: Profile, open_id: str | None, wait: float) -> Report:

@@ -8,7 +8,7 @@ The text is a message's, its @mention already stripped. Forgiving: spaces around
 full-width slash or space, the command word in any case, or no slash at all. Anything else
 (empty, unknown, `/help`) is the card that lists the commands. An OrbitError (an unknown or
 ambiguous run id, a damaged file) is a card with its one line; a card never exceeds Feishu's
-limit for a card message (CARD_MAX_BYTES): long lists say "… and N more".
+limit for a card message (lark.CARD_BYTES): long lists say "… and N more".
 
 User text (run names, commands, reasons, log lines) goes in plain_text only: lark_md would
 turn a run named `<at id=all></at>` into a mention of everyone.
@@ -16,7 +16,6 @@ turn a run named `<at id=all></at>` into a mention of everyone.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +23,8 @@ from orbit.errors import OrbitError
 from orbit.human import ago
 from orbit.notify.curves import curves_png
 from orbit.notify.feishu_app import run_card
-from orbit.notify.lark import card, plain
+from orbit.notify.fit import cut
+from orbit.notify.lark import CARD_BYTES, card, card_bytes, plain
 from orbit.review.objective import declared_of, metric_text
 from orbit.store.describe import latest_metrics
 from orbit.store.groups import Declared
@@ -33,10 +33,6 @@ from orbit.store.index import IndexCache
 from orbit.store.model import Run
 from orbit.store.runs import Broken, RunStore
 
-# Feishu refuses a card message whose request body is over 30 KB (code 230025, "卡片及富文本
-# 消息请求体最大不能超过30KB"); the card travels JSON-encoded inside that body, beside the
-# receiver's id and the message type: the card's share is kept below this.
-CARD_MAX_BYTES = 28 * 1024
 RUNS_DEFAULT = 10
 RUNS_MAX = 30
 GPUS_SHOWN = 32
@@ -255,21 +251,15 @@ def _more(total: int, shown: int) -> list[str]:
 
 
 def _cut(text: str, chars: int = LINE_CHARS) -> str:
-    text = " ".join(text.split("\n"))
-    return text if len(text) <= chars else text[: chars - 1] + "…"
-
-
-def size_of(answered: dict[str, Any]) -> int:
-    """The card's bytes as a message's request body carries it: a JSON string in the JSON."""
-    content = json.dumps(answered, ensure_ascii=False)
-    return len(json.dumps(content, ensure_ascii=False).encode("utf-8"))
+    """One line of at most `chars` characters (notify/fit.py's cut)."""
+    return cut(" ".join(text.split("\n")), chars)
 
 
 def fit(answered: dict[str, Any]) -> dict[str, Any]:
-    """The card cut below CARD_MAX_BYTES: its longest text halved, again, until it fits
+    """The card cut below CARD_BYTES (notify/lark.py): its longest text halved, again, until it fits
     (each cut text ends in "…"); a card that still does not fit is one line saying so."""
     for _ in range(64):
-        if size_of(answered) <= CARD_MAX_BYTES:
+        if card_bytes(answered) <= CARD_BYTES:
             return answered
         texts = list(_texts(answered))
         if not texts:
@@ -279,7 +269,7 @@ def fit(answered: dict[str, Any]) -> dict[str, Any]:
         if len(value) < 40:
             break
         holder[key] = value[: len(value) // 2] + "…"
-    if size_of(answered) <= CARD_MAX_BYTES:
+    if card_bytes(answered) <= CARD_BYTES:
         return answered
     return line_card("the answer was too large for a Feishu card; see it on the host")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from orbit.errors import OrbitError
-from orbit.store.feishu import BOT_MODULE, bot_worker, read_connection
+from orbit.store.feishu import BOT_MODULE, bot_worker, read_connection, start_bot
 from orbit.store.home import Home
 from orbit.store.locks import lock_holder
 
@@ -19,7 +19,7 @@ SETTLED = ("connected", "refused", "failed", "stopped")  # states a waiter stops
 
 def start(home: Home, name: str) -> bool:
     """Start the bot of profile `name` unless it lives; True when one was started."""
-    return bot_worker(home, name).wake(home)
+    return start_bot(home, name)
 
 
 def stop(home: Home, name: str, timeout: float = 10.0) -> bool:

@@ -69,12 +69,27 @@ def pair(home: Home, name: str, code: str, by: str) -> dict[str, Any]:
             )
         del users.codes[wanted]
         open_id = str(entry["open_id"])
-        paired = {"name": entry.get("name") or "", "chat_id": entry.get("chat_id") or "",
-                  "paired_at": now_iso(), "by": by}  # fmt: skip
-        users.paired[open_id] = paired
+        paired = _paired(users, open_id, entry.get("name"), entry.get("chat_id"), by)
         return {"open_id": open_id, **paired}
 
     return update_users(home, name, change)
+
+
+def pair_directly(home: Home, name: str, open_id: str, who: str, by: str) -> None:
+    """Pair `open_id` without a code (the scanner of `orbit feishu init`); a chat already
+    known for them is kept."""
+
+    def change(users: Users) -> None:
+        _paired(users, open_id, who, users.paired.get(open_id, {}).get("chat_id"), by)
+
+    update_users(home, name, change)
+
+
+def _paired(users: Users, open_id: str, who: Any, chat_id: Any, by: str) -> dict[str, Any]:
+    """users.json's entry of a paired user, written into `users`."""
+    entry = {"name": str(who or ""), "chat_id": chat_id or "", "paired_at": now_iso(), "by": by}
+    users.paired[open_id] = entry
+    return entry
 
 
 def unpair(home: Home, name: str, who: str) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from PIL import Image, ImageDraw, ImageFont
 
 from orbit.human import fmt_metric
+from orbit.notify.fit import cut
 from orbit.review.best import AXES
 from orbit.review.objective import resolve
 from orbit.review.parse import Metrics, Series
@@ -247,7 +248,7 @@ def _curves(pen: ImageDraw.ImageDraw, box: tuple[int, int, int, int], panel: Pan
             ly = plot[1] + 4 + i * 40
             lx = plot[2] + 16
             pen.rectangle((lx, ly + 4, lx + 14, ly + 18), fill=colour)
-            pen.text((lx + 20, ly), _cut(line.label, 20), fill=INK, font=font)
+            pen.text((lx + 20, ly), cut(line.label, 20), fill=INK, font=font)
             pen.text((lx + 20, ly + 19), f"last {fmt_metric(line.last)}", fill=SOFT, font=small)
         else:
             anchor = "rb" if ex > (plot[0] + plot[2]) / 2 else "lb"
@@ -272,11 +273,7 @@ def _bars(pen: ImageDraw.ImageDraw, box: tuple[int, int, int, int], panel: Panel
         px = x0 + (line.last - lo) / (hi - lo) * (x1 - x0)
         colour = COLOURS[0] if i else COLOURS[1]  # the best one green
         pen.rectangle((min(zero, px), y + 4, max(zero, px) + 1, y + row - 6), fill=colour)
-        pen.text((x0 - 8, y + row / 2 - 1), _cut(line.label, 26), fill=INK, font=font,
+        pen.text((x0 - 8, y + row / 2 - 1), cut(line.label, 26), fill=INK, font=font,
                  anchor="rm")  # fmt: skip
         pen.text((x1 + 8, y + row / 2 - 1), fmt_metric(line.last), fill=SOFT, font=font,
                  anchor="lm")  # fmt: skip
-
-
-def _cut(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"

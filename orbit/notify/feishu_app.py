@@ -22,7 +22,6 @@ sent again after a crash or a transient error reaches nobody twice.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import time
@@ -36,13 +35,15 @@ from orbit.errors import CorruptError, NotFoundError, OrbitError
 from orbit.execute.watching import gpu_peak_text, peaks_text
 from orbit.human import fmt_cpus, fmt_metric, fmt_num, gpu_phrase, human_seconds
 from orbit.notify import curves
-from orbit.notify.lark import Lark, LarkError, card, lark_for, plain
+from orbit.notify.fit import cut
+from orbit.notify.lark import CARD_BYTES, Lark, LarkError, card, card_bytes, lark_for, plain
 from orbit.notify.message import (
     FAILED,
     MAX_FAILURES,
     SEVERITY,
     Message,
     log_tail,
+    web_url_of,
     worst,
 )
 from orbit.notify.platforms import Verdict
@@ -59,7 +60,6 @@ from orbit.store.runs import Broken, RunStore
 
 log = logging.getLogger(__name__)
 
-CARD_BYTES = 28 * 1024  # Feishu's limit is 30 KB of the content; a margin for what it adds
 LOG_LINES = 20
 MAX_METRICS = 8
 ZWSP = "\u200b"
@@ -82,14 +82,6 @@ CONSOLE_FIX = {
 }
 
 
-def _json_size(data: dict[str, Any]) -> int:
-    return len(json.dumps(data, ensure_ascii=False).encode("utf-8"))
-
-
-def _cut(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: max(0, n - 1)] + "…"
-
-
 @dataclass(frozen=True)
 class Budget:
     """How much of the long parts a card may hold; smaller ones until it fits CARD_BYTES."""
@@ -108,7 +100,7 @@ def fitted(build: Callable[[Budget], dict[str, Any]]) -> dict[str, Any]:
     made: dict[str, Any] = {}
     for budget in BUDGETS:
         made = build(budget)
-        if _json_size(made) <= CARD_BYTES:
+        if card_bytes(made) <= CARD_BYTES:
             return made
     return made
 
@@ -117,12 +109,12 @@ def fitted(build: Callable[[Budget], dict[str, Any]]) -> dict[str, Any]:
 def _fields(pairs: list[tuple[str, str]], chars: int) -> dict[str, Any]:
     return {
         "tag": "div",
-        "fields": [{"is_short": True, "text": plain(_cut(f"{k}: {v}", chars))} for k, v in pairs],
+        "fields": [{"is_short": True, "text": plain(cut(f"{k}: {v}", chars))} for k, v in pairs],
     }
 
 
 def _text(text: str, chars: int) -> dict[str, Any]:
-    return {"tag": "div", "text": plain(_cut(text, chars))}
+    return {"tag": "div", "text": plain(cut(text, chars))}
 
 
 def code_block(text: str) -> dict[str, Any]:
@@ -145,13 +137,6 @@ def image(image_key: str, what: str) -> dict[str, Any]:
 def _button(link: str) -> dict[str, Any]:
     button = {"tag": "button", "text": plain(LINK_TEXT), "type": "primary", "url": link}
     return {"tag": "action", "actions": [button]}
-
-
-def _web_url(home: Home) -> str | None:
-    try:
-        return Home(home.root, home.environ).settings.web_url
-    except CorruptError:  # a broken config.yaml: cards without links
-        return None
 
 
 # --- a run ------------------------------------------------------------------------------------
@@ -190,7 +175,7 @@ def run_card(
     declared = declared_of(home, run.group)[0]
     metrics = curves.read(run, curves.deadline())
     main, _ = curves.main_metric([run], {run.id: metrics}, None, None, declared)
-    link = web_url if web_url is not None else _web_url(home)
+    link = web_url if web_url is not None else web_url_of(home)
     link = f"{link.rstrip('/')}/runs/{run.id}" if link else None
     tail = log_tail(run, LOG_LINES) if run.state.value in FAILED else None
     return fitted(lambda b: _run_card(run, metrics, main, tail, image_key, link, b))
@@ -258,7 +243,7 @@ def _run_card(
         elements.append(code_block(text))
     if link:
         elements.append(_button(link))
-    return card(_cut(run_title(run), 200), state, elements)
+    return card(cut(run_title(run), 200), state, elements)
 
 
 # --- a group ----------------------------------------------------------------------------------
@@ -301,7 +286,7 @@ def group_card(
         best_text = f"best {o.metric} ({way}, {o.short_why}): {fmt_metric(best.value)}, run {label}"
     elif o.problem and any(r.state is RunState.SUCCEEDED for r in runs):
         best_text = o.problem
-    link = web_url if web_url is not None else _web_url(home)
+    link = web_url if web_url is not None else web_url_of(home)
     link = f"{link.rstrip('/')}/?{urlencode({'group': group})}" if link else None
     return fitted(lambda b: _group_card(group, runs, best_text, image_key, link, b))
 
@@ -340,7 +325,7 @@ def _group_card(
         elements.append(_text("\n".join(lines), b.chars * 2))
     if link:
         elements.append(_button(link))
-    return card(_cut(title, 200), state, elements)
+    return card(cut(title, 200), state, elements)
 
 
 # --- a message that is neither (a digest, a test, a run since removed) ------------------------
@@ -359,7 +344,7 @@ def message_card(m: Message, image_key: str | None = None) -> dict[str, Any]:
             elements.append(code_block("\n".join(m.code.split("\n")[-b.log_lines :])))
         if m.link:
             elements.append(_button(m.link))
-        return card(_cut(m.title, 200), m.state, elements or [_text(m.title, b.chars)])
+        return card(cut(m.title, 200), m.state, elements or [_text(m.title, b.chars)])
 
     return fitted(build)
 

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
+from orbit.errors import CorruptError
 from orbit.human import fmt_cpus, fmt_metric, fmt_num, human_bytes, human_seconds
 from orbit.review.best import AXES, best_run, finals
 from orbit.review.objective import resolve, way_text
@@ -26,6 +27,7 @@ from orbit.review.series import Series, read_tail
 from orbit.store.describe import duration_s
 from orbit.store.excerpt import clean_lines
 from orbit.store.groups import Declared
+from orbit.store.home import Home
 from orbit.store.lognote import log_note
 from orbit.store.model import LOG, METRICS, Run, RunState
 
@@ -298,3 +300,12 @@ def merge(messages: list[Message]) -> Message:
         lines=lines,
         link=links.pop() if len(links) == 1 else None,
     )
+
+
+def web_url_of(home: Home) -> str | None:
+    """The `web_url` setting that messages and cards link their run's page with (read again:
+    a running sender sees a change); None without one, or with a broken config.yaml."""
+    try:
+        return Home(home.root, home.environ).settings.web_url
+    except CorruptError:  # a broken config.yaml: messages without links
+        return None

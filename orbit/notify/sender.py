@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import IO
 
 from orbit.detach import exit_from
-from orbit.errors import CorruptError
 from orbit.notify import journal, queue
 from orbit.notify.fanout import fan_out
 from orbit.notify.lark import Lark, lark_for
-from orbit.notify.message import Message, merge
+from orbit.notify.message import Message, merge, web_url_of
 from orbit.notify.platforms import RATES, Verdict
 from orbit.notify.post import post, request_for
 from orbit.notify.profiles import Profile, load, scrub
@@ -222,7 +221,7 @@ class Sender:
         while not self.stop.is_set():
             try:
                 self.profiles = load(self.home)
-                web_url = self.web_url = self._web_url()
+                web_url = self.web_url = web_url_of(self.home)
                 fan_out(self.home, self.profiles, web_url, self.warned)
             except Exception as exc:  # a broken notify.yaml: said in the log, tried again
                 log.warning("cannot read the notifications to send: %s", exc)
@@ -238,12 +237,6 @@ class Sender:
                 return "nothing left to send"
             self.stop.wait(POLL_S)
         return "stopped by a signal"
-
-    def _web_url(self) -> str | None:
-        try:
-            return Home(self.home.root, self.home.environ).settings.web_url
-        except CorruptError:  # a broken config.yaml: messages without links
-            return None
 
     def close(self) -> None:
         for worker in self.workers.values():

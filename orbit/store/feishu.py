@@ -94,13 +94,19 @@ def wake_bots(home: Home) -> list[str]:
         recent = time.time() - float(record.get("at") or 0) < RETRY_S
         if record.get("state") in ("failed", "refused") and recent:
             continue
-        try:
-            bot_dir(home, name).mkdir(parents=True, exist_ok=True, mode=0o700)
-        except OSError:
-            continue
-        if worker.wake(home):
+        if start_bot(home, name):
             started.append(name)
     return started
+
+
+def start_bot(home: Home, name: str) -> bool:
+    """Start the bot of profile `name` unless one lives (its directory made first: its lock
+    and log are there); True when one was started."""
+    try:
+        bot_dir(home, name).mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError:
+        return False
+    return bot_worker(home, name).wake(home)
 
 
 @dataclass
