@@ -155,7 +155,11 @@ def test_id_allocation_retries_when_the_directory_exists(store: RunStore) -> Non
     assert make(store).id == "4"
     counter.write_text("garbage")
     assert make(store).id == "5"
-    assert [r["id"] for r in store.list_rows() if isinstance(r, dict)] == ["1", "2", "3", "4", "5"]
+    (store.home.runs_dir / ".staging-6").mkdir()  # an id claimed by a submit still writing
+    assert make(store).id == "7"
+    listed = [r["id"] for r in store.list_rows() if isinstance(r, dict)]
+    assert listed == ["1", "2", "3", "4", "5", "7"]
+    assert [n for n in os.listdir(store.home.runs_dir) if n.startswith(".")] == [".staging-6"]
 
 
 def _check_allocation(store: RunStore, ids: list[str]) -> None:
