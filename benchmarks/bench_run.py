@@ -54,8 +54,8 @@ from common import (
 
 TARGET = 1.15
 RUN_PATH_IMPORTS = (
-    "import sys; sys.path.insert(0, {!r}); import orbit.cli.run, orbit.execute.submit, "
-    "orbit.sched.tick, orbit.execute.spawn, orbit.store.describe, yaml"
+    "import sys; sys.path.insert(0, {!r}); import orbit.cli.run, orbit.cli.wait, "
+    "orbit.execute.submit, orbit.sched.tick, orbit.execute.spawn, yaml"
 )
 SHEPHERD_TIMEOUT_S = 30.0
 

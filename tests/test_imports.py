@@ -104,3 +104,23 @@ def test_shepherd_imports_stay_lean(tmp_path: Path) -> None:
     modules = set(proc.stdout.split())
     assert ENTRY in modules
     assert sorted(m for m in modules if m.split(".")[0] in NOT_IN_SHEPHERD) == []
+
+
+# Read only for `orbit run --json`: the metric readers and the record's describer.
+ONLY_FOR_JSON = ("orbit.review.metrics", "orbit.store.describe")
+
+
+@pytest.mark.docker
+def test_run_wait_imports_no_json_readers(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    # A busy machine (use outside Orbit counted) must not hold the runs back.
+    (home / "config.yaml").write_text("format: 1\ncount_outside_use: false\n")
+    run = ["run", "--no-project", "--image", "orbit-test/busybox:1", "--cpus", "1"]
+    run += ["--mem", "0.25"]
+    _, modules = imported_modules(home, *run, "-w", "--", "true")
+    assert "orbit.execute.submit" in modules  # it did submit
+    assert sorted(m for m in modules if m in ONLY_FOR_JSON) == []
+    out, modules = imported_modules(home, *run, "-w", "--json", "--", "true")
+    assert '"metrics"' in out and '"state": "succeeded"' in out
+    assert sorted(m for m in modules if m in ONLY_FOR_JSON) == list(ONLY_FOR_JSON)

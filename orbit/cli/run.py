@@ -94,8 +94,6 @@ def _in_container(args: argparse.Namespace, env: Env) -> InContainer | None:
 
 def run(args: argparse.Namespace, env: Env) -> int:
     from orbit.execute.submit import prepare, submit
-    from orbit.review.metrics import metrics_json
-    from orbit.store.describe import describe
     from orbit.store.runs import RunStore
 
     req = request_from(args, env)
@@ -114,6 +112,11 @@ def run(args: argparse.Namespace, env: Env) -> int:
             env, store, run, out=out, queued=QueueNotes(env.stderr, clock=env.monotonic)
         )
     if args.json:
+        # Only here: the metric readers and the record's describer are a fifth of the imports
+        # of `orbit run -w`, and only --json shows what they read.
+        from orbit.review.metrics import metrics_json
+        from orbit.store.describe import describe
+
         print_json(env, describe(store, run, metrics=metrics_json(run)))
     elif args.wait:
         from orbit.cli.wait import result_line

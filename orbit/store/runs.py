@@ -1,7 +1,7 @@
 """Run records: allocate, write, read, resolve, transition, list and remove.
 
-A run directory is created whole: it is staged under a hidden name and renamed over the
-empty directory that claimed its id, so readers never see a half-written run. status.yaml is
+A run directory is created whole: it is staged under the hidden name that claims its id
+and renamed to the id, so readers never see a half-written run. status.yaml is
 only changed under the run's lock by `transition`/`update`, which also append the matching
 line to events.jsonl and the listing index.
 """
