@@ -197,10 +197,11 @@ class Shepherd:
             # Never started, perhaps without its code: a predecessor died while preparing it.
             container.remove(force=True)
             container = None
+        created = container is None
         if container is None:
             container = self._first_container(client, run)
         if container is not None:
-            self._watch(client, run, container)
+            self._watch(client, run, container, created)
         return True
 
     def _first_container(self, client: Engine, run: Run) -> Container | None:
@@ -272,8 +273,8 @@ class Shepherd:
         return secrets.read(self.home, run.id)
 
     # --- watching -------------------------------------------------------------------------
-    def _watch(self, client: Engine, run: Run, container: Container) -> None:
-        started = self._start(client, run, container)
+    def _watch(self, client: Engine, run: Run, container: Container, created: bool) -> None:
+        started = self._start(client, run, container, created)
         if started is None:
             return
         run, valve = started
@@ -311,11 +312,13 @@ class Shepherd:
         return {"committed_image": tag}
 
     def _start(
-        self, client: Engine, run: Run, container: Container
+        self, client: Engine, run: Run, container: Container, created: bool
     ) -> tuple[Run, Valve | None] | None:
         """Start the container unless it runs already, and record that it runs: the run as
-        it now is and the valve; None when it could not start (that is recorded)."""
-        container.reload()
+        it now is and the valve; None when it could not start (that is recorded). `created`:
+        this shepherd has just created it (its attrs are that inspection's)."""
+        if not created:
+            container.reload()
         if container.status == "created":
             # Attached before the start, the valve sees all the output the copier will copy.
             valve = self._attach(client, container, synced=True)
@@ -568,10 +571,9 @@ class Shepherd:
         finally:
             if ahead is not None:
                 ahead.close()
-        if container is not None:
-            self._remove(container)
+        removed = container is not None and self._remove(container)
         if settled:
-            self._settle_leftovers(run)  # then the marker goes
+            self._settle_leftovers(run, removed)  # then the marker goes
         else:  # the result is in exit.json; the marker keeps the run in the tick's view
             log.warning("run %s: not settled (its files are damaged); a tick repairs it", run.id)
         self._summarize(None)  # last: the whole file may have to be read (a fast writer)
@@ -622,16 +624,19 @@ class Shepherd:
                 )
             return True
 
-    def _settle_leftovers(self, run: Run) -> None:
+    def _settle_leftovers(self, run: Run, removed: bool = False) -> None:
         """The last step for a finished run: if its container still exists (e.g. after a
         reboot), save the rest of its log and remove it; then drop the secrets and the active/
-        marker. When Docker cannot be reached the marker stays, so a later tick tries again."""
+        marker. When Docker cannot be reached the marker stays, so a later tick tries again.
+        `removed`: this shepherd has just removed the container (Docker is not asked again)."""
         unlink_quiet(run.path(RESERVE))
-        try:
-            client = docker_ops.connect()
-        except DockerError:
-            return
-        container = docker_ops.find_container(client, self.home, run.id)
+        container = None
+        if not removed:
+            try:
+                client = docker_ops.connect()
+            except DockerError:
+                return
+            container = docker_ops.find_container(client, self.home, run.id)
         if container is not None:
             copier = self._copier(client, run, container, None)
             if not self._drain(copier, wait=False):
