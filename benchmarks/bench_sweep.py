@@ -93,8 +93,10 @@ def phases(home: Path, ids: list[str], wall0: float) -> dict[str, float]:
     """Where Orbit's time went, from the runs' own records."""
     submitted, admitted, started, finished, final = [], [], [], [], []
     leased = 0.0
+    pids = set()
     for run_id in ids:
         events, status = run_records(home / "runs" / run_id)
+        pids.add((home / "runs" / run_id / "shepherd.pid").read_text().strip())
         sub = stamp(events["submitted"]["time"])
         adm = stamp(events["admitted"]["time"])
         c0, c1 = stamp(status.get("started_at")), stamp(status.get("finished_at"))
@@ -120,6 +122,7 @@ def phases(home: Path, ids: list[str], wall0: float) -> dict[str, float]:
         "exit_to_settled": statistics.median(finished),
         "leases_held": leased / span,  # average number of leases held while draining
         "release_to_admit": statistics.median(refill) if refill else 0.0,
+        "processes": len(pids),  # shepherd processes: one follows the next run its tick admits
     }
 
 
@@ -202,6 +205,7 @@ def main() -> int:
         "exit_to_settled": "container FinishedAt -> final event, median run (s)",
         "release_to_admit": "final event (lease released) -> next admission, median (s)",
         "leases_held": f"leases held on average, first admission to last release (of {PARALLEL})",
+        "processes": "shepherd processes that followed the runs (shepherd.pid)",
     }
     for key, label in labels.items():
         print(f"  {statistics.median(r[key] for r in orbit):7.2f}  {label}")

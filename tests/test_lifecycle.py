@@ -460,6 +460,48 @@ def test_killed_shepherd_is_replaced_and_the_log_is_complete(orbit: Orbit, busyb
     assert "shepherd-resumed" in events
 
 
+def test_a_shepherd_whose_run_ended_follows_the_run_its_tick_admitted(
+    orbit: Orbit, busybox: str
+) -> None:
+    """One slot, three runs: the shepherd of each run that ends follows the next run itself
+    (one process for the three, never two containers at once), each run recorded as a fresh
+    shepherd records it: its own events, log, shepherd.log and exit.json, whose CPU figure is
+    that run's alone. Killed while it follows the second, the process is replaced by a tick."""
+    orbit.configure(total_cpus=1, count_outside_use=False)
+    one = ("--no-project", "--cpus", "1", "--mem", "0.1", "--image", busybox)
+    res = orbit("sweep", "-g", "c", *one, "-p", "n=1,2,3", "--json", "--", "sh", "-c", "echo {n}")
+    assert res.code == 0, res.err
+    ids = [str(r["id"]) for r in res.json()["runs"]]
+    assert orbit("wait", "-g", "c").code == 0
+    wait_no_containers(orbit)
+    pids = [int((orbit.run_dir(i) / "shepherd.pid").read_text()) for i in ids]
+    assert len(set(pids)) == 1, pids
+    cpu = []
+    for n, run_id in enumerate(ids, 1):
+        events = orbit.events(run_id)
+        assert [e["event"] for e in events] == ["submitted", "admitted", "started", "succeeded"]
+        assert {e["actor"] for e in events[2:]} == {f"shepherd:{run_id}"}
+        assert (orbit.run_dir(run_id) / "log.txt").read_text() == f"{n}\n"
+        assert (orbit.run_dir(run_id) / "shepherd.log").exists()
+        cpu.append(json.loads((orbit.run_dir(run_id) / "exit.json").read_text())["shepherd_cpu_s"])
+    for n in (1, 2):  # admitted by the run before it, after that run had ended
+        assert orbit.events(ids[n])[1]["actor"] == f"shepherd:{ids[n - 1]}"
+        assert orbit.status(ids[n])["started_at"] >= orbit.status(ids[n - 1])["finished_at"]
+    # The first figure includes the interpreter's start and imports; the others do not.
+    assert 0 < cpu[1] < cpu[0] and 0 < cpu[2] < cpu[0], cpu
+
+    # Killed while following a later run: the tick's repair works as for any shepherd.
+    res = orbit("sweep", "-g", "k", *one, "-p", "n=1,2", "--json", "--", "sh", "-c", "sleep 2")
+    first, second = [str(r["id"]) for r in res.json()["runs"]]
+    orbit.wait_for(second, lambda s: s["state"] == "running")
+    pid = kill_shepherd(orbit, second)
+    assert int((orbit.run_dir(first) / "shepherd.pid").read_text()) == pid
+    assert second in orbit("scheduler", "tick", "--json").json()["repaired"]
+    assert orbit("wait", second).code == 0
+    assert orbit.status(second)["state"] == "succeeded"
+    assert "shepherd-resumed" in [e["event"] for e in orbit.events(second)]
+
+
 def test_vanished_container_makes_the_run_lost(orbit: Orbit, busybox: str) -> None:
     run_id = orbit.submit(
         "--image", busybox, "--no-project", "--cpus", "1", "--mem", "0.25", "--", "sleep", "60"

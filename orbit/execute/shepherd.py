@@ -60,10 +60,10 @@ from orbit.store.runs import RunStore
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+    from typing import IO, Any
 
     from orbit.execute import workspace
-    from orbit.execute.spawn import Prespawned
+    from orbit.execute.spawn import Prespawned, Successor
     from orbit.sched.gpus import GpuPeaks
     from orbit.sched.tick import Spawner
 
@@ -74,34 +74,57 @@ CANCEL_FILE = "cancel.request"
 
 
 def run_shepherd(
-    home: Home, run_id: str, *, spawner: Spawner, admit: Callable[[], bool] | None = None
-) -> None:
+    home: Home,
+    run_id: str,
+    *,
+    spawner: Spawner,
+    admit: Callable[[], bool] | None = None,
+    lock: IO[str] | None = None,
+    carry_on: bool = False,
+    cpu_base: float = 0.0,
+) -> Successor | None:
     """Follow the run to its end. `admit`, called once the lock is held, makes the run this
-    shepherd's (a Slurm job admits its own run: execute/slurm_job.py); False ends here."""
-    lock = try_lock(home.runs_dir / run_id / SHEPHERD_LOCK, timeout=5.0)
+    shepherd's (a Slurm job admits its own run: execute/slurm_job.py); False ends here.
+    `lock`: the run's shepherd.lock, already taken by this process (spawn's or a Successor's).
+    `cpu_base`: cpu_seconds() when the run became this process's (exit.json's
+    `shepherd_cpu_s` is this run's alone in a process that followed others before).
+
+    With `carry_on`, the first run this shepherd's tick admits is not given a new process: it
+    is returned, its lock held (spawn.Successor), for the caller to follow next; None when the
+    tick admitted nothing for it."""
+    if lock is None:
+        lock = try_lock(home.runs_dir / run_id / SHEPHERD_LOCK, timeout=5.0)
     if lock is None:
         log.info("another shepherd holds run %s", run_id)
-        return
+        return None
     try:
         if admit is not None and not admit():
-            return
+            return None
         # For people and tests only; liveness is the lock, never this pid.
         try:
             atomic_write(home.runs_dir / run_id / "shepherd.pid", f"{os.getpid()}\n".encode())
         except OSError as exc:
             log.warning("run %s: cannot write shepherd.pid: %s", run_id, exc)
-        shepherd = Shepherd(home, run_id, spawner)
+        shepherd = Shepherd(home, run_id, spawner, carry_on=carry_on)
+        shepherd.cpu_base = cpu_base
         settled = shepherd.run()
     finally:
         release(lock)
     if settled and not shepherd.ticked:
         # The run's lease is free: let the queue move. A shepherd that could not make progress
         # (Docker down) does not tick, or the tick would start it again at once, in a loop.
-        shepherd.tick()
+        shepherd.tick(shepherd.successor())
+    return shepherd.next_run
+
+
+def cpu_seconds() -> float:
+    """This process's CPU time so far (user + system, all its threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 class Shepherd:
-    def __init__(self, home: Home, run_id: str, spawner: Spawner) -> None:
+    def __init__(self, home: Home, run_id: str, spawner: Spawner, carry_on: bool = False) -> None:
         self.home = home
         self.store = RunStore(home)
         self.run_id = run_id
@@ -112,6 +135,21 @@ class Shepherd:
         self.metrics_failed = False
         self.ahead: Prespawned | None = None  # the next run's shepherd, started at this one's end
         self.troubles: Troubles | None = None  # while it watches a running container
+        self.carry_on = carry_on
+        self.next_run: Successor | None = None  # the run this process follows next
+        self.cpu_base = 0.0  # cpu_seconds() when this run became this process's
+
+    def successor(self) -> Successor | None:
+        """With `carry_on`, the Spawner that keeps the first run its tick admits for this
+        process (spawn.Successor); None otherwise, or once a tick has run with it."""
+        if not self.carry_on or self.next_run is not None:
+            return None
+        if self.home.settings.executor == "slurm":
+            return None  # queued runs start as Slurm jobs, never through a shepherd of ours
+        from orbit.execute.spawn import Successor
+
+        self.next_run = Successor(self.home)
+        return self.next_run
 
     def tick(self, spawner: Spawner | None = None) -> None:
         from orbit.sched.tick import tick
@@ -159,10 +197,11 @@ class Shepherd:
             # Never started, perhaps without its code: a predecessor died while preparing it.
             container.remove(force=True)
             container = None
+        created = container is None
         if container is None:
             container = self._first_container(client, run)
         if container is not None:
-            self._watch(client, run, container)
+            self._watch(client, run, container, created)
         return True
 
     def _first_container(self, client: Engine, run: Run) -> Container | None:
@@ -234,15 +273,16 @@ class Shepherd:
         return secrets.read(self.home, run.id)
 
     # --- watching -------------------------------------------------------------------------
-    def _watch(self, client: Engine, run: Run, container: Container) -> None:
-        started = self._start(client, run, container)
+    def _watch(self, client: Engine, run: Run, container: Container, created: bool) -> None:
+        started = self._start(client, run, container, created)
         if started is None:
             return
         run, valve = started
         w = self._open_watch(client, run, container, valve)
         release_memory()  # what starting it took: this process may now live for days
         self._follow(run, container, w)
-        self.ahead = self._ahead()  # it imports while this one records the end
+        if not self.carry_on:  # (a shepherd that carries on follows the next run itself)
+            self.ahead = self._ahead()  # it imports while this one records the end
         if valve is not None:
             valve.close()  # the container has ended: its streams are closed
         if w.waited.get("gone"):
@@ -272,11 +312,13 @@ class Shepherd:
         return {"committed_image": tag}
 
     def _start(
-        self, client: Engine, run: Run, container: Container
+        self, client: Engine, run: Run, container: Container, created: bool
     ) -> tuple[Run, Valve | None] | None:
         """Start the container unless it runs already, and record that it runs: the run as
-        it now is and the valve; None when it could not start (that is recorded)."""
-        container.reload()
+        it now is and the valve; None when it could not start (that is recorded). `created`:
+        this shepherd has just created it (its attrs are that inspection's)."""
+        if not created:
+            container.reload()
         if container.status == "created":
             # Attached before the start, the valve sees all the output the copier will copy.
             valve = self._attach(client, container, synced=True)
@@ -421,8 +463,7 @@ class Shepherd:
             record.update(self.troubles.exit_fields(record))
         if record["exit_code"] in EXIT_HINTS and exec_failed(run.path(LOG)):
             record["exec_failed"] = True
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        record["shepherd_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
+        record["shepherd_cpu_s"] = round(cpu_seconds() - self.cpu_base, 3)
         return record
 
     def _copier(
@@ -522,17 +563,17 @@ class Shepherd:
 
     def _finish(self, run: Run, container: Container | None) -> None:
         secrets.drop(self.home, run.id)
-        ahead, self.ahead = self.ahead or self._ahead(), None
+        successor = self.successor()
+        ahead, self.ahead = None if successor else self.ahead or self._ahead(), None
         try:
             settled = self._finalize(run)
-            self.tick(ahead)  # the lease is free now: refill it before the slower clean-up
+            self.tick(successor or ahead)  # the lease is free: refill it before the clean-up
         finally:
             if ahead is not None:
                 ahead.close()
-        if container is not None:
-            self._remove(container)
+        removed = container is not None and self._remove(container)
         if settled:
-            self._settle_leftovers(run)  # then the marker goes
+            self._settle_leftovers(run, removed)  # then the marker goes
         else:  # the result is in exit.json; the marker keeps the run in the tick's view
             log.warning("run %s: not settled (its files are damaged); a tick repairs it", run.id)
         self._summarize(None)  # last: the whole file may have to be read (a fast writer)
@@ -583,16 +624,19 @@ class Shepherd:
                 )
             return True
 
-    def _settle_leftovers(self, run: Run) -> None:
+    def _settle_leftovers(self, run: Run, removed: bool = False) -> None:
         """The last step for a finished run: if its container still exists (e.g. after a
         reboot), save the rest of its log and remove it; then drop the secrets and the active/
-        marker. When Docker cannot be reached the marker stays, so a later tick tries again."""
+        marker. When Docker cannot be reached the marker stays, so a later tick tries again.
+        `removed`: this shepherd has just removed the container (Docker is not asked again)."""
         unlink_quiet(run.path(RESERVE))
-        try:
-            client = docker_ops.connect()
-        except DockerError:
-            return
-        container = docker_ops.find_container(client, self.home, run.id)
+        container = None
+        if not removed:
+            try:
+                client = docker_ops.connect()
+            except DockerError:
+                return
+            container = docker_ops.find_container(client, self.home, run.id)
         if container is not None:
             copier = self._copier(client, run, container, None)
             if not self._drain(copier, wait=False):
