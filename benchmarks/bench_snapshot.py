@@ -12,12 +12,12 @@ and times, in process, `snapshot.take` as `orbit run` calls it:
 
 and prints the bytes the edit added to the store. `git status --porcelain` of the same
 repository (with GIT_OPTIONAL_LOCKS=0, as the snapshot's Git commands: it does not write the
-index back) is timed in every repeat, right after the edited snapshot.
-With --baseline-ref REF the snapshot.py of that Git ref (e.g. the code before the object store) is timed in the same repeats, alternated
-with this checkout's. A 1-file repository's first snapshot is timed the same way (it must not
-get slower). With --docker, the shepherd's copy into a created container is timed too: the
-snapshot as a prebuilt tar file (what the shepherd sent before) against the tar made on the
-fly from the objects, alternated.
+index back) is timed in every repeat, right after the edited snapshot. With --baseline-ref
+REF the snapshot.py of that Git ref (e.g. the code before the object store) is timed in the
+same repeats, alternated with this checkout's. A 1-file repository's first snapshot is timed
+the same way (it must not get slower). With --docker, the shepherd's copy into a created
+container is timed too: the snapshot as a prebuilt tar file (what the shepherd sent before)
+against the tar made on the fly from the objects, alternated.
 
 Also prints second/first (target ≤ 0.1) and second/`git status` (target ≤ 1.5). Last line:
 `ratio: X (target ≤ 2)`, the median edited snapshot over the median `git status`.
