@@ -197,7 +197,7 @@ def take(
         if changed and len(changed) <= DELTA_SHARE * max(int(stamp["files"]), 1):
             if head and git_diff is None:
                 git_diff = start_diff()  # side by side with the reading of the changed files
-            incremental = _take_changed(root, snapshots_dir, stamp, changed, max_mb)
+            incremental = _take_changed(root, snapshots_dir, stamp, changed, max_mb, cache_dir)
         if changed == []:  # every file as at that snapshot, by Git's stat check
             tree, plain, unchanged = stamp["tree"], True, True
         elif incremental is not None:  # only the files Git's check did not vouch for were read
@@ -262,21 +262,26 @@ def _take_changed(
     stamp: dict[str, Any],
     changed: list[str],
     max_mb: float,
+    cache_dir: Path | None,
 ) -> tuple[str, int, int, int, list[tuple[str, os.stat_result]]] | None:
     """The snapshot of the tree as `stamp`'s snapshot with only the `changed` paths read
     again, stored as a manifest built on that one (its hash, files, bytes, contents stored,
-    and the stats of the files read). None when that manifest cannot be read."""
-    try:
-        old, depth = read_manifest(snapshots_dir, str(stamp["snapshot"]))
-    except (FileNotFoundError, CorruptError):
-        return None
-    by_path = {e.path: e for e in old}
-    places = {e.ref: (e.pack, e.offset) for e in old if e.pack}
+    and the stats of the files read). None when that snapshot's entries cannot be read."""
+    last = str(stamp["snapshot"])
+    kept = None
+    if cache_dir is not None:
+        kept = snapcache.load_entries(snapcache.file_for(cache_dir, root, ".last"), root, last)
+    if kept is not None:
+        old, depth = [Entry(*e) for e in kept[0]], kept[1]
+    else:
+        try:
+            old, depth = read_manifest(snapshots_dir, last)
+        except (FileNotFoundError, CorruptError):
+            return None
+    by_path = dict(zip([e.path for e in old], old, strict=True))
     stats: list[tuple[str, os.stat_result]] = []
     total = int(stamp["bytes"])
-    new: list[bytes] = []
-    offsets: dict[str, int] = {}
-    size = 0
+    read: dict[str, bytes] = {}
     for name in changed:
         gone = by_path.pop(name, None)
         if gone is not None and gone.kind != "l":
@@ -292,26 +297,33 @@ def _take_changed(
         elif stat.S_ISREG(st.st_mode):
             data = _read(root, name)
             sha = hashlib.sha256(data).hexdigest()
+            read[sha] = data
             total += len(data)
             _check_size(total, max_mb)
-            if sha not in places and sha not in offsets:
-                offsets[sha] = size
-                new.append(data)
-                size += len(data)
-            pack, offset = places.get(sha) or ("", offsets[sha])
             kind = "x" if st.st_mode & 0o111 else "f"
-            by_path[name] = Entry(name, kind, len(data), int(st.st_mtime), sha, pack, offset)
+            by_path[name] = Entry(name, kind, len(data), int(st.st_mtime), sha)
         # directories (submodules) and other kinds are left out
     _check_size(total, max_mb)
-    if new:
-        pack_name = write_pack(snapshots_dir, new)
-        for name, e in by_path.items():
-            if e.kind != "l" and not e.pack:
-                by_path[name] = e._replace(pack=pack_name)
     entries = sorted(by_path.values())
     snap_hash = snapshot_hash(entries)
-    if _manifest_size(snapshots_dir, {"snapshot": snap_hash}, 0) is None:
-        write_manifest(snapshots_dir, snap_hash, entries, total, (stamp["snapshot"], old, depth))
+    if _manifest_size(snapshots_dir, {"snapshot": snap_hash}, 0) is not None:
+        return snap_hash, len(entries), total, 0, stats  # a tree already stored
+    places = {e.ref: (e.pack, e.offset) for e in old if e.ref in read and e.pack}
+    new = [data for sha, data in read.items() if sha not in places]
+    pack_name = write_pack(snapshots_dir, new) if new else ""
+    offset = 0
+    for data in new:
+        places[hashlib.sha256(data).hexdigest()] = (pack_name, offset)
+        offset += len(data)
+    for name, _ in stats:
+        e = by_path.get(name)
+        if e is not None and e.kind != "l":
+            by_path[name] = e._replace(pack=places[e.ref][0], offset=places[e.ref][1])
+    entries = sorted(by_path.values())
+    depth = write_manifest(snapshots_dir, snap_hash, entries, total, (last, old, depth))
+    if cache_dir is not None:
+        entries_file = snapcache.file_for(cache_dir, root, ".last")
+        snapcache.save_entries(entries_file, root, snap_hash, depth, entries)
     return snap_hash, len(entries), total, len(new), stats
 
 
@@ -404,7 +416,10 @@ def _take(
             log.info("%s", exc)
         entries, stored = _store(root, snapshots_dir, entries, read, fresh)
         base = _base(snapshots_dir, last) if last != snap_hash else None
-        write_manifest(snapshots_dir, snap_hash, entries, total, base)
+        depth = write_manifest(snapshots_dir, snap_hash, entries, total, base)
+        if cache_dir is not None:
+            entries_file = snapcache.file_for(cache_dir, root, ".last")
+            snapcache.save_entries(entries_file, root, snap_hash, depth, entries)
     if cache_file is not None and (fresh != cache or last != snap_hash):
         snapcache.save(cache_file, root, {"last": snap_hash, "files": fresh})
     return snap_hash, len(entries), total, stored
