@@ -469,3 +469,25 @@ def test_after_an_edit_only_the_changed_files_are_read(tmp_path: Path) -> None:
     # The repository's index changes (a commit): every file is stat'ed again, as before.
     subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
     assert take(repo, store).hash == snapshot.take(repo, tmp_path / "last", max_mb=10).hash
+
+
+def test_a_damaged_or_foreign_entries_cache_falls_back_to_the_manifest(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    store = tmp_path / "store"
+    take(repo, store)
+    (last,) = (store / "cache").glob("*.last")
+    for n, damage in enumerate([b"\x00garbage", b"", None]):
+        if damage is None:  # another snapshot's entries: ignored, as a damaged file
+            other = make_repo(tmp_path / "other")
+            take(other, tmp_path / "other-store")
+            (foreign,) = (tmp_path / "other-store" / "cache").glob("*.last")
+            last.write_bytes(foreign.read_bytes())
+        else:
+            last.write_bytes(damage)
+        (repo / "train.py").write_text(f"print({n})\n")
+        edited = take(repo, store)
+        truth = take(repo, tmp_path / f"truth-{n}")
+        assert (edited.hash, edited.bytes) == (truth.hash, truth.bytes)
+        assert members(source(store, edited.hash)) == members(
+            source(tmp_path / f"truth-{n}", truth.hash)
+        )
