@@ -1,4 +1,4 @@
-"""Code snapshots: the second `orbit run` snapshot of an unchanged repository against the first.
+"""Code snapshots: `orbit run`'s snapshot of an edited or unchanged repository over `git status`.
 
 Generates a Git repository of --files files (about 1 KB each, so 20 MB for 20,000, in
 folders of 50, with a symlink and an executable), dates its files an hour back and commits it
@@ -10,14 +10,17 @@ and times, in process, `snapshot.take` as `orbit run` calls it:
     second   nothing changed
     edited   one line of one file changed (a different file each repeat)
 
-and prints the bytes the edit added to the store. With --baseline-ref REF the snapshot.py of
-that Git ref (e.g. the code before the object store) is timed in the same repeats, alternated
-with this checkout's. A 1-file repository's first snapshot is timed the same way (it must not
-get slower). With --docker, the shepherd's copy into a created container is timed too: the
-snapshot as a prebuilt tar file (what the shepherd sent before) against the tar made on the
-fly from the objects, alternated.
+and prints the bytes the edit added to the store. `git status --porcelain` of the same
+repository (with GIT_OPTIONAL_LOCKS=0, as the snapshot's Git commands: it does not write the
+index back) is timed in every repeat, right after the edited snapshot. With --baseline-ref
+REF the snapshot.py of that Git ref (e.g. the code before the object store) is timed in the
+same repeats, alternated with this checkout's. A 1-file repository's first snapshot is timed
+the same way (it must not get slower). With --docker, the shepherd's copy into a created
+container is timed too: the snapshot as a prebuilt tar file (what the shepherd sent before)
+against the tar made on the fly from the objects, alternated.
 
-Last line: `ratio: X (target ≤ 0.1)`, the median second over the median first.
+Also prints second/first (target ≤ 0.1) and second/`git status` (target ≤ 1.5). Last line:
+`ratio: X (target ≤ 2)`, the median edited snapshot over the median `git status`.
 """
 
 from __future__ import annotations
@@ -110,6 +113,12 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, result
 
 
+def git_status(repo: Path) -> None:
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+    cmd = ["git", "-C", str(repo), "status", "--porcelain"]
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
+
+
 def edit(repo: Path, n: int, files: int) -> None:
     i = (n * 7919) % files
     path = repo / f"pkg{i // 500:03d}" / f"sub{(i // 50) % 10}" / f"mod{i:05d}.py"
@@ -123,7 +132,7 @@ def bench_repo(
 ) -> dict[str, dict[str, list[float]]]:
     """For each version: first, second and edited times per repeat, and the edit's bytes."""
     out: dict[str, dict[str, list[float]]] = {
-        v: {"first": [], "second": [], "edited": [], "edit_bytes": [], "stored": []}
+        v: {"first": [], "second": [], "edited": [], "edit_bytes": [], "stored": [], "status": []}
         for v in versions
     }
     edits = 0
@@ -138,6 +147,7 @@ def bench_repo(
             edits += 1
             edit(repo, edits, files)
             edited, c = timed(lambda take=take: take(repo))
+            status, _ = timed(lambda: git_status(repo))
             added = stored_bytes(store / "snapshots") - before
             shutil.rmtree(store)
             if n == 0:
@@ -146,6 +156,7 @@ def bench_repo(
             row["first"].append(first)
             row["second"].append(second)
             row["edited"].append(edited)
+            row["status"].append(status)
             row["edit_bytes"].append(added)
             row["stored"].append(getattr(c, "stored", -1))
     return out
@@ -155,13 +166,16 @@ def report(title: str, results: dict[str, dict[str, list[float]]]) -> None:
     print(f"\n{title}")
     print(common.ms_header(24))
     for name, row in results.items():
-        for key in ("first", "second", "edited"):
+        for key in ("first", "second", "edited", "status"):
             print(common.ms_row(f"{name} {key}", row[key], 24))
     for name, row in results.items():
         first = statistics.median(row["first"])
+        status = statistics.median(row["status"])
         print(
             f"{name}: second/first {statistics.median(row['second']) / first:.3f}, "
             f"edited/first {statistics.median(row['edited']) / first:.3f}, "
+            f"edited/status {statistics.median(row['edited']) / status:.2f}, "
+            f"second/status {statistics.median(row['second']) / status:.2f}, "
             f"edit stored {int(statistics.median(row['edit_bytes'])):,} bytes"
             + (
                 f" ({int(statistics.median(row['stored']))} contents stored)"
@@ -242,8 +256,11 @@ def main() -> None:
         if args.docker:
             bench_copy(tmp / "repo", args.image, args.repeats, tmp)
         row = results["orbit"]
-        ratio = statistics.median(row["second"]) / statistics.median(row["first"])
-        print(common.ratio_line(ratio, 0.1))
+        status = statistics.median(row["status"])
+        second = statistics.median(row["second"])
+        print(f"second/first: {second / statistics.median(row['first']):.3f} (target ≤ 0.1)")
+        print(f"unchanged: second/git status {second / status:.2f} (target ≤ 1.5)")
+        print(common.ratio_line(statistics.median(row["edited"]) / status, 2))
     finally:
         if args.keep:
             print(f"kept {tmp}")

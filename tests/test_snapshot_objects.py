@@ -421,3 +421,73 @@ def test_a_run_whose_snapshot_is_damaged_fails_naming_it(
     assert status["state"] == "failed"
     assert f"the code snapshot {snap} is damaged" in status["reason"]
     assert not [n for n in container_names(orbit) if n.endswith(f"-{queued}")]
+
+
+def test_after_an_edit_only_the_changed_files_are_read(tmp_path: Path) -> None:
+    """With the index as at the last snapshot, the files Git's stat check does not vouch for
+    are all that is read: the stat cache of every file is not rewritten, and each snapshot is
+    the one a fresh store takes of the same tree (an edit, a deletion, a mode change, a new
+    untracked file, a symlink retargeted, an edit in the racy window, a revert)."""
+    repo = make_repo(tmp_path / "repo")
+    store = tmp_path / "store"
+    take(repo, store)
+    (stat_cache,) = (store / "cache").glob("*.json")
+    written = stat_cache.stat().st_mtime_ns
+
+    def edit() -> None:
+        (repo / "train.py").write_text("print('v2')\n")
+
+    def racy_edit() -> None:  # same size and mtime as just before, within the racy window
+        path = repo / "src" / "model.py"
+        path.write_text("layers = 4\n")
+        take(repo, store)
+        before = path.stat()
+        path.write_text("layers = 5\n")
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+    changes = [
+        edit,
+        lambda: (repo / "src" / "deep" / "er" / "util.py").unlink(),
+        lambda: (repo / "train.py").chmod(0o755),
+        lambda: (repo / "added.py").write_text("new = 1\n"),
+        lambda: ((repo / "link.py").unlink(), (repo / "link.py").symlink_to("train.py")),
+        racy_edit,
+        lambda: (repo / "train.py").write_text("print('v1')\n" + "x = 1\n" * 50),
+    ]
+    for n, change in enumerate(changes):
+        before = take(repo, store)
+        change()
+        after = take(repo, store)
+        truth = take(repo, tmp_path / f"truth-{n}")  # a fresh store and cache
+        assert (after.hash, after.files, after.bytes) == (truth.hash, truth.files, truth.bytes), n
+        assert after.hash != before.hash and after.diff == truth.diff, n
+        assert members(source(store, after.hash)) == members(
+            source(tmp_path / f"truth-{n}", truth.hash)
+        )
+        assert take(repo, store).hash == truth.hash, n
+    assert stat_cache.stat().st_mtime_ns == written  # every snapshot above read only changes
+    # The repository's index changes (a commit): every file is stat'ed again, as before.
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    assert take(repo, store).hash == snapshot.take(repo, tmp_path / "last", max_mb=10).hash
+
+
+def test_a_damaged_or_foreign_entries_cache_falls_back_to_the_manifest(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    store = tmp_path / "store"
+    take(repo, store)
+    (last,) = (store / "cache").glob("*.last")
+    for n, damage in enumerate([b"\x00garbage", b"", None]):
+        if damage is None:  # another snapshot's entries: ignored, as a damaged file
+            other = make_repo(tmp_path / "other")
+            take(other, tmp_path / "other-store")
+            (foreign,) = (tmp_path / "other-store" / "cache").glob("*.last")
+            last.write_bytes(foreign.read_bytes())
+        else:
+            last.write_bytes(damage)
+        (repo / "train.py").write_text(f"print({n})\n")
+        edited = take(repo, store)
+        truth = take(repo, tmp_path / f"truth-{n}")
+        assert (edited.hash, edited.bytes) == (truth.hash, truth.bytes)
+        assert members(source(store, edited.hash)) == members(
+            source(tmp_path / f"truth-{n}", truth.hash)
+        )

@@ -28,6 +28,7 @@ from typing import Any
 from orbit.errors import CorruptError, UsageError
 from orbit.execute import snapcache
 from orbit.execute.snapstore import (
+    DELTA_SHARE,
     Entry,
     manifest_path,
     pack_path,
@@ -182,14 +183,26 @@ def take(
         watched = sorted({*(dirty or "").split("\0"), *untracked} - {""})
         watch = _keys(root, watched) if dirty is not None else None
         stats: list[tuple[str, os.stat_result]] = []
-        if (
+        known = (
             stamp.get("plain")
             and stamp.get("index") == index_key
             and watch is not None
-            and watch == stamp.get("watch")
+            and isinstance(stamp.get("watch"), dict)
             and _manifest_size(snapshots_dir, stamp) is not None
-        ):  # the index and every file as at a snapshot still stored, by Git's stat check
+        )  # the index as at a snapshot still stored, and Git vouches for the other files
+        changed = _changed(stamp["watch"], watch) if known and watch is not None else None
+        incremental = None
+        # A few files changed since that snapshot (as few as its delta manifest may hold): only
+        # they are read, on top of its manifest. Else every file is stat'ed (below).
+        if changed and len(changed) <= DELTA_SHARE * max(int(stamp["files"]), 1):
+            if head and git_diff is None:
+                git_diff = start_diff()  # side by side with the reading of the changed files
+            incremental = _take_changed(root, snapshots_dir, stamp, changed, max_mb, cache_dir)
+        if changed == []:  # every file as at that snapshot, by Git's stat check
             tree, plain, unchanged = stamp["tree"], True, True
+        elif incremental is not None:  # only the files Git's check did not vouch for were read
+            snap_hash, files, total, stored, stats = incremental
+            tree, plain, unchanged = _tree_after(stamp, watch or {}), True, False
         else:
             listing = _output(git_tracked).decode("utf-8", "surrogateescape").split("\0")
             # Plain entries only ("H"): Git's check skips assume-unchanged and skip-worktree
@@ -204,7 +217,7 @@ def take(
         if unchanged:  # nothing changed since a snapshot still stored
             snap_hash, files, total, stored = stamp["snapshot"], stamp["files"], stamp["bytes"], 0
             _check_size(total, max_mb)
-        else:
+        elif incremental is None:
             snap_hash, files, total, stored = _take(
                 root, snapshots_dir, stats, max_mb, cache_dir, started_ns
             )
@@ -228,6 +241,90 @@ def take(
                 proc.communicate()
         shutil.rmtree(tmp, ignore_errors=True)
     return Snapshot(root, head, bool(text or untracked), snap_hash, files, total, text, stored)
+
+
+def _changed(before: dict[str, Any], now: dict[str, list[int] | None]) -> list[str]:
+    """The paths whose stat differs between two `watch`es (the files Git's check did not vouch
+    for then and now): with the index unchanged, every other file is as it was."""
+    return sorted(n for n in {*before, *now} if before.get(n, 0) != now.get(n, 0))
+
+
+def _tree_after(stamp: dict[str, Any], watch: dict[str, list[int] | None]) -> str:
+    """The `tree` of a stamp after an incremental snapshot: not a digest of every file's stat
+    (those were not stat'ed), but one no other tree has, for code.diff's reuse."""
+    text = f"{stamp['tree']}\0{sorted(watch.items())}"
+    return "w" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[1:]
+
+
+def _take_changed(
+    root: Path,
+    snapshots_dir: Path,
+    stamp: dict[str, Any],
+    changed: list[str],
+    max_mb: float,
+    cache_dir: Path | None,
+) -> tuple[str, int, int, int, list[tuple[str, os.stat_result]]] | None:
+    """The snapshot of the tree as `stamp`'s snapshot with only the `changed` paths read
+    again, stored as a manifest built on that one (its hash, files, bytes, contents stored,
+    and the stats of the files read). None when that snapshot's entries cannot be read."""
+    last = str(stamp["snapshot"])
+    kept = None
+    if cache_dir is not None:
+        kept = snapcache.load_entries(snapcache.file_for(cache_dir, root, ".last"), root, last)
+    if kept is not None:
+        old, depth = [Entry(*e) for e in kept[0]], kept[1]
+    else:
+        try:
+            old, depth = read_manifest(snapshots_dir, last)
+        except (FileNotFoundError, CorruptError):
+            return None
+    by_path = dict(zip([e.path for e in old], old, strict=True))
+    stats: list[tuple[str, os.stat_result]] = []
+    total = int(stamp["bytes"])
+    read: dict[str, bytes] = {}
+    for name in changed:
+        gone = by_path.pop(name, None)
+        if gone is not None and gone.kind != "l":
+            total -= gone.size
+        try:
+            st = os.lstat(f"{root}/{name}")
+        except FileNotFoundError:
+            continue  # deleted: not in the snapshot
+        stats.append((name, st))
+        if stat.S_ISLNK(st.st_mode):
+            target = os.readlink(f"{root}/{name}")
+            by_path[name] = Entry(name, "l", 0, int(st.st_mtime), target)
+        elif stat.S_ISREG(st.st_mode):
+            data = _read(root, name)
+            sha = hashlib.sha256(data).hexdigest()
+            read[sha] = data
+            total += len(data)
+            _check_size(total, max_mb)
+            kind = "x" if st.st_mode & 0o111 else "f"
+            by_path[name] = Entry(name, kind, len(data), int(st.st_mtime), sha)
+        # directories (submodules) and other kinds are left out
+    _check_size(total, max_mb)
+    entries = sorted(by_path.values())
+    snap_hash = snapshot_hash(entries)
+    if _manifest_size(snapshots_dir, {"snapshot": snap_hash}, 0) is not None:
+        return snap_hash, len(entries), total, 0, stats  # a tree already stored
+    places = {e.ref: (e.pack, e.offset) for e in old if e.ref in read and e.pack}
+    new = [data for sha, data in read.items() if sha not in places]
+    pack_name = write_pack(snapshots_dir, new) if new else ""
+    offset = 0
+    for data in new:
+        places[hashlib.sha256(data).hexdigest()] = (pack_name, offset)
+        offset += len(data)
+    for name, _ in stats:
+        e = by_path.get(name)
+        if e is not None and e.kind != "l":
+            by_path[name] = e._replace(pack=places[e.ref][0], offset=places[e.ref][1])
+    entries = sorted(by_path.values())
+    depth = write_manifest(snapshots_dir, snap_hash, entries, total, (last, old, depth))
+    if cache_dir is not None:
+        entries_file = snapcache.file_for(cache_dir, root, ".last")
+        snapcache.save_entries(entries_file, root, snap_hash, depth, entries)
+    return snap_hash, len(entries), total, len(new), stats
 
 
 def _keys(root: Path, names: list[str]) -> dict[str, list[int] | None]:
@@ -319,7 +416,10 @@ def _take(
             log.info("%s", exc)
         entries, stored = _store(root, snapshots_dir, entries, read, fresh)
         base = _base(snapshots_dir, last) if last != snap_hash else None
-        write_manifest(snapshots_dir, snap_hash, entries, total, base)
+        depth = write_manifest(snapshots_dir, snap_hash, entries, total, base)
+        if cache_dir is not None:
+            entries_file = snapcache.file_for(cache_dir, root, ".last")
+            snapcache.save_entries(entries_file, root, snap_hash, depth, entries)
     if cache_file is not None and (fresh != cache or last != snap_hash):
         snapcache.save(cache_file, root, {"last": snap_hash, "files": fresh})
     return snap_hash, len(entries), total, stored

@@ -108,16 +108,16 @@ def write_manifest(
     entries: list[Entry],
     total: int,
     base: tuple[str, list[Entry], int] | None,
-) -> None:
+) -> int:
     """Write the snapshot's manifest, as the changes since `base` (its hash, entries and
-    depth) when those are few and the chain stays short, else whole."""
+    depth) when those are few and the chain stays short, else whole; its depth."""
     doc: dict[str, Any] = {"format": MANIFEST_FORMAT, "files": len(entries), "bytes": total}
-    rows, drop, base_hash = entries, [], None
+    rows, drop, base_hash, depth = entries, [], None, 0
     if base is not None and base[2] < MAX_DEPTH - 1:
         old = {e.path: e for e in base[1]}
         changed = [e for e in entries if old.pop(e.path, None) != e]
         if len(changed) + len(old) <= DELTA_SHARE * len(entries):
-            rows, drop, base_hash = changed, sorted(old), base[0]
+            rows, drop, base_hash, depth = changed, sorted(old), base[0], base[2] + 1
     packs = sorted({e.pack for e in rows if e.pack})
     index = {name: i for i, name in enumerate(packs)}
     doc["base"] = base_hash
@@ -128,3 +128,4 @@ def write_manifest(
     ]
     data = json.dumps(doc, separators=(",", ":")).encode()
     atomic_write(manifest_path(snapshots_dir, snapshot_hash), data, durable=False)
+    return depth
