@@ -8,12 +8,11 @@ SUBMITTED blank, and filling it in pads every line's SUBMITTED slot as `table` w
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from orbit.cli.common import table
+from orbit.cli.common import column_widths, row_format, table
 from orbit.human import human_seconds
 from orbit.store.model import parse_iso
 
@@ -70,7 +69,16 @@ def render(
 ) -> None:
     """The table of `cells` as of `now_us`, with PARAMS when a run has params and `extra`
     (the sort metric's column) before REASON."""
-    body = [[*c[:SUBMITTED], _age(c[SUBMITTED], now_us), *c[SUBMITTED + 1 : 7]] for c in cells]
+    table(out, *_body(cells, [_age(c[SUBMITTED], now_us) for c in cells], extra))
+
+
+def _body(
+    cells: list[list[Any]], ages: list[str], extra: tuple[str, list[str]] | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """The headers and rows `render` gives `table`, with `ages` in SUBMITTED."""
+    body = [
+        [*c[:SUBMITTED], age, *c[SUBMITTED + 1 : 7]] for c, age in zip(cells, ages, strict=True)
+    ]
     headers = list(HEADERS)
     columns = []
     if any(c[7] is not None for c in cells):
@@ -82,20 +90,49 @@ def render(
         headers.insert(at, title)
         for row, cell in zip(body, column, strict=True):
             row.insert(at, cell)
-    table(out, headers, body)
+    return headers, body
 
 
-def template(cells: list[list[Any]]) -> dict[str, Any] | None:
+def template(cells: list[list[Any]], reuse: Reuse | None = None) -> dict[str, Any] | None:
     """`render`'s table of all of `cells` with SUBMITTED blank: `lines` (the header first),
-    `at` (where SUBMITTED starts in every line) and `submitted` (each row's SUBMITTED cell).
-    None when a cell holds a line break (a row would not be one line)."""
-    blank = [[*c[:SUBMITTED], "", *c[SUBMITTED + 1 :]] for c in cells]
-    buffer = io.StringIO()
-    render(buffer, blank, 0)
-    lines = buffer.getvalue().split("\n")[:-1]
-    if len(lines) != len(cells) + 1:
+    `at` (where SUBMITTED starts in every line), `submitted` (each row's SUBMITTED cell),
+    and the `headers` and `widths` of its columns. None when a cell holds a line break (a
+    row would not be one line).
+
+    `reuse`: lines of an older template (`reusable`), kept while the columns are as they
+    were instead of being formatted again."""
+    headers, body = _body(cells, [""] * len(cells))
+    widths = column_widths(headers, body)
+    fmt = row_format(widths)
+    head = fmt.format(*headers).rstrip()
+    if reuse is not None and reuse.headers == headers and reuse.widths == widths:
+        lines = [head]
+        for c, row in zip(cells, body, strict=True):
+            line = reuse.lines.get(c[0])
+            lines.append(fmt.format(*row).rstrip() if line is None else line)
+    else:
+        lines = [head, *(fmt.format(*row).rstrip() for row in body)]
+    if any("\n" in line for line in lines):
         return None
-    return {"at": lines[0].index("SUBMITTED"), "lines": lines, "submitted": [c[4] for c in cells]}
+    return {
+        "at": head.index("SUBMITTED"),
+        "lines": lines,
+        "submitted": [c[4] for c in cells],
+        "headers": headers,
+        "widths": widths,
+    }
+
+
+class Reuse:
+    """What `template` may keep of an older one: its columns, and its line of each run whose
+    cells did not change."""
+
+    def __init__(self, tpl: dict[str, Any], cells: list[list[Any]], changed: set[str]) -> None:
+        self.headers = tpl.get("headers")
+        self.widths = tpl.get("widths")
+        lines = tpl["lines"][1:]
+        pairs = zip(cells, lines, strict=True)
+        self.lines = {c[0]: line for c, line in pairs if c[0] not in changed}
 
 
 def is_template(value: Any) -> bool:
