@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import time
 import zlib
@@ -199,6 +200,118 @@ def test_a_damaged_snapshot_is_ignored(
     path.write_bytes(damage)
     out = listed(orbit)
     assert POISON not in out and "one" in out
+
+
+# --- after a change: only the runs that changed are read again ----------------------------
+STALE = "xyzzy"  # as wide as "three": the columns keep their widths
+
+
+def poison_unchanged(home: Home, name: str) -> None:
+    """Rename run `name` to STALE in every section of the snapshot (its table, cells and
+    stamps kept consistent): a listing after a change that reads only the runs that changed
+    still shows it; one that read every run would not."""
+    path = Path(listing.path_of(home))
+    head, _, body = path.read_bytes().partition(b"\n")
+    header = json.loads(head)
+    sections = {}
+    for key, (offset, length, _crc) in header["sections"].items():
+        sections[key] = json.loads(body[offset : offset + length])
+    tpl, cells = sections["ps"], sections["cells"]
+    tpl["lines"] = [tpl["lines"][0]] + [line.replace(name, STALE) for line in tpl["lines"][1:]]
+    sections["cells"] = [[STALE if cell == name else cell for cell in c] for c in cells]
+    out = b""
+    header["sections"] = {}
+    for key, value in sections.items():
+        raw = json.dumps(value).encode() + b"\n"
+        header["sections"][key] = [len(out), len(raw), zlib.crc32(raw)]
+        out += raw
+    path.write_bytes(json.dumps(header).encode() + b"\n" + out)
+
+
+def ageless(text: str) -> str:
+    return re.sub(r"\S+ ago *", "AGE ", text)
+
+
+@pytest.fixture
+def changing(orbit: Orbit) -> tuple[Orbit, RunStore]:
+    """A home of three finished runs and a queued one whose snapshot has run `three` renamed
+    STALE; nothing changed since, so `ps -a` is served from it."""
+    store = RunStore(Home.from_environ(orbit.environ))
+    make(store, "one")
+    make(store, "two", RunState.FAILED)
+    make(store, "three")
+    make(store, "waiting", RunState.QUEUED)
+    settle(store.home)
+    assert "three" in listed(orbit)
+    poison_unchanged(store.home, "three")
+    assert STALE in listed(orbit)
+    return orbit, store
+
+
+def truth(orbit: Orbit, store: RunStore) -> str:
+    Path(listing.path_of(store.home)).unlink()
+    return listed(orbit)
+
+
+def test_a_change_reads_only_the_run_that_changed(changing: tuple[Orbit, RunStore]) -> None:
+    orbit, store = changing
+    store.update("2", lambda run: {"reason": "a longer reason than any before"}, actor="test")
+    out = listed(orbit)
+    assert STALE in out and "a longer reason than any before" in out
+    assert ageless(out.replace(STALE, "three")) == ageless(truth(orbit, store))
+
+
+def test_a_wider_cell_after_a_change_widens_its_column(changing: tuple[Orbit, RunStore]) -> None:
+    orbit, store = changing
+    wide = "a-run-name-wider-than-every-other-one-listed"
+    store.update("2", lambda run: {"folder": "elsewhere"}, actor="test")
+    spec = store.load("2").spec
+    write_yaml(store.run_dir("2") / "run.yaml", {**spec, "name": wide})
+    store.update("2", lambda run: {"reason": "renamed"}, actor="test")
+    out = listed(orbit)
+    assert STALE in out and wide in out
+    header = out.splitlines()[0]
+    assert header.index("STATE") == out.splitlines()[1].index("succeeded")
+    assert ageless(out.replace(STALE, "three")) == ageless(truth(orbit, store))
+
+
+@pytest.mark.parametrize(
+    "what", ["new run", "removed", "deleted by hand", "damaged dir", "stray file", "state"]
+)
+def test_a_listing_after_a_change_is_the_listing_of_every_run(
+    changing: tuple[Orbit, RunStore], what: str
+) -> None:
+    orbit, store = changing
+    if what == "new run":
+        make(store, "four")
+    elif what == "removed":
+        assert orbit("rm", "--yes", "1").code == 0
+    elif what == "deleted by hand":
+        shutil.rmtree(store.run_dir("1"))
+    elif what == "damaged dir":
+        (store.home.runs_dir / "77").mkdir()
+        (store.home.runs_dir / "77" / "status.yaml").write_text("state: [torn")
+    elif what == "stray file":
+        (store.home.runs_dir / "78").write_text("not a run")
+    else:
+        store.transition("4", RunState.CANCELLED, actor="test", reason="cancelled by a test")
+    out = listed(orbit)
+    assert STALE in out
+    assert ageless(out.replace(STALE, "three")) == ageless(truth(orbit, store))
+
+
+def test_a_hand_edit_shows_from_the_next_change_after_a_change(
+    changing: tuple[Orbit, RunStore],
+) -> None:
+    """As documented: the next change anywhere brings in a finished run edited by hand (each
+    run's status.yaml is checked against its row's stamp; only that one is read again)."""
+    orbit, store = changing
+    path = store.run_dir("2") / "status.yaml"
+    path.write_text(path.read_text().replace("made by a test", "edited by hand"))
+    assert "edited by hand" not in listed(orbit)
+    make(store, "four")
+    out = listed(orbit)
+    assert STALE in out and "edited by hand" in out and "four" in out
 
 
 # --- the template gives what the table gives ---------------------------------------------
