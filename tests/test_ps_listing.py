@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import re
 import shutil
 import time
@@ -359,3 +360,40 @@ def test_a_filled_template_is_the_table(seconds: float) -> None:
 def test_no_template_for_a_cell_with_a_line_break() -> None:
     cells = cells_of([{**rows()[0], "name": "two\nlines"}])
     assert template(cells) is None
+
+
+def test_a_template_made_from_an_older_one_is_the_template() -> None:
+    """Reuse keeps the older lines only while no column changes width: checked against a
+    template made from nothing, for changes that widen, narrow, keep, add and remove rows
+    and the PARAMS column."""
+    from orbit.cli.ps_table import Reuse
+
+    rng = random.Random(7)
+    base = rows()[:2] + rows()[3:]
+    quick = 0
+    for _ in range(300):
+        old = [
+            {**rng.choice(base), "id": str(i), "name": "n" * rng.randrange(0, 12)}
+            for i in range(1, rng.randrange(2, 8))
+        ]
+        new = []
+        for r in old:
+            roll = rng.random()
+            if roll < 0.15:
+                continue  # removed
+            if roll < 0.5:
+                r = {**r, "name": "n" * rng.randrange(0, 12)}
+            if roll < 0.6:
+                r = {**r, "params": {} if rng.random() < 0.5 else {"lr": 0.1}}
+            new.append(r)
+        new.append({**base[0], "id": str(len(old) + 1)})  # a new run
+        old_cells, new_cells = cells_of(old), cells_of(new)
+        tpl = template(old_cells)
+        assert tpl is not None
+        before = {c[0]: c for c in old_cells}
+        same = {c[0] for c in new_cells if before.get(c[0]) == c}
+        changed = ({c[0] for c in old_cells} | {c[0] for c in new_cells}) - same
+        reuse = Reuse(tpl, old_cells, changed)
+        quick += reuse.template(new_cells) is not None
+        assert template(new_cells, reuse) == template(new_cells)
+    assert quick > 50  # most changes keep the columns: the older lines were reused

@@ -205,14 +205,21 @@ def _moved(runs_dir: str, cells: list[list[Any]], stamps: list[Any]) -> set[str]
     and of the unreadable ones."""
     ids = set()
     stat = os.stat
-    for c, old in zip(cells, stamps, strict=True):
-        try:
-            st = stat(f"{runs_dir}/{c[0]}/{STATUS_YAML}")
-            now: list[int] | None = [st.st_mtime_ns, st.st_size, st.st_ino]
-        except OSError:
-            now = None
-        if now != old or now is None or c[2] == "unreadable":
-            ids.add(c[0])
+    try:
+        fd = os.open(runs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return {c[0] for c in cells}
+    try:
+        for c, old in zip(cells, stamps, strict=True):
+            try:  # relative to runs/: a shorter walk than the whole path
+                st = stat(f"{c[0]}/{STATUS_YAML}", dir_fd=fd)
+                now: list[int] | None = [st.st_mtime_ns, st.st_size, st.st_ino]
+            except OSError:
+                now = None
+            if now != old or now is None or c[2] == "unreadable":
+                ids.add(c[0])
+    finally:
+        os.close(fd)
     return ids
 
 

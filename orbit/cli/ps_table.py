@@ -73,15 +73,19 @@ def render(
 
 
 def _body(
-    cells: list[list[Any]], ages: list[str], extra: tuple[str, list[str]] | None = None
+    cells: list[list[Any]],
+    ages: list[str],
+    extra: tuple[str, list[str]] | None = None,
+    params: bool | None = None,
 ) -> tuple[list[str], list[list[str]]]:
-    """The headers and rows `render` gives `table`, with `ages` in SUBMITTED."""
+    """The headers and rows `render` gives `table`, with `ages` in SUBMITTED; PARAMS when a
+    run has params (or as `params` says)."""
     body = [
         [*c[:SUBMITTED], age, *c[SUBMITTED + 1 : 7]] for c, age in zip(cells, ages, strict=True)
     ]
     headers = list(HEADERS)
     columns = []
-    if any(c[7] is not None for c in cells):
+    if any(c[7] is not None for c in cells) if params is None else params:
         columns.append(("PARAMS", [c[7] or "" for c in cells]))
     if extra is not None:
         columns.append(extra)
@@ -101,19 +105,23 @@ def template(cells: list[list[Any]], reuse: Reuse | None = None) -> dict[str, An
 
     `reuse`: lines of an older template (`reusable`), kept while the columns are as they
     were instead of being formatted again."""
+    if reuse is not None:
+        quick = reuse.template(cells)
+        if quick is not None:
+            return quick
     headers, body = _body(cells, [""] * len(cells))
     widths = column_widths(headers, body)
     fmt = row_format(widths)
     head = fmt.format(*headers).rstrip()
-    if reuse is not None and reuse.headers == headers and reuse.widths == widths:
-        lines = [head]
-        for c, row in zip(cells, body, strict=True):
-            line = reuse.lines.get(c[0])
-            lines.append(fmt.format(*row).rstrip() if line is None else line)
-    else:
-        lines = [head, *(fmt.format(*row).rstrip() for row in body)]
+    lines = [head, *(fmt.format(*row).rstrip() for row in body)]
     if any("\n" in line for line in lines):
         return None
+    return _template(head, lines, cells, headers, widths)
+
+
+def _template(
+    head: str, lines: list[str], cells: list[list[Any]], headers: list[str], widths: list[int]
+) -> dict[str, Any]:
     return {
         "at": head.index("SUBMITTED"),
         "lines": lines,
@@ -125,14 +133,45 @@ def template(cells: list[list[Any]], reuse: Reuse | None = None) -> dict[str, An
 
 class Reuse:
     """What `template` may keep of an older one: its columns, and its line of each run whose
-    cells did not change."""
+    cells did not change (`changed`: the ids of the others, and of runs gone or new)."""
 
     def __init__(self, tpl: dict[str, Any], cells: list[list[Any]], changed: set[str]) -> None:
         self.headers = tpl.get("headers")
         self.widths = tpl.get("widths")
-        lines = tpl["lines"][1:]
-        pairs = zip(cells, lines, strict=True)
+        self.head = tpl["lines"][0]
+        self.changed = changed
+        pairs = zip(cells, tpl["lines"][1:], strict=True)
         self.lines = {c[0]: line for c, line in pairs if c[0] not in changed}
+        self.before = [c for c in cells if c[0] in changed]
+
+    def template(self, cells: list[list[Any]]) -> dict[str, Any] | None:
+        """`template(cells)`, made by formatting only the changed rows, when it can be told
+        from them alone that every column keeps its width (None: format them all)."""
+        headers, widths = self.headers, self.widths
+        if not (isinstance(headers, list) and isinstance(widths, list)):
+            return None
+        params = "PARAMS" in headers
+        after = [c for c in cells if c[0] in self.changed]
+        if any(c[7] is not None for c in after) != params and (
+            not params or any(c[7] is not None for c in self.before)
+        ):
+            return None  # PARAMS may come or go
+        blank = [""] * max(len(after), len(self.before))
+        _, old_rows = _body(self.before, blank[: len(self.before)], params=params)
+        _, new_rows = _body(after, blank[: len(after)], params=params)
+        for i, width in enumerate(widths[:-1]):
+            if any(len(r[i]) > width for r in new_rows):
+                return None  # wider
+            at_max = width > len(headers[i]) and any(len(r[i]) == width for r in old_rows)
+            if at_max and not any(len(r[i]) == width for r in new_rows):
+                return None  # perhaps narrower
+        fmt = row_format(widths)
+        new = {c[0]: fmt.format(*row).rstrip() for c, row in zip(after, new_rows, strict=True)}
+        if any("\n" in line for line in new.values()):
+            return None
+        lines = [self.head]
+        lines.extend(new[c[0]] if c[0] in new else self.lines[c[0]] for c in cells)
+        return _template(self.head, lines, cells, headers, widths)
 
 
 def is_template(value: Any) -> bool:
