@@ -21,11 +21,15 @@ full disk refused). Those show from the next change anywhere in the home, the ne
 that reads every run (a tick looking for lost markers, `orbit web`, a lookup by name), or once
 this file is deleted.
 
+After a change, a snapshot is still the base of the next listing when `since` can tell what
+moved (docs/run-directory.md, "After a change"): the lines appended to index.jsonl and the
+entries of runs/; the caller reads again only the runs whose status.yaml moved.
+
 A snapshot is written only by a listing during which the signal did not move (a listing that
 repaired the index itself leaves it to the next one), and only when the signal is older than
 `RACY_S`: a change within one timestamp granule of the recorded mtime would not move it.
 
-Layout: line 1 is a JSON header `{"format": 1, "config", "runs_dir", "signal", "watch",
+Layout: line 1 is a JSON header `{"format": 1, "config", "runs_dir", "signal", "watch", "tail",
 "sections": {name: [offset, length, crc32]}}`; the sections follow as one JSON value per line,
 each at `offset` bytes after the header's newline. Written to a temporary file and renamed; a
 file that is unreadable, of another format, or whose section fails its CRC is ignored.
