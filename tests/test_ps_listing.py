@@ -397,3 +397,22 @@ def test_a_template_made_from_an_older_one_is_the_template() -> None:
         quick += reuse.template(new_cells) is not None
         assert template(new_cells, reuse) == template(new_cells)
     assert quick > 50  # most changes keep the columns: the older lines were reused
+
+
+def test_ages_shown_to_the_minute_are_those_of_the_table() -> None:
+    """fill computes an age of an hour or more once per minute of age: the same text as
+    `render`'s age of each row, at every second of a minute and across hour and day edges."""
+    base = rows()[0]
+    epoch_us = cells_of([base])[0][4]
+    offsets = [3600 - 1, 3600, 3659.5, 3660, 86399.99, 86400, 90061.2, *range(7190, 7330, 7)]
+    cells = []
+    for i, back in enumerate(offsets):
+        cells.append([*cells_of([{**base, "id": str(i)}])[0]])
+        cells[-1][4] = epoch_us - int(back * 1_000_000)
+    for now_us in (epoch_us, epoch_us + 1, epoch_us + 999_999):
+        direct, filled = io.StringIO(), io.StringIO()
+        render(direct, cells, now_us)
+        tpl = template(cells)
+        assert tpl is not None
+        fill(filled, tpl, now_us)
+        assert filled.getvalue() == direct.getvalue()

@@ -189,7 +189,7 @@ def fill(out: TextIO, tpl: dict[str, Any], now_us: int) -> None:
     """Write a template's table as of `now_us`: what `render` writes for the same cells."""
     at, lines = tpl["at"], tpl["lines"]
     end = at + len("SUBMITTED")  # the blank column was as wide as its header
-    ages = [_age(s, now_us) for s in tpl["submitted"]]
+    ages = _ages(tpl["submitted"], now_us)
     width = max(len("SUBMITTED"), *map(len, ages)) if ages else len("SUBMITTED")
     text = [lines[0][:at] + "SUBMITTED".ljust(width) + lines[0][end:]]
     for line, age in zip(lines[1:], ages, strict=True):
@@ -198,6 +198,23 @@ def fill(out: TextIO, tpl: dict[str, Any], now_us: int) -> None:
         filled = line[:at].ljust(at) + age.ljust(width) + line[end:]
         text.append(filled if len(line) > end else filled.rstrip())
     out.write("\n".join(text) + "\n")
+
+
+def _ages(submitted: list[int | str], now_us: int) -> list[str]:
+    """`_age` of each; an age of an hour or more is shown to the minute (human_seconds:
+    "1h05m", "2d03h"), so it is computed once per minute of age, not once per run."""
+    known: dict[int, str] = {}
+    out = []
+    for s in submitted:
+        if isinstance(s, str) or now_us - s < 3_600_000_000:
+            out.append(_age(s, now_us))
+            continue
+        minute = (now_us - s) // 60_000_000
+        age = known.get(minute)
+        if age is None:
+            age = known[minute] = _age(s, now_us)
+        out.append(age)
+    return out
 
 
 def _age(submitted: int | str, now_us: int) -> str:
