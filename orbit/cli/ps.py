@@ -22,6 +22,7 @@ from orbit.store.model import STATUS_YAML, Run
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from orbit.review.where import Where
+    from orbit.store.listing import Signal, Snapshot
 
 STATES = (
     "queued", "starting", "running", "unknown", "succeeded", "failed", "cancelled", "lost"
@@ -264,7 +265,7 @@ def _watched(runs_dir: str, row: dict[str, Any]) -> dict[str, list[int] | None]:
 
 
 def changed(
-    env: Env, snapshot: Any, before: Any
+    env: Env, snapshot: Snapshot, before: Signal
 ) -> tuple[list[list[Any]], list[Any], dict[str, Any] | None, dict[str, Any]] | None:
     """The cells, stamps, template and watched runs of `ps -a` made from an older snapshot:
     every run's status.yaml is checked against the stamp its row was made from (as `rows`
