@@ -7,11 +7,22 @@ alternation after one unmeasured warm-up of each,
     python orbit.py ps -a > /dev/null      (nothing changed: the listing snapshot)
     python -c pass                         (the floor: interpreter start and exit)
     python orbit.py ps > /dev/null         (active runs only: the queue/ and active/ markers)
-    ps -a with cache/listing.json deleted  (something changed: the listing index plus one
-                                            stat per run, and a new snapshot written;
-                                            through `sh -c`, which adds about 1 ms)
+    ps -a with cache/listing.json deleted  (no snapshot: the listing index plus one stat
+                                            per run, and a new snapshot written; through
+                                            `sh -c`, which adds about 1 ms)
 
-and prints the medians, p90s and last `ratio: X.XX (target ≤ 3)`, ps -a over `-c pass`.
+then, from the snapshot the last of those wrote, alternates `python -c pass` with
+
+    python orbit.py ps -a > /dev/null      right after a change (untimed, just before): one
+                                            finished run's status.yaml rewritten and its
+                                            index line appended, as `orbit mv` does; another
+                                            run each round
+
+and prints the medians, p90s, `after a change, N runs: X.XX (target ≤ 3)` and last
+`ratio: X.XX (target ≤ 1.5)`, ps -a over `-c pass`. With two sizes (`--runs 10000,100000`,
+homes DIR/10000 and DIR/100000 under `--home DIR`), each is measured in turn and the last
+line is ps -a of the larger over the smaller (target ≤ 1.5; the printed table grows with
+the runs), after the same ratio for `ps` and for `ps -a` after a change.
 
 How the history is made: one template run goes through the real code path — RunStore.create,
 then the same store calls the tick and the shepherd make (admitted → started → exit.json →
@@ -21,7 +32,8 @@ exactly what a finished `orbit run` leaves. Every other run is written with RunS
 exit.json and leftover files), and its file set is checked against the template's. That writes
 index.jsonl as the CLI does; one `orbit ps -a` afterwards checks that it needs no rebuild.
 
-Standalone: `python benchmarks/bench_ps.py [--runs N] [--repeats N]`; no Docker needed.
+Standalone: `python benchmarks/bench_ps.py [--runs N[,M]] [--repeats N] [--home DIR]`; no
+Docker needed.
 """
 
 from __future__ import annotations
@@ -57,7 +69,9 @@ from common import (
     timed,
 )
 
-TARGET = 3.0
+TARGET = 1.5  # ps -a over -c pass, nothing changed
+TARGET_CHANGED = 3.0  # ps -a right after a change over -c pass
+TARGET_SCALE = 1.5  # with two sizes: ps -a over the larger history over the smaller
 sys.path.insert(0, str(REPO))
 
 from orbit.store.exitrecord import finalize_from_exit, write_exit  # noqa: E402
@@ -266,65 +280,131 @@ def fill(home: Home, n_runs: int) -> str:
 
 
 # --- timing ----------------------------------------------------------------------------------
+def change(home: Home, round_no: int) -> None:
+    """One change of the kind `orbit mv` makes: a finished run's status.yaml replaced and its
+    index line appended (RunStore.update), another run each round."""
+    run_id = str(2 + (round_no * 7919) % max(1, len(os.listdir(home.runs_dir)) - 1))
+    RunStore(home).update(run_id, lambda run: {"folder": f"moved/{round_no}"}, actor="bench")
+
+
+def measure(
+    root: Path, n_runs: int, orbit_py: Path, pycache: Path | None, repeats: int, tag: str
+) -> dict[str, list[float]]:
+    """Fill (or reuse) the home at `root`, then time the commands there, alternated."""
+    home = Home.from_environ({"ORBIT_HOME": str(root)})
+    env = child_environ(root, pycache)
+    ps_all = [sys.executable, str(orbit_py), "ps", "-a"]
+    runs_dir = home.runs_dir
+    existing = len(os.listdir(runs_dir)) if runs_dir.is_dir() else 0
+    if existing:
+        print(f"history{tag}: reusing {existing} existing run directories in {root}")
+    else:
+        print(f"history{tag}: {fill(home, n_runs)}")
+    before = index_lines(home.index_path)
+    timed(ps_all, env, "bench_ps")
+    after = index_lines(home.index_path)
+    rebuilt = "no rebuild needed" if after == before else f"{after - before} rows appended"
+    print(f"index.jsonl{tag}: {before} lines before the first `ps -a`, {after} after ({rebuilt})")
+    time.sleep(2.1)  # the signal settles (listing.RACY_S): the next `ps -a` writes a snapshot
+    timed(ps_all, env, "bench_ps")
+    snapshot = root / "cache" / "listing.json"
+    commands = {
+        "ps -a": ps_all,
+        "-c pass": [sys.executable, "-c", "pass"],
+        "ps": [sys.executable, str(orbit_py), "ps"],
+        "ps -a stale": ["sh", "-c", 'rm -f "$0"; exec "$@"', str(snapshot), *ps_all],
+    }
+    times = alternate(commands, env, "bench_ps", repeats)
+    # Then, with the snapshot the last stale listing wrote, each `ps -a` right after a change
+    # (untimed, just before it); a snapshot is not rewritten while changes are this recent,
+    # so each listing starts from that one: N changes since it by the Nth repeat.
+    print(f"after a change{tag}: {repeats} rounds of a change, then `ps -a`, then `-c pass`")
+    times["ps -a changed"], times["-c pass (2)"] = [], []
+    for n in range(repeats):
+        change(home, n)
+        times["ps -a changed"].append(timed(ps_all, env, "bench_ps"))
+        times["-c pass (2)"].append(timed(commands["-c pass"], env, "bench_ps"))
+    return times
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description="Time `orbit ps -a` over many finished runs against `python -c pass` "
-        "(and `orbit ps`), alternated, one warm-up of each.",
+        "(and `orbit ps`, and `ps -a` right after a change), alternated, one warm-up of each.",
     )
-    parser.add_argument("--runs", type=int, default=10_000, help="runs in the home (10,000)")
+    parser.add_argument(
+        "--runs",
+        default="10000",
+        help="runs in the home (10000); two sizes, e.g. 10000,100000, also print the larger "
+        "over the smaller",
+    )
     parser.add_argument("--repeats", type=int, default=15, help="timed runs of each (15)")
     parser.add_argument(
-        "--home", type=Path, help="use this ORBIT_HOME (filled when it has no runs; kept)"
+        "--home",
+        type=Path,
+        help="use this ORBIT_HOME (filled when it has no runs; kept); with two sizes, DIR/N",
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary ORBIT_HOME")
     add_orbit_options(parser)
     args = parser.parse_args()
-    if args.runs < 1 or args.repeats < 1:
-        parser.error("--runs and --repeats must be at least 1")
+    try:
+        sizes = [int(n) for n in args.runs.split(",")]
+    except ValueError:
+        parser.error(f"--runs: expected N or N,M, got {args.runs!r}")
+    if not 1 <= len(sizes) <= 2 or min(sizes) < 1 or args.repeats < 1:
+        parser.error("--runs takes one or two sizes, each at least 1; --repeats at least 1")
 
     print("bench_ps: wall time of `orbit ps -a > /dev/null` vs `python -c pass` (and `orbit ps`)")
     print(machine())
     scratch = Path(tempfile.mkdtemp(prefix="orbit-bench-ps-"))
-    root = args.home.resolve() if args.home else scratch / "home"
-    home = Home.from_environ({"ORBIT_HOME": str(root)})
+    base = args.home.resolve() if args.home else scratch / "home"
+    roots = {n: base / str(n) if len(sizes) > 1 else base for n in sizes}
     pycache = None if args.env_as_is else scratch / "pycache"
-    env = child_environ(root, pycache)
     orbit_py = args.orbit.resolve()
-    print(setup_lines(orbit_py, root, pycache))
-    ps_all = [sys.executable, str(orbit_py), "ps", "-a"]
+    print(setup_lines(orbit_py, roots[sizes[0]], pycache))
+    results: dict[int, dict[str, float]] = {}
     try:
-        runs_dir = home.runs_dir
-        existing = len(os.listdir(runs_dir)) if runs_dir.is_dir() else 0
-        if existing:
-            print(f"history: reusing {existing} existing run directories")
-        else:
-            print(f"history: {fill(home, args.runs)}")
-        before = index_lines(home.index_path)
-        timed(ps_all, env, "bench_ps")
-        after = index_lines(home.index_path)
-        rebuilt = "no rebuild needed" if after == before else f"{after - before} rows appended"
-        print(f"index.jsonl: {before} lines before the first `ps -a`, {after} after ({rebuilt})")
-
-        snapshot = root / "cache" / "listing.json"
-        commands = {
-            "ps -a": ps_all,
-            "-c pass": [sys.executable, "-c", "pass"],
-            "ps": [sys.executable, str(orbit_py), "ps"],
-            "ps -a stale": ["sh", "-c", 'rm -f "$0"; exec "$@"', str(snapshot), *ps_all],
-        }
-        times = alternate(commands, env, "bench_ps", args.repeats)
+        for n in sizes:
+            tag = f" ({n} runs)" if len(sizes) > 1 else ""
+            times = measure(roots[n], n, orbit_py, pycache, args.repeats, tag)
+            med = {k: statistics.median(v) for k, v in times.items()}
+            results[n] = med
+            print()
+            print(f"{ms_header(14)}{'vs -c pass':>12}{tag}")
+            for key, values in times.items():
+                floor = med["-c pass (2)" if key == "ps -a changed" else "-c pass"]
+                print(f"{ms_row(key, values, 14)}{med[key] / floor:11.2f}x")
+            print()
     finally:
         if args.home or args.keep:
-            print(f"kept ORBIT_HOME: {root}")
+            print(f"kept ORBIT_HOME: {base}")
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    med = {k: statistics.median(v) for k, v in times.items()}
-    print()
-    print(f"{ms_header(10)}{'vs -c pass':>12}")
-    for key, values in times.items():
-        print(f"{ms_row(key, values, 10)}{med[key] / med['-c pass']:11.2f}x")
-    print()
+    for n, med in results.items():
+        after = med["ps -a changed"] / med["-c pass (2)"]
+        print(f"after a change, {n} runs: {after:.2f} (target ≤ {TARGET_CHANGED:g})")
+    if len(sizes) > 1:
+        # The sizes are measured one after the other, so each median is taken over its own
+        # `-c pass` first: a load that changed in between cancels out.
+        small, large = sorted(sizes)
+
+        def grown(key: str) -> float:
+            floor = "-c pass (2)" if key == "ps -a changed" else "-c pass"
+            return (results[large][key] / results[large][floor]) / (
+                results[small][key] / results[small][floor]
+            )
+
+        print(
+            f"-c pass, {large} runs' phase over {small}'s: "
+            f"{results[large]['-c pass'] / results[small]['-c pass']:.2f}"
+        )
+        for key in ("ps", "ps -a changed", "ps -a stale"):
+            print(f"{key}, {large} runs over {small} (each over its -c pass): {grown(key):.2f}")
+        print(f"ps -a, {large} runs over {small} (each over its -c pass; one line a run):")
+        print(ratio_line(grown("ps -a"), TARGET_SCALE))
+        return 0
+    med = results[sizes[0]]
     print(ratio_line(med["ps -a"] / med["-c pass"], TARGET))
     return 0
 

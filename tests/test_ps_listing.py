@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
+import re
 import shutil
 import time
 import zlib
@@ -201,6 +203,118 @@ def test_a_damaged_snapshot_is_ignored(
     assert POISON not in out and "one" in out
 
 
+# --- after a change: only the runs that changed are read again ----------------------------
+STALE = "xyzzy"  # as wide as "three": the columns keep their widths
+
+
+def poison_unchanged(home: Home, name: str) -> None:
+    """Rename run `name` to STALE in every section of the snapshot (its table, cells and
+    stamps kept consistent): a listing after a change that reads only the runs that changed
+    still shows it; one that read every run would not."""
+    path = Path(listing.path_of(home))
+    head, _, body = path.read_bytes().partition(b"\n")
+    header = json.loads(head)
+    sections = {}
+    for key, (offset, length, _crc) in header["sections"].items():
+        sections[key] = json.loads(body[offset : offset + length])
+    tpl, cells = sections["ps"], sections["cells"]
+    tpl["lines"] = [tpl["lines"][0]] + [line.replace(name, STALE) for line in tpl["lines"][1:]]
+    sections["cells"] = [[STALE if cell == name else cell for cell in c] for c in cells]
+    out = b""
+    header["sections"] = {}
+    for key, value in sections.items():
+        raw = json.dumps(value).encode() + b"\n"
+        header["sections"][key] = [len(out), len(raw), zlib.crc32(raw)]
+        out += raw
+    path.write_bytes(json.dumps(header).encode() + b"\n" + out)
+
+
+def ageless(text: str) -> str:
+    return re.sub(r"\S+ ago *", "AGE ", text)
+
+
+@pytest.fixture
+def changing(orbit: Orbit) -> tuple[Orbit, RunStore]:
+    """A home of three finished runs and a queued one whose snapshot has run `three` renamed
+    STALE; nothing changed since, so `ps -a` is served from it."""
+    store = RunStore(Home.from_environ(orbit.environ))
+    make(store, "one")
+    make(store, "two", RunState.FAILED)
+    make(store, "three")
+    make(store, "waiting", RunState.QUEUED)
+    settle(store.home)
+    assert "three" in listed(orbit)
+    poison_unchanged(store.home, "three")
+    assert STALE in listed(orbit)
+    return orbit, store
+
+
+def truth(orbit: Orbit, store: RunStore) -> str:
+    Path(listing.path_of(store.home)).unlink()
+    return listed(orbit)
+
+
+def test_a_change_reads_only_the_run_that_changed(changing: tuple[Orbit, RunStore]) -> None:
+    orbit, store = changing
+    store.update("2", lambda run: {"reason": "a longer reason than any before"}, actor="test")
+    out = listed(orbit)
+    assert STALE in out and "a longer reason than any before" in out
+    assert ageless(out.replace(STALE, "three")) == ageless(truth(orbit, store))
+
+
+def test_a_wider_cell_after_a_change_widens_its_column(changing: tuple[Orbit, RunStore]) -> None:
+    orbit, store = changing
+    wide = "a-run-name-wider-than-every-other-one-listed"
+    store.update("2", lambda run: {"folder": "elsewhere"}, actor="test")
+    spec = store.load("2").spec
+    write_yaml(store.run_dir("2") / "run.yaml", {**spec, "name": wide})
+    store.update("2", lambda run: {"reason": "renamed"}, actor="test")
+    out = listed(orbit)
+    assert STALE in out and wide in out
+    header = out.splitlines()[0]
+    assert header.index("STATE") == out.splitlines()[1].index("succeeded")
+    assert ageless(out.replace(STALE, "three")) == ageless(truth(orbit, store))
+
+
+@pytest.mark.parametrize(
+    "what", ["new run", "removed", "deleted by hand", "damaged dir", "stray file", "state"]
+)
+def test_a_listing_after_a_change_is_the_listing_of_every_run(
+    changing: tuple[Orbit, RunStore], what: str
+) -> None:
+    orbit, store = changing
+    if what == "new run":
+        make(store, "four")
+    elif what == "removed":
+        assert orbit("rm", "--yes", "1").code == 0
+    elif what == "deleted by hand":
+        shutil.rmtree(store.run_dir("1"))
+    elif what == "damaged dir":
+        (store.home.runs_dir / "77").mkdir()
+        (store.home.runs_dir / "77" / "status.yaml").write_text("state: [torn")
+    elif what == "stray file":
+        (store.home.runs_dir / "78").write_text("not a run")
+    else:
+        store.transition("4", RunState.CANCELLED, actor="test", reason="cancelled by a test")
+    out = listed(orbit)
+    assert STALE in out
+    assert ageless(out.replace(STALE, "three")) == ageless(truth(orbit, store))
+
+
+def test_a_hand_edit_shows_from_the_next_change_after_a_change(
+    changing: tuple[Orbit, RunStore],
+) -> None:
+    """As documented: the next change anywhere brings in a finished run edited by hand (each
+    run's status.yaml is checked against its row's stamp; only that one is read again)."""
+    orbit, store = changing
+    path = store.run_dir("2") / "status.yaml"
+    path.write_text(path.read_text().replace("made by a test", "edited by hand"))
+    assert "edited by hand" not in listed(orbit)
+    make(store, "four")
+    out = listed(orbit)
+    assert STALE in out and "edited by hand" in out and "four" in out
+
+
 # --- the template gives what the table gives ---------------------------------------------
 def rows() -> list[dict[str, Any]]:
     base = {
@@ -246,3 +360,59 @@ def test_a_filled_template_is_the_table(seconds: float) -> None:
 def test_no_template_for_a_cell_with_a_line_break() -> None:
     cells = cells_of([{**rows()[0], "name": "two\nlines"}])
     assert template(cells) is None
+
+
+def test_a_template_made_from_an_older_one_is_the_template() -> None:
+    """Reuse keeps the older lines only while no column changes width: checked against a
+    template made from nothing, for changes that widen, narrow, keep, add and remove rows
+    and the PARAMS column."""
+    from orbit.cli.ps_table import Reuse
+
+    rng = random.Random(7)
+    base = rows()[:2] + rows()[3:]
+    quick = 0
+    for _ in range(300):
+        old = [
+            {**rng.choice(base), "id": str(i), "name": "n" * rng.randrange(0, 12)}
+            for i in range(1, rng.randrange(2, 8))
+        ]
+        new = []
+        for r in old:
+            roll = rng.random()
+            if roll < 0.15:
+                continue  # removed
+            if roll < 0.5:
+                r = {**r, "name": "n" * rng.randrange(0, 12)}
+            if roll < 0.6:
+                r = {**r, "params": {} if rng.random() < 0.5 else {"lr": 0.1}}
+            new.append(r)
+        new.append({**base[0], "id": str(len(old) + 1)})  # a new run
+        old_cells, new_cells = cells_of(old), cells_of(new)
+        tpl = template(old_cells)
+        assert tpl is not None
+        before = {c[0]: c for c in old_cells}
+        same = {c[0] for c in new_cells if before.get(c[0]) == c}
+        changed = ({c[0] for c in old_cells} | {c[0] for c in new_cells}) - same
+        reuse = Reuse(tpl, old_cells, changed)
+        quick += reuse.template(new_cells) is not None
+        assert template(new_cells, reuse) == template(new_cells)
+    assert quick > 50  # most changes keep the columns: the older lines were reused
+
+
+def test_ages_shown_to_the_minute_are_those_of_the_table() -> None:
+    """fill computes an age of an hour or more once per minute of age: the same text as
+    `render`'s age of each row, at every second of a minute and across hour and day edges."""
+    base = rows()[0]
+    epoch_us = cells_of([base])[0][4]
+    offsets = [3600 - 1, 3600, 3659.5, 3660, 86399.99, 86400, 90061.2, *range(7190, 7330, 7)]
+    cells = []
+    for i, back in enumerate(offsets):
+        cells.append([*cells_of([{**base, "id": str(i)}])[0]])
+        cells[-1][4] = epoch_us - int(back * 1_000_000)
+    for now_us in (epoch_us, epoch_us + 1, epoch_us + 999_999):
+        direct, filled = io.StringIO(), io.StringIO()
+        render(direct, cells, now_us)
+        tpl = template(cells)
+        assert tpl is not None
+        fill(filled, tpl, now_us)
+        assert filled.getvalue() == direct.getvalue()

@@ -7,6 +7,7 @@ import argparse
 import fnmatch
 import functools
 import math
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,7 @@ from orbit.store.model import STATUS_YAML, Run
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from orbit.review.where import Where
+    from orbit.store.listing import Signal, Snapshot
 
 STATES = (
     "queued", "starting", "running", "unknown", "succeeded", "failed", "cancelled", "lost"
@@ -171,30 +173,146 @@ def run(args: argparse.Namespace, env: Env) -> int:
 
 def plain_listing(env: Env) -> tuple[dict[str, Any] | None, list[list[Any]]]:
     """The table of every run (`orbit ps -a`) as a template (cli/ps_table.py): the listing
-    snapshot's (store/listing.py) while its signal says nothing changed, else made from every
-    run's row and saved as the new snapshot. (None, the cells) when no template can be made."""
+    snapshot's (store/listing.py) while its signal says nothing changed; else the snapshot's
+    with only the runs that changed since read again (`changed`), or made from every run's
+    row; either is saved as the new snapshot. (None, the cells) when no template can be made."""
     from orbit.store import listing
 
     snapshot = listing.load(env.home)
-    tpl = snapshot.section("ps") if snapshot is not None else None
-    if is_template(tpl):
-        return tpl, []
+    if snapshot is not None and snapshot.fresh:
+        tpl = snapshot.section("ps")
+        if is_template(tpl):
+            return tpl, []
     before = listing.Signal(env.home, str(env.home.runs_dir))
-    found = rows(env, True, None)
-    cells = cells_of(found)
-    tpl = template(cells)
+    found = changed(env, snapshot, before) if snapshot is not None else None
+    if found is not None:
+        cells, stamps, tpl, watch = found
+    else:
+        rows_now = rows(env, True, None)
+        cells = cells_of(rows_now)
+        stamps = [r.get("st") for r in rows_now]
+        tpl = template(cells)
+        watch = {}
+        for r in rows_now:
+            watch.update(_watched(before.runs_dir, r))
     if tpl is None:
         return None, cells
-    # The runs whose status.yaml changes most are checked on every read: the active ones
-    # (against the stamp their row was made from) and the unreadable ones (a repair may come).
-    watch: dict[str, list[int] | None] = {}
-    for r in found:
-        if "error" in r:
-            watch[r["id"]] = listing.status_stamp(f"{before.runs_dir}/{r['id']}/{STATUS_YAML}")
-        elif r.get("state") in STATE_ALIASES["active"]:
-            watch[str(r["id"])] = r.get("st")
-    listing.save(env.home, before, watch, {"ps": tpl})
+    listing.save(env.home, before, watch, {"ps": tpl, "cells": cells, "stamps": stamps})
     return tpl, []
+
+
+def _moved(runs_dir: str, cells: list[list[Any]], stamps: list[Any]) -> set[str]:
+    """The ids of the runs whose status.yaml is not the one their row was made from (`st`),
+    and of the unreadable ones."""
+    ids = set()
+    stat = os.stat
+    try:
+        fd = os.open(runs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return {c[0] for c in cells}
+    try:
+        for c, old in zip(cells, stamps, strict=True):
+            try:  # relative to runs/: a shorter walk than the whole path
+                st = stat(f"{c[0]}/{STATUS_YAML}", dir_fd=fd)
+                now: list[int] | None = [st.st_mtime_ns, st.st_size, st.st_ino]
+            except OSError:
+                now = None
+            if now != old or now is None or c[2] == "unreadable":
+                ids.add(c[0])
+    finally:
+        os.close(fd)
+    return ids
+
+
+def _merged(
+    cells: list[list[Any]], stamps: list[Any], ids: set[str], new: dict[str, tuple[list[Any], Any]]
+) -> tuple[list[list[Any]], list[Any]]:
+    """`cells` and `stamps` with the runs of `ids` replaced by their `new` (cells, stamp),
+    or gone when they have none; runs not there before are added in id order."""
+    from orbit.store.runs import id_key
+
+    out, out_stamps = [], []
+    for c, old in zip(cells, stamps, strict=True):
+        if c[0] not in ids:
+            out.append(c)
+            out_stamps.append(old)
+        elif c[0] in new:
+            cell, stamp = new.pop(c[0])
+            out.append(cell)
+            out_stamps.append(stamp)
+    if new:  # runs that were not listed before, usually all after the last one listed
+        added = sorted(new, key=id_key)
+        late = not out or id_key(out[-1][0]) < id_key(added[0])
+        out.extend(new[i][0] for i in added)
+        out_stamps.extend(new[i][1] for i in added)
+        if not late:
+            order = sorted(range(len(out)), key=lambda i: id_key(out[i][0]))
+            out, out_stamps = [out[i] for i in order], [out_stamps[i] for i in order]
+    return out, out_stamps
+
+
+def _watched(runs_dir: str, row: dict[str, Any]) -> dict[str, list[int] | None]:
+    """The runs whose status.yaml changes most are checked on every read of a snapshot: the
+    active ones (against the stamp their row was made from) and the unreadable ones (a
+    repair may come)."""
+    from orbit.store import listing
+
+    if "error" in row:
+        return {row["id"]: listing.status_stamp(f"{runs_dir}/{row['id']}/{STATUS_YAML}")}
+    if row.get("state") in STATE_ALIASES["active"]:
+        return {str(row["id"]): row.get("st")}
+    return {}
+
+
+def changed(
+    env: Env, snapshot: Snapshot, before: Signal
+) -> tuple[list[list[Any]], list[Any], dict[str, Any] | None, dict[str, Any]] | None:
+    """The cells, stamps, template and watched runs of `ps -a` made from an older snapshot:
+    every run's status.yaml is checked against the stamp its row was made from (as `rows`
+    does), but only the runs whose file moved, the unreadable ones and the runs/ entries that
+    came or went are read again, from the index lines appended since or else from disk.
+    None when the snapshot cannot tell what changed."""
+    from orbit.cli.ps_table import Reuse
+    from orbit.store import index
+    from orbit.store.creation import recover
+    from orbit.store.runs import Broken, RunStore
+
+    since = snapshot.since(env.home, before)
+    old_tpl, old_cells = snapshot.section("ps"), snapshot.section("cells")
+    old_stamps = snapshot.section("stamps")
+    if since is None or not is_template(old_tpl) or not isinstance(old_cells, list):
+        return None
+    if not (isinstance(old_stamps, list) and len(old_cells) == len(old_stamps)):
+        return None
+    if len(old_cells) != len(old_tpl["lines"]) - 1:
+        return None
+    done = recover(env.home)  # a killed submit's runs: revealed (or cleared) first
+    if done.revealed or done.cleared:
+        return None
+    runs_dir = before.runs_dir
+    ids = _moved(runs_dir, old_cells, old_stamps)
+    if since.names is not None:
+        ids.update(set(since.names).difference(c[0] for c in old_cells))
+    index_rows = index.apply_lines(since.appended)[0] if ids else {}
+    store = RunStore(env.home)
+    new: dict[str, tuple[list[Any], Any]] = {}
+    read: dict[str, dict[str, Any]] = {}
+    for run_id in ids:
+        item = store.row_of(run_id, index_rows.get(run_id), runs_dir)
+        if item is None:
+            continue
+        row: dict[str, Any]
+        if isinstance(item, Broken):
+            row = {"id": item.id, "state": "unreadable", "error": item.problem}
+        else:
+            row = item
+        new[run_id] = (cells_of([row])[0], row.get("st"))
+        read[run_id] = row
+    cells, stamps = _merged(old_cells, old_stamps, ids, new)
+    watch = {k: v for k, v in snapshot.watch.items() if k not in ids}
+    for row in read.values():
+        watch.update(_watched(runs_dir, row))
+    return cells, stamps, template(cells, Reuse(old_tpl, old_cells, ids)), watch
 
 
 # --- --state, --name, --sort and the params/metric columns --------------------------------

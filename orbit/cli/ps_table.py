@@ -8,12 +8,11 @@ SUBMITTED blank, and filling it in pads every line's SUBMITTED slot as `table` w
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from orbit.cli.common import table
+from orbit.cli.common import column_widths, row_format, table
 from orbit.human import human_seconds
 from orbit.store.model import parse_iso
 
@@ -70,10 +69,23 @@ def render(
 ) -> None:
     """The table of `cells` as of `now_us`, with PARAMS when a run has params and `extra`
     (the sort metric's column) before REASON."""
-    body = [[*c[:SUBMITTED], _age(c[SUBMITTED], now_us), *c[SUBMITTED + 1 : 7]] for c in cells]
+    table(out, *_body(cells, [_age(c[SUBMITTED], now_us) for c in cells], extra))
+
+
+def _body(
+    cells: list[list[Any]],
+    ages: list[str],
+    extra: tuple[str, list[str]] | None = None,
+    params: bool | None = None,
+) -> tuple[list[str], list[list[str]]]:
+    """The headers and rows `render` gives `table`, with `ages` in SUBMITTED; PARAMS when a
+    run has params (or as `params` says)."""
+    body = [
+        [*c[:SUBMITTED], age, *c[SUBMITTED + 1 : 7]] for c, age in zip(cells, ages, strict=True)
+    ]
     headers = list(HEADERS)
     columns = []
-    if any(c[7] is not None for c in cells):
+    if any(c[7] is not None for c in cells) if params is None else params:
         columns.append(("PARAMS", [c[7] or "" for c in cells]))
     if extra is not None:
         columns.append(extra)
@@ -82,20 +94,84 @@ def render(
         headers.insert(at, title)
         for row, cell in zip(body, column, strict=True):
             row.insert(at, cell)
-    table(out, headers, body)
+    return headers, body
 
 
-def template(cells: list[list[Any]]) -> dict[str, Any] | None:
+def template(cells: list[list[Any]], reuse: Reuse | None = None) -> dict[str, Any] | None:
     """`render`'s table of all of `cells` with SUBMITTED blank: `lines` (the header first),
-    `at` (where SUBMITTED starts in every line) and `submitted` (each row's SUBMITTED cell).
-    None when a cell holds a line break (a row would not be one line)."""
-    blank = [[*c[:SUBMITTED], "", *c[SUBMITTED + 1 :]] for c in cells]
-    buffer = io.StringIO()
-    render(buffer, blank, 0)
-    lines = buffer.getvalue().split("\n")[:-1]
-    if len(lines) != len(cells) + 1:
+    `at` (where SUBMITTED starts in every line), `submitted` (each row's SUBMITTED cell),
+    and the `headers` and `widths` of its columns. None when a cell holds a line break (a
+    row would not be one line).
+
+    `reuse`: lines of an older template (`reusable`), kept while the columns are as they
+    were instead of being formatted again."""
+    if reuse is not None:
+        quick = reuse.template(cells)
+        if quick is not None:
+            return quick
+    headers, body = _body(cells, [""] * len(cells))
+    widths = column_widths(headers, body)
+    fmt = row_format(widths)
+    head = fmt.format(*headers).rstrip()
+    lines = [head, *(fmt.format(*row).rstrip() for row in body)]
+    if any("\n" in line for line in lines):
         return None
-    return {"at": lines[0].index("SUBMITTED"), "lines": lines, "submitted": [c[4] for c in cells]}
+    return _template(head, lines, cells, headers, widths)
+
+
+def _template(
+    head: str, lines: list[str], cells: list[list[Any]], headers: list[str], widths: list[int]
+) -> dict[str, Any]:
+    return {
+        "at": head.index("SUBMITTED"),
+        "lines": lines,
+        "submitted": [c[4] for c in cells],
+        "headers": headers,
+        "widths": widths,
+    }
+
+
+class Reuse:
+    """What `template` may keep of an older one: its columns, and its line of each run whose
+    cells did not change (`changed`: the ids of the others, and of runs gone or new)."""
+
+    def __init__(self, tpl: dict[str, Any], cells: list[list[Any]], changed: set[str]) -> None:
+        self.headers = tpl.get("headers")
+        self.widths = tpl.get("widths")
+        self.head = tpl["lines"][0]
+        self.changed = changed
+        pairs = zip(cells, tpl["lines"][1:], strict=True)
+        self.lines = {c[0]: line for c, line in pairs if c[0] not in changed}
+        self.before = [c for c in cells if c[0] in changed]
+
+    def template(self, cells: list[list[Any]]) -> dict[str, Any] | None:
+        """`template(cells)`, made by formatting only the changed rows, when it can be told
+        from them alone that every column keeps its width (None: format them all)."""
+        headers, widths = self.headers, self.widths
+        if not (isinstance(headers, list) and isinstance(widths, list)):
+            return None
+        params = "PARAMS" in headers
+        after = [c for c in cells if c[0] in self.changed]
+        if any(c[7] is not None for c in after) != params and (
+            not params or any(c[7] is not None for c in self.before)
+        ):
+            return None  # PARAMS may come or go
+        blank = [""] * max(len(after), len(self.before))
+        _, old_rows = _body(self.before, blank[: len(self.before)], params=params)
+        _, new_rows = _body(after, blank[: len(after)], params=params)
+        for i, width in enumerate(widths[:-1]):
+            if any(len(r[i]) > width for r in new_rows):
+                return None  # wider
+            at_max = width > len(headers[i]) and any(len(r[i]) == width for r in old_rows)
+            if at_max and not any(len(r[i]) == width for r in new_rows):
+                return None  # perhaps narrower
+        fmt = row_format(widths)
+        new = {c[0]: fmt.format(*row).rstrip() for c, row in zip(after, new_rows, strict=True)}
+        if any("\n" in line for line in new.values()):
+            return None
+        lines = [self.head]
+        lines.extend(new[c[0]] if c[0] in new else self.lines[c[0]] for c in cells)
+        return _template(self.head, lines, cells, headers, widths)
 
 
 def is_template(value: Any) -> bool:
@@ -113,7 +189,7 @@ def fill(out: TextIO, tpl: dict[str, Any], now_us: int) -> None:
     """Write a template's table as of `now_us`: what `render` writes for the same cells."""
     at, lines = tpl["at"], tpl["lines"]
     end = at + len("SUBMITTED")  # the blank column was as wide as its header
-    ages = [_age(s, now_us) for s in tpl["submitted"]]
+    ages = _ages(tpl["submitted"], now_us)
     width = max(len("SUBMITTED"), *map(len, ages)) if ages else len("SUBMITTED")
     text = [lines[0][:at] + "SUBMITTED".ljust(width) + lines[0][end:]]
     for line, age in zip(lines[1:], ages, strict=True):
@@ -122,6 +198,23 @@ def fill(out: TextIO, tpl: dict[str, Any], now_us: int) -> None:
         filled = line[:at].ljust(at) + age.ljust(width) + line[end:]
         text.append(filled if len(line) > end else filled.rstrip())
     out.write("\n".join(text) + "\n")
+
+
+def _ages(submitted: list[int | str], now_us: int) -> list[str]:
+    """`_age` of each; an age of an hour or more is shown to the minute (human_seconds:
+    "1h05m", "2d03h"), so it is computed once per minute of age, not once per run."""
+    known: dict[int, str] = {}
+    out = []
+    for s in submitted:
+        if isinstance(s, str) or now_us - s < 3_600_000_000:
+            out.append(_age(s, now_us))
+            continue
+        minute = (now_us - s) // 60_000_000
+        age = known.get(minute)
+        if age is None:
+            age = known[minute] = _age(s, now_us)
+        out.append(age)
+    return out
 
 
 def _age(submitted: int | str, now_us: int) -> str:

@@ -70,8 +70,18 @@ def read(path: Path) -> tuple[dict[str, dict[str, Any]], int]:
     return rows, _apply(raw, rows)
 
 
-def _apply(raw: bytes, rows: dict[str, dict[str, Any]]) -> int:
-    """Apply the lines of `raw` to `rows` (last line per id wins); the number of lines."""
+def apply_lines(raw: bytes) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """The latest row per run id among the lines of `raw` (a part of the index), and the id
+    of every line, a removed run's included."""
+    rows: dict[str, dict[str, Any]] = {}
+    seen: set[str] = set()
+    _apply(raw, rows, seen)
+    return rows, seen
+
+
+def _apply(raw: bytes, rows: dict[str, dict[str, Any]], seen: set[str] | None = None) -> int:
+    """Apply the lines of `raw` to `rows` (last line per id wins); the number of lines.
+    `seen`, when given, gets the id of every line (a tombstone's too)."""
     lines = raw.splitlines()
     try:
         parsed = json.loads(b"[" + b",".join(line for line in lines if line.strip()) + b"]")
@@ -85,6 +95,8 @@ def _apply(raw: bytes, rows: dict[str, dict[str, Any]]) -> int:
     for row in parsed:
         if not isinstance(row, dict) or "id" not in row:
             continue
+        if seen is not None:
+            seen.add(str(row["id"]))
         if row.get("removed"):
             rows.pop(row["id"], None)
         elif all(key in row for key in ROW_KEYS):

@@ -21,11 +21,15 @@ full disk refused). Those show from the next change anywhere in the home, the ne
 that reads every run (a tick looking for lost markers, `orbit web`, a lookup by name), or once
 this file is deleted.
 
+After a change, a snapshot is still the base of the next listing when `since` can tell what
+moved (docs/run-directory.md, "After a change"): the lines appended to index.jsonl and the
+entries of runs/; the caller reads again only the runs whose status.yaml moved.
+
 A snapshot is written only by a listing during which the signal did not move (a listing that
 repaired the index itself leaves it to the next one), and only when the signal is older than
 `RACY_S`: a change within one timestamp granule of the recorded mtime would not move it.
 
-Layout: line 1 is a JSON header `{"format": 1, "config", "runs_dir", "signal", "watch",
+Layout: line 1 is a JSON header `{"format": 1, "config", "runs_dir", "signal", "watch", "tail",
 "sections": {name: [offset, length, crc32]}}`; the sections follow as one JSON value per line,
 each at `offset` bytes after the header's newline. Written to a temporary file and renamed; a
 file that is unreadable, of another format, or whose section fails its CRC is ignored.
@@ -45,6 +49,7 @@ from orbit.store.home import Home
 from orbit.store.model import STATUS_YAML
 
 FORMAT = 1
+TAIL = 64  # bytes of index.jsonl before a snapshot's size, compared by `since`
 RACY_S = 2.0  # coarser than any file system's timestamps (1 s on ext3, some NFS servers)
 
 Stamp = list[int] | None
@@ -97,11 +102,15 @@ def _stamps(home: Home, runs_dir: str) -> list[Stamp]:
 
 
 class Snapshot:
-    """A valid snapshot; each section is parsed (and its CRC checked) on first use."""
+    """A snapshot of this home's runs directory; each section is parsed (and its CRC checked)
+    on first use. `fresh`: its signal says nothing changed since it was made."""
 
-    def __init__(self, body: bytes, sections: dict[str, Any]) -> None:
+    def __init__(self, header: dict[str, Any], body: bytes, fresh: bool) -> None:
+        self._header = header
         self._body = body
-        self._sections = sections
+        self._sections = header["sections"]
+        self.fresh = fresh
+        self.watch: dict[str, Stamp] = header["watch"]
 
     def section(self, name: str) -> Any:
         """The section's value, or None when it is missing or damaged."""
@@ -117,10 +126,58 @@ class Snapshot:
         except (TypeError, ValueError):
             return None
 
+    def since(self, home: Home, now: Signal) -> Since | None:
+        """What changed between this snapshot and `now` (taken after it was read), when all of
+        it can be told: whole lines appended to index.jsonl (its device and inode the same,
+        its last bytes before the old size unchanged) and entries of runs/ (the same
+        directory). None when anything else moved (a compaction, another runs directory), or
+        when the index grew by more than it held: the whole listing is then as cheap, and
+        compacts it. A watched run's status.yaml is the caller's to check."""
+        try:
+            old_runs, old_index = self._header["signal"]
+            tail = bytes.fromhex(self._header["tail"])
+            new_runs, new_index = now.stamps
+            if self._header["runs_dir"] != now.runs_dir or old_index is None or new_index is None:
+                return None
+            if old_runs is None or new_runs is None or old_runs[:2] != new_runs[:2]:
+                return None
+            start, end = old_index[2], new_index[2]
+            if old_index[:2] != new_index[:2] or end < start or end - start > start:
+                return None
+            with open(home.index_path, "rb") as fh:
+                fh.seek(start - len(tail))
+                raw = fh.read(end - start + len(tail))
+        except (KeyError, TypeError, ValueError, OSError):
+            return None
+        if raw[: len(tail)] != tail:
+            return None
+        appended = raw[len(tail) :]
+        if appended and not appended.endswith(b"\n"):
+            return None  # an append in progress
+        names = None if old_runs == new_runs else _dir_names(now.runs_dir)
+        return Since(appended, names)
+
+
+class Since:
+    """`appended`: the bytes added to index.jsonl since a snapshot (whole lines); `names`:
+    the entries of runs/ now, when it changed (None: the same entries)."""
+
+    def __init__(self, appended: bytes, names: list[str] | None) -> None:
+        self.appended = appended
+        self.names = names
+
+
+def _dir_names(runs_dir: str) -> list[str]:
+    try:
+        return [n for n in os.listdir(runs_dir) if not n.startswith(".")]
+    except FileNotFoundError:
+        return []
+
 
 def load(home: Home) -> Snapshot | None:
-    """The snapshot, when there is one and its signal says nothing changed; else None.
-    Never raises: a missing, damaged or foreign file is no snapshot."""
+    """The snapshot made for this home's settings (its `fresh` says whether its signal says
+    nothing changed since), or None. Never raises: a missing, damaged or foreign file, or
+    one made for another data directory, is no snapshot."""
     try:
         with open(path_of(home), "rb") as fh:
             data = fh.read()
@@ -135,17 +192,17 @@ def load(home: Home) -> Snapshot | None:
         if header["config"] != config:
             return None  # the data directory may have moved: compute it again
         runs_dir = header["runs_dir"]
-        if header["signal"] != _stamps(home, runs_dir):
+        fresh = header["signal"] == _stamps(home, runs_dir)
+        if fresh:
+            for run_id, stamp in header["watch"].items():
+                if status_stamp(f"{runs_dir}/{run_id}/{STATUS_YAML}") != stamp:
+                    fresh = False
+                    break
+        if not isinstance(header["sections"], dict) or not isinstance(header["watch"], dict):
             return None
-        for run_id, stamp in header["watch"].items():
-            if status_stamp(f"{runs_dir}/{run_id}/{STATUS_YAML}") != stamp:
-                return None
-        sections = header["sections"]
-        if not isinstance(sections, dict):
-            return None
+        return Snapshot(header, data[end + 1 :], fresh)
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
-    return Snapshot(data[end + 1 :], sections)
 
 
 def save(home: Home, before: Signal, watch: dict[str, Stamp], sections: dict[str, Any]) -> bool:
@@ -155,7 +212,10 @@ def save(home: Home, before: Signal, watch: dict[str, Stamp], sections: dict[str
     file). Nothing is written when the signal moved since `before` (the listing may have missed
     that change) or is not settled. A write the disk refuses is logged, never raised.
     """
-    if not before.settled() or _stamps(home, before.runs_dir) != before.stamps:
+    if not before.settled():
+        return False
+    tail = _tail(home, before.stamps[1])  # read before the signal is checked again
+    if tail is None or _stamps(home, before.runs_dir) != before.stamps:
         return False
     header: dict[str, Any] = {
         "format": FORMAT,
@@ -163,6 +223,7 @@ def save(home: Home, before: Signal, watch: dict[str, Stamp], sections: dict[str
         "runs_dir": before.runs_dir,
         "signal": before.stamps,
         "watch": watch,
+        "tail": tail.hex(),
         "sections": {},
     }
     body = bytearray()
@@ -181,3 +242,18 @@ def save(home: Home, before: Signal, watch: dict[str, Stamp], sections: dict[str
         logging.getLogger(__name__).debug("listing snapshot not written: %s", exc)
         return False
     return True
+
+
+def _tail(home: Home, stamp: Stamp) -> bytes | None:
+    """The last TAIL bytes of index.jsonl before the size in its `stamp` (what `since` checks:
+    a file of the same inode number that is not the same file has other bytes there)."""
+    if stamp is None:
+        return b""  # no index yet
+    size = stamp[2]
+    try:
+        with open(home.index_path, "rb") as fh:
+            fh.seek(max(0, size - TAIL))
+            raw = fh.read(min(size, TAIL))
+    except OSError:
+        return None
+    return raw if len(raw) == min(size, TAIL) else None

@@ -278,51 +278,57 @@ class RunStore:
             rows, n_lines = self.index_cache.read(self.home.index_path)
         else:
             rows, n_lines = index.read(self.home.index_path)
-        names = self._dir_names()
         out: list[dict[str, Any] | Broken] = []
         fresh: dict[str, dict[str, Any]] = {}
         runs_dir = str(self.home.runs_dir)  # plain strings: pathlib costs more than the stat
-        stat = os.stat
-        for run_id in sorted(names, key=id_key):
-            row = rows.get(run_id)
-            try:
-                st = stat(f"{runs_dir}/{run_id}/{STATUS_YAML}")
-                mtime: list[int] | None = [st.st_mtime_ns, st.st_size, st.st_ino]
-            except OSError:
-                mtime = None
-            if mtime is None:
-                try:
-                    with os.scandir(self.run_dir(run_id)) as entries:
-                        claimed_only = not any(entries)
-                except FileNotFoundError:
-                    continue  # removed since the listing
-                except NotADirectoryError:
-                    # A stray file is no run: listed, but a member of no group.
-                    problem = f"{self.run_dir(run_id)}: not a run directory"
-                    out.append(Broken(run_id, problem, spec={"group": None}))
-                    continue
-                except OSError as exc:  # permission denied
-                    problem = f"{self.run_dir(run_id)}: not a run directory"
-                    if exc.strerror:
-                        problem += f" ({exc.strerror.lower()})"
-                    out.append(self.broken(run_id, problem))
-                    continue
-                if not claimed_only:
-                    out.append(self.broken(run_id, f"{self.run_dir(run_id)}: status.yaml missing"))
-                continue  # an empty directory is an id being claimed right now
-            if row is None or row.get("st") != mtime:
-                try:
-                    run = self.load(run_id)
-                except (CorruptError, NotFoundError) as exc:
-                    out.append(self.broken(run_id, str(exc)))
-                    continue
-                row = index.row_for(run, mtime)
-                self._cache(index.append, self.home.index_path, row)
-            fresh[run_id] = row
+        for run_id in sorted(self._dir_names(), key=id_key):
+            row = self.row_of(run_id, rows.get(run_id), runs_dir)
+            if row is None:
+                continue
+            if not isinstance(row, Broken):
+                fresh[run_id] = row
             out.append(row)
         if n_lines > 2 * len(fresh) + 100:
             self._cache(self._compact, fresh)
         return out
+
+    def row_of(
+        self, run_id: str, row: dict[str, Any] | None, runs_dir: str
+    ) -> dict[str, Any] | Broken | None:
+        """Run `run_id`'s listing row: `row` (its index row) while the status.yaml it was made
+        from is unchanged, else one made from disk and appended to the index; a Broken entry
+        for a run that cannot be read; None for no run (removed, or an id being claimed)."""
+        try:
+            st = os.stat(f"{runs_dir}/{run_id}/{STATUS_YAML}")
+            mtime: list[int] | None = [st.st_mtime_ns, st.st_size, st.st_ino]
+        except OSError:
+            mtime = None
+        if mtime is None:
+            try:
+                with os.scandir(self.run_dir(run_id)) as entries:
+                    claimed_only = not any(entries)
+            except FileNotFoundError:
+                return None  # removed since the listing
+            except NotADirectoryError:
+                # A stray file is no run: listed, but a member of no group.
+                problem = f"{self.run_dir(run_id)}: not a run directory"
+                return Broken(run_id, problem, spec={"group": None})
+            except OSError as exc:  # permission denied
+                problem = f"{self.run_dir(run_id)}: not a run directory"
+                if exc.strerror:
+                    problem += f" ({exc.strerror.lower()})"
+                return self.broken(run_id, problem)
+            if not claimed_only:
+                return self.broken(run_id, f"{self.run_dir(run_id)}: status.yaml missing")
+            return None  # an empty directory is an id being claimed right now
+        if row is None or row.get("st") != mtime:
+            try:
+                run = self.load(run_id)
+            except (CorruptError, NotFoundError) as exc:
+                return self.broken(run_id, str(exc))
+            row = index.row_for(run, mtime)
+            self._cache(index.append, self.home.index_path, row)
+        return row
 
     def _compact(self, fresh: dict[str, dict[str, Any]]) -> None:
         with locked(self.home.locks_dir / "index.lock"):
