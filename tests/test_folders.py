@@ -159,6 +159,11 @@ def test_export_is_a_real_copy_of_finished_runs(orbit: Orbit, busybox: str, tmp_
 
 def test_export_refusals(orbit: Orbit, busybox: str, tmp_path: Path) -> None:
     (run_id,) = make_runs(orbit, busybox, "f", "g", 1)
+    # The shepherd deletes its disk reserve before the run is seen finished (an export racing
+    # that deletion failed); one left behind (a shepherd killed there) is not exported.
+    reserve = orbit.run_dir(run_id) / ".disk-reserve"
+    assert not reserve.exists()
+    reserve.write_bytes(bytes(16))
     target = tmp_path / "t"
     (target / "f" / run_id).mkdir(parents=True)
     (target / "f" / run_id / "keep.txt").write_text("mine")
@@ -169,6 +174,7 @@ def test_export_refusals(orbit: Orbit, busybox: str, tmp_path: Path) -> None:
     os.unlink(target / "f" / run_id / "keep.txt")
     assert orbit("export", "f", str(target)).code == 0
     assert (target / "f" / run_id / "run.yaml").exists()
+    assert not (target / "f" / run_id / ".disk-reserve").exists()
 
     assert orbit("export", "nothing", str(tmp_path / "x")).code == ExitCode.NOT_FOUND
     assert orbit("export", "/", str(tmp_path / "x")).code == ExitCode.USAGE

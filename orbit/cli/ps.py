@@ -17,7 +17,7 @@ from orbit.cli.ps_table import cells_of, fill, is_template, render, template
 from orbit.env import Env
 from orbit.errors import ExitCode, UsageError
 from orbit.store.locks import stuck_scheduler
-from orbit.store.model import STATUS_YAML, Run
+from orbit.store.model import STATUS_YAML, Run, stamp_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ def _moved(runs_dir: str, cells: list[list[Any]], stamps: list[Any]) -> set[str]
         for c, old in zip(cells, stamps, strict=True):
             try:  # relative to runs/: a shorter walk than the whole path
                 st = stat(f"{c[0]}/{STATUS_YAML}", dir_fd=fd)
-                now: list[int] | None = [st.st_mtime_ns, st.st_size, st.st_ino]
+                now: list[int] | None = stamp_of(st)
             except OSError:
                 now = None
             if now != old or now is None or c[2] == "unreadable":

@@ -21,7 +21,7 @@ from orbit.execute import docker_ops
 from orbit.execute.engine import Container, Engine, EngineError, NotFound
 from orbit.execute.logfollow import LogCopier
 from orbit.execute.logvalve import Valve, limit_for
-from orbit.execute.troubles import RESERVE, Troubles, poll
+from orbit.execute.troubles import Troubles, poll
 from orbit.execute.watching import (
     DISK_RETRY_SECONDS,
     METRICS_BUDGET_BYTES,
@@ -44,6 +44,7 @@ from orbit.store.files import atomic_write, read_jsonl, unlink_quiet
 from orbit.store.home import Home
 from orbit.store.locks import release, try_lock
 from orbit.store.model import (
+    DISK_RESERVE,
     EVENTS,
     EXIT_JSON,
     LOG,
@@ -563,6 +564,7 @@ class Shepherd:
 
     def _finish(self, run: Run, container: Container | None) -> None:
         secrets.drop(self.home, run.id)
+        unlink_quiet(run.path(DISK_RESERVE))  # room to settle; gone before the run is seen done
         successor = self.successor()
         ahead, self.ahead = None if successor else self.ahead or self._ahead(), None
         try:
@@ -629,7 +631,7 @@ class Shepherd:
         reboot), save the rest of its log and remove it; then drop the secrets and the active/
         marker. When Docker cannot be reached the marker stays, so a later tick tries again.
         `removed`: this shepherd has just removed the container (Docker is not asked again)."""
-        unlink_quiet(run.path(RESERVE))
+        unlink_quiet(run.path(DISK_RESERVE))
         container = None
         if not removed:
             try:

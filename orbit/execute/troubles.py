@@ -21,7 +21,7 @@ from orbit.execute.engine import Unreachable
 from orbit.human import clock_time
 from orbit.store.files import unlink_quiet
 from orbit.store.lognote import outages
-from orbit.store.model import RunState, now_iso, parse_iso
+from orbit.store.model import DISK_RESERVE, RunState, now_iso, parse_iso
 from orbit.store.runs import RunStore
 
 TYPE_CHECKING = False
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RESERVE = ".disk-reserve"
 RESERVE_BYTES = 64 << 10
 # The exit codes of a container its daemon stopped at restart: SIGTERM, then SIGKILL.
 STOP_CODES = (137, 143)
@@ -81,7 +80,7 @@ class Troubles:
             return
         self.disk_full = full
         if full:
-            unlink_quiet(self.dir / RESERVE)  # the room for the lines below
+            unlink_quiet(self.dir / DISK_RESERVE)  # the room for the lines below
             log.warning(
                 "run %s: disk full under %s; the log copy waits for space (the container is "
                 "held meanwhile)",
@@ -125,7 +124,7 @@ class Troubles:
             log.warning("run %s: %s not recorded: %s", self.run_id, event, exc)
 
     def _make_reserve(self) -> None:
-        path = self.dir / RESERVE
+        path = self.dir / DISK_RESERVE
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:

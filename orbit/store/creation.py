@@ -66,6 +66,7 @@ from orbit.store.model import (
     Run,
     RunState,
     now_iso,
+    stamp_of,
 )
 
 TYPE_CHECKING = False
@@ -330,7 +331,7 @@ def _stage(
     for name, data in files.items():
         _write(f"{folder}/{name}", data)
     _write(f"{folder}/{EVENTS}", event)
-    return [st.st_mtime_ns, st.st_size, st.st_ino]
+    return stamp_of(st)
 
 
 def _write(path: str, data: bytes) -> os.stat_result:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from orbit.errors import ConflictError, NotFoundError, OrbitError, UsageError
 from orbit.store.dirlist import special_kind
-from orbit.store.model import Run
+from orbit.store.model import DISK_RESERVE, Run
 
 if TYPE_CHECKING:
     from orbit.store.runs import RunStore
@@ -174,8 +174,8 @@ def staged_dir(target: Path, prefix: str) -> Iterator[Path]:
 
 def copy_run(run: Run, target: Path) -> None:
     """Copy one run directory to `target` (absent or an empty directory), whole or not at all:
-    it is copied under a temporary name beside `target`, then renamed. Lock and pid files are
-    left out; symlinks the experiment made in output/ are copied as links."""
+    it is copied under a temporary name beside `target`, then renamed. Lock and pid files and
+    the disk reserve are left out; symlinks the experiment made in output/ are copied as links."""
     try:
         with staged_dir(target, f".{run.id}.") as tmp:
             shutil.copytree(
@@ -202,10 +202,10 @@ def occupied(target: Path) -> bool:
 
 
 def _skip_live(top: Path) -> Callable[[str, list[str]], set[str]]:
-    """Leave out lock and pid files and in-flight temp files, in the run's own folder only
-    (an experiment's output/x.lock is a result and is copied), and FIFOs, sockets and device
-    nodes anywhere: a `--root` container can make real devices of the host in output/, and
-    copying one would read the host's disk (or block on a FIFO for good)."""
+    """Leave out lock and pid files, the shepherd's disk reserve and in-flight temp files, in
+    the run's own folder only (an experiment's output/x.lock is a result and is copied), and
+    FIFOs, sockets and device nodes anywhere: a `--root` container can make real devices of
+    the host in output/, and copying one would read the host's disk (or block on a FIFO)."""
     top_s = str(top)
 
     def ignore(folder: str, names: list[str]) -> set[str]:
@@ -215,7 +215,9 @@ def _skip_live(top: Path) -> Callable[[str, list[str]], set[str]]:
         return skipped | {
             n
             for n in names
-            if n.endswith((".lock", ".pid")) or (n.startswith(".") and n.endswith(".tmp"))
+            if n.endswith((".lock", ".pid"))
+            or n == DISK_RESERVE
+            or (n.startswith(".") and n.endswith(".tmp"))
         }
 
     return ignore

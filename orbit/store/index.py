@@ -19,7 +19,7 @@ from pathlib import Path
 from orbit.store.excerpt import key_line
 from orbit.store.files import append_jsonl, atomic_write
 from orbit.store.lognote import log_note
-from orbit.store.model import STATUS_YAML, Run, folder_of
+from orbit.store.model import STATUS_YAML, Run, folder_of, stamp_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -175,4 +175,4 @@ def status_stamp(run_dir: Path) -> list[int] | None:
         st = os.stat(run_dir / STATUS_YAML)
     except OSError:
         return None
-    return [st.st_mtime_ns, st.st_size, st.st_ino]
+    return stamp_of(st)

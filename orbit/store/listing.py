@@ -46,7 +46,7 @@ from typing import Any
 
 from orbit.store.files import atomic_write
 from orbit.store.home import Home
-from orbit.store.model import STATUS_YAML
+from orbit.store.model import STATUS_YAML, stamp_of
 
 FORMAT = 1
 TAIL = 64  # bytes of index.jsonl before a snapshot's size, compared by `since`
@@ -74,7 +74,7 @@ def status_stamp(path: str) -> Stamp:
         st = os.stat(path)
     except OSError:
         return None
-    return [st.st_mtime_ns, st.st_size, st.st_ino]
+    return stamp_of(st)
 
 
 class Signal:

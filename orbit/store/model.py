@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -96,6 +97,13 @@ CODE_DIFF = "code.diff"
 BUILD_LOG = "build.log"
 EXIT_JSON = "exit.json"
 SHEPHERD_LOCK = "shepherd.lock"
+DISK_RESERVE = ".disk-reserve"
+
+
+def stamp_of(st: os.stat_result) -> list[int]:
+    """What identifies one version of status.yaml (index rows' `st`): every atomic rewrite
+    changes the inode."""
+    return [st.st_mtime_ns, st.st_size, st.st_ino]
 
 
 class Resources(Frozen):

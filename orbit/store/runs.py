@@ -39,6 +39,7 @@ from orbit.store.model import (
     Run,
     RunState,
     now_iso,
+    stamp_of,
 )
 
 TYPE_CHECKING = False
@@ -300,7 +301,7 @@ class RunStore:
         for a run that cannot be read; None for no run (removed, or an id being claimed)."""
         try:
             st = os.stat(f"{runs_dir}/{run_id}/{STATUS_YAML}")
-            mtime: list[int] | None = [st.st_mtime_ns, st.st_size, st.st_ino]
+            mtime: list[int] | None = stamp_of(st)
         except OSError:
             mtime = None
         if mtime is None:
