@@ -18,7 +18,7 @@ import pytest
 from orbit.sched.tick import tick
 from orbit.store import batches, groups, secrets
 from orbit.store.creation import NewRun, create_runs
-from orbit.store.files import YamlBatch, dump_yaml, read_jsonl, read_yaml
+from orbit.store.files import YamlBatch, _simple_part, dump_yaml, read_jsonl, read_yaml
 from orbit.store.home import Home
 from orbit.store.model import Run, RunState
 from orbit.store.runs import Broken, RunStore
@@ -117,6 +117,34 @@ def test_yaml_batch_writes_dump_yaml_text(data: dict[str, Any]) -> None:
     for i in range(3):
         varied = {"id": str(i), **data, "params": {"lr": str(i)}}
         assert texts.dump(varied) == dump_yaml(varied)
+
+
+TRICKY = [
+    "5", "bench-5", "2026-12-03", "yes", "No", "on", "=", "<<", "~", "null", "1_000", "0x1f",
+    "0o17", "1e3", "1E-4", ".5", "12.5.3", "inf", "nan", "-x", "+1", "a/b.c", "x=1", "v1.2+3",
+    "_", "A" * 64, "A" * 65, "3e-4", "0", "007", "1.0", "1.", "true", "Y", "y", "ok-",
+    "2026-12-03T12:48:38", "x" * 63 + "=", "b-", None, True, False, 0, -7, 10**20, 1.5,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", TRICKY)
+def test_yaml_batch_writes_simple_values_as_pyyaml_does(value: Any) -> None:
+    """The values written without PyYAML (files._simple_part) give dump_yaml's bytes, alone,
+    in a flat mapping and in a list; so do the keys."""
+    for data in (
+        {"k": value},
+        {"params": {"lr": value, "seed": 3}},
+        {"command": ["python", value]},
+        {"m": {}, "l": []},
+        {str(value): 1},
+    ):
+        assert YamlBatch().dump(data) == dump_yaml(data), data
+
+
+def test_yaml_batch_writes_a_sweeps_varying_keys_without_pyyaml() -> None:
+    assert _simple_part("id", "5") == 'id: "5"\n'
+    assert _simple_part("params", {"i": 5}) == "params:\n  i: 5\n"
+    assert _simple_part("f", 1.5) is None  # floats go to PyYAML
 
 
 def test_yaml_batch_dumps_whole_a_mapping_that_shares_an_object() -> None:

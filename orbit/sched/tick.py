@@ -159,6 +159,7 @@ class _Pass:
     queued: list[Run] = field(default_factory=list)
     leased: list[Run] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
+    marked: set[str] = field(default_factory=set)  # listed in queue/ by this pass
 
 
 def _tick_once(
@@ -206,7 +207,8 @@ def _reconcile_and_admit(
     submitted: Sequence[Run],
 ) -> None:
     state = _Pass()
-    ids = store.active_ids()
+    state.marked.update(store.queued_ids())
+    ids = sorted({*state.marked, *store.leased_ids()}, key=id_key)
     state.seen.update(ids)
     scanned = full or _scan_due(home)
     if scanned:
@@ -334,7 +336,8 @@ def _reconcile(
     a_marker = home.active_dir / run.id
     if run.state is RunState.QUEUED:
         state.queued.append(run)
-        touch_exclusive(q_marker)
+        if run.id not in state.marked:  # listed: it has one (a submit of 1,000 runs, 1,000 opens)
+            touch_exclusive(q_marker)
         return
     unlink_quiet(q_marker)
     if run.state in LEASED or run.state is RunState.UNKNOWN:

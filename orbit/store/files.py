@@ -115,9 +115,69 @@ def dump_yaml(data: dict[str, Any]) -> str:
     return yaml.dump(data, Dumper=_yaml_dumper(), sort_keys=False, allow_unicode=True, width=100)
 
 
+# A plain scalar PyYAML writes as it is (no quotes, no escapes, never folded at `width`), or
+# quotes by a rule `_simple_text` repeats: ASCII letters, digits and `_./=+-`, not too long,
+# not starting with a character that can open an indicator.
+_SIMPLE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./=+-]{0,63}")
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_resolver: Any = None
+
+
+def _simple_text(value: Any) -> str | None:
+    """`value`'s text as `dump_yaml` writes it, for None, booleans, integers and the strings of
+    `_SIMPLE`; None for anything else. A string our representer finds ambiguous is double
+    quoted; one that YAML would read as another type (a date, a number) single quoted."""
+    global _resolver
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if type(value) is int:
+        return str(value)
+    if type(value) is not str or not _SIMPLE.fullmatch(value):
+        return None
+    if _AMBIGUOUS.match(value):
+        return f'"{value}"'
+    if _resolver is None:
+        import yaml
+
+        _resolver = yaml.resolver.Resolver()
+        _resolver.tag = yaml.ScalarNode
+    if _resolver.resolve(_resolver.tag, value, (True, False)) != "tag:yaml.org,2002:str":
+        return f"'{value}'"
+    return value
+
+
+def _simple_part(key: str, value: Any) -> str | None:
+    """`dump_yaml({key: value})` made without PyYAML when `value` is a simple scalar, or an
+    empty or flat mapping or list of them; None otherwise (the caller dumps it)."""
+    if not _KEY.fullmatch(key) or _simple_text(key) != key:
+        return None
+    if isinstance(value, dict | list):
+        if not value:
+            return f"{key}: {'{}' if isinstance(value, dict) else '[]'}\n"
+        lines = [f"{key}:"]
+        if isinstance(value, dict):
+            for k, v in value.items():
+                text = _simple_text(v)
+                if text is None or type(k) is not str or _simple_text(k) != k:
+                    return None
+                lines.append(f"  {k}: {text}")
+        else:
+            for v in value:
+                text = _simple_text(v)
+                if text is None:
+                    return None
+                lines.append(f"- {text}")
+        return "\n".join(lines) + "\n"
+    text = _simple_text(value)
+    return None if text is None else f"{key}: {text}\n"
+
+
 class YamlBatch:
     """`dump_yaml` for many mappings that share most of their values (the runs of a sweep):
-    the text of a top-level key is made once and reused while its value stays the same.
+    the text of a top-level key is made once and reused while its value stays the same, and
+    a key whose value is simple (`_simple_part`) is written without PyYAML.
 
     The result is byte for byte `dump_yaml`'s. A block mapping's keys are emitted one after
     the other at column 0, so its text is the concatenation of each key's own; the one thing
@@ -146,6 +206,8 @@ class YamlBatch:
                     part = known[1]
                 else:
                     self._varying.add(key)
+            if part is None:
+                part = _simple_part(key, value)
             if part is None:
                 pending[key] = value
                 continue
@@ -282,7 +344,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def touch_exclusive(path: Path) -> bool:
+def touch_exclusive(path: Path | str) -> bool:
     """Create an empty file; False when it already exists."""
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
