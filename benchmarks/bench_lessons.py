@@ -20,7 +20,18 @@ parsed), then the others alternated after one warm-up each, and prints the media
 over `-c pass`, and last `ratio: X.XX (target ≤ 3)`: warm over `ps -a`. The issue's target is
 absolute, a warm call under a second; the line before the ratio says whether it was met.
 
-Standalone: `python benchmarks/bench_lessons.py [--runs N] [--repeats N] [--home DIR]`; no
+With two sizes, `--runs 10000,100000 --home DIR` takes the homes bench_ps.py filled (`bench_ps.py
+--home DIR --runs 10000,100000`: DIR/10000 and DIR/100000, whose runs are never written; Orbit
+writes only its caches there) and times, alternated between the homes,
+
+    python orbit.py lessons -g G       warm (G: --group, default sweep-7, a sweep of 28 runs, 4
+    python orbit.py failures -g G      failed, the same runs in both homes: the history grows, the
+    python -c pass                     question does not)
+
+and prints each command's larger-home median over its smaller-home one; the last line is the
+larger of the two, `ratio: X.XX (target ≤ 1.5)`.
+
+Standalone: `python benchmarks/bench_lessons.py [--runs N[,M]] [--repeats N] [--home DIR]`; no
 Docker needed.
 """
 
@@ -53,6 +64,7 @@ from common import (
 )
 
 TARGET = 3.0  # warm over `orbit ps -a`: the same listing, plus one stat a run and the digest
+TARGET_GROWTH = 1.5  # 100,000 finished runs over 10,000, the same group
 ABSOLUTE_S = 1.0
 GROUP = "bench"
 sys.path.insert(0, str(REPO))
@@ -113,15 +125,30 @@ def main() -> int:
         description="Time `orbit lessons -g` over one group of many finished runs (first and "
         "warm call) against `python -c pass` and a plain read of index.jsonl.",
     )
-    parser.add_argument("--runs", type=int, default=10_000, help="runs in the group (10,000)")
+    parser.add_argument(
+        "--runs",
+        default="10000",
+        help="runs in the group (10,000); two sizes N,M: the group --group of the homes "
+        "DIR/N and DIR/M that bench_ps.py --home DIR filled",
+    )
+    parser.add_argument("--group", default="sweep-7", help="with two sizes (sweep-7)")
     parser.add_argument("--repeats", type=int, default=15, help="timed warm calls (15)")
     parser.add_argument("--first", type=int, default=3, help="timed first calls (3)")
     parser.add_argument("--home", type=Path, help="use this ORBIT_HOME (filled when empty; kept)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary ORBIT_HOME")
     add_orbit_options(parser)
     args = parser.parse_args()
-    if args.runs < 1 or args.repeats < 1 or args.first < 1:
-        parser.error("--runs, --repeats and --first must be at least 1")
+    try:
+        sizes = [int(n) for n in args.runs.split(",")]
+    except ValueError:
+        parser.error("--runs must be N or N,M")
+    if min(sizes) < 1 or len(sizes) > 2 or args.repeats < 1 or args.first < 1:
+        parser.error("--runs (N or N,M), --repeats and --first must be at least 1")
+    if len(sizes) == 2:
+        if args.home is None:
+            parser.error("two sizes need --home DIR (the homes bench_ps.py --home DIR filled)")
+        return growth(args, sizes)
+    args.runs = sizes[0]
 
     print("bench_lessons: wall time of `orbit lessons -g bench`, first and warm call, vs "
           "`python -c pass` and reading index.jsonl")  # fmt: skip
@@ -170,6 +197,57 @@ def main() -> int:
     met = "met" if med["warm"] < ABSOLUTE_S else "MISSED"
     print(f"warm call: {med['warm'] * 1000:.0f} ms (target < {ABSOLUTE_S * 1000:.0f} ms: {met})")
     print(ratio_line(med["warm"] / med["ps -a"], TARGET))
+    return 0
+
+
+def growth(args: argparse.Namespace, sizes: list[int]) -> int:
+    """`lessons -g G` and `failures -g G` in two homes bench_ps.py filled, alternated."""
+    print(f"bench_lessons: `orbit lessons -g {args.group}` and `orbit failures -g {args.group}`"
+          f" over {sizes[0]:,} and {sizes[1]:,} finished runs")  # fmt: skip
+    print(machine(load=True))
+    scratch = Path(tempfile.mkdtemp(prefix="orbit-bench-lessons-"))
+    pycache = None if args.env_as_is else scratch / "pycache"
+    orbit_py = args.orbit.resolve()
+    commands: dict[str, list[str]] = {}
+    envs: dict[str, dict[str, str]] = {}
+    for n in sizes:
+        root = args.home.resolve() / str(n)
+        if not (root / "runs").is_dir():
+            raise SystemExit(f"bench_lessons: {root} holds no runs (fill it with bench_ps.py)")
+        rows = [r for r in RunStore(Home.from_environ({"ORBIT_HOME": str(root)})).list_rows()
+                if isinstance(r, dict) and r.get("group") == args.group]  # fmt: skip
+        failed = sum(r.get("state") == "failed" for r in rows)
+        print(f"home {root}: group {args.group}: {len(rows)} runs, {failed} failed")
+        for what in ("lessons", "failures"):
+            name = f"{what} {n}"
+            commands[name] = [sys.executable, str(orbit_py), what, "-g", args.group]
+            envs[name] = child_environ(root, pycache)
+    print(setup_lines(orbit_py, args.home.resolve(), pycache))
+    commands["-c pass"] = [sys.executable, "-c", "pass"]
+    envs["-c pass"] = child_environ(args.home.resolve(), pycache)
+    try:
+        for key, cmd in commands.items():
+            timed(cmd, envs[key], "bench_lessons")  # warm-up (caches, bytecode)
+        times: dict[str, list[float]] = {k: [] for k in commands}
+        print(f"repeats: {args.repeats} (+1 warm-up each), alternated: {', '.join(commands)}")
+        for _ in range(args.repeats):
+            for key, cmd in commands.items():
+                times[key].append(timed(cmd, envs[key], "bench_lessons"))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print()
+    print(f"{ms_header(16)}{'vs -c pass':>12}")
+    for key, values in times.items():
+        print(f"{ms_row(key, values, 16)}{med[key] / med['-c pass']:11.2f}x")
+    print()
+    worst = 0.0
+    for what in ("lessons", "failures"):
+        ratio = med[f"{what} {sizes[1]}"] / med[f"{what} {sizes[0]}"]
+        worst = max(worst, ratio)
+        print(f"{what} -g {args.group}, {sizes[1]:,} over {sizes[0]:,}: {ratio:.2f} "
+              f"(target ≤ {TARGET_GROWTH:g})")  # fmt: skip
+    print(ratio_line(worst, TARGET_GROWTH))
     return 0
 
 

@@ -21,7 +21,14 @@ Last line: `ratio: X.XX (target ≤ 1.25)`, the steady in-process median with 10
 runs over the one with 1,000: a tick must touch only the queue/ and active/ markers and the runs
 they name, so the history must not show. The absolute target is < 100 ms in-process.
 
-Standalone: `python benchmarks/bench_tick.py [--finished 1000,10000] [--repeats N]`; no Docker.
+With `--home DIR` the histories are not written: the homes bench_ps.py filled (`bench_ps.py
+--home DIR --runs 10000,100000`) are used through private copies (run directories hard-linked,
+as bench_web.py does; `--copies DIR2` keeps them for later calls, since a copy of 100,000 runs
+takes minutes), DIR/N for each size N of `--finished` (e.g. 10000,100000), and the running and
+queued runs are added to each copy (and removed again at the end).
+
+Standalone: `python benchmarks/bench_tick.py [--finished 1000,10000] [--repeats N] [--home DIR
+[--copies DIR2]]`; no Docker.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from common import (
     machine,
     p90,
     ratio_line,
+    reused_copy,
     timed,
 )
 
@@ -63,7 +71,7 @@ from orbit.sched.clock import note_clock_tick  # noqa: E402
 from orbit.store.files import write_yaml  # noqa: E402
 from orbit.store.home import Home  # noqa: E402
 from orbit.store.locks import try_lock  # noqa: E402
-from orbit.store.model import RunState, now_iso  # noqa: E402
+from orbit.store.model import Run, RunState, now_iso  # noqa: E402
 from orbit.store.runs import RunStore  # noqa: E402
 
 
@@ -159,11 +167,30 @@ def tick_in_process(root: Path, env: dict[str, str]) -> tuple[float, Any]:
     return elapsed, report
 
 
-def build_home(root: Path, env: dict[str, str], finished: int) -> tuple[Any, float]:
+def clear_active(root: Path, env: dict[str, str]) -> None:
+    """Remove the active runs of a copied home (this script's, left by an earlier call) and
+    the stale queue/ and active/ markers of finished ones (bench_ps.py's template run leaves
+    one): the copy holds only finished runs, and the tick has nothing to start or repair."""
+    home = Home(root, env)
+    store = RunStore(home)
+    for run in store.load_many(store.active_ids()):
+        if isinstance(run, Run) and run.state.active:
+            store.remove_dir(run.id)
+        else:
+            (home.queue_dir / run.id).unlink(missing_ok=True)
+            (home.active_dir / run.id).unlink(missing_ok=True)
+
+
+def build_home(
+    root: Path, env: dict[str, str], finished: int, copied: bool = False
+) -> tuple[Any, float]:
     """A home with one running run (its 'shepherd' lock held), QUEUED runs that cannot start,
-    and `finished` succeeded runs; the held lock and the seconds per finished run written."""
+    and `finished` succeeded runs (`copied`: a copy already holding its history); the held
+    lock and the seconds per finished run written."""
     home = Home(root, env)
     home.ensure()
+    if copied:
+        clear_active(root, env)
     configure(root, TOTAL_CPUS)
     # A clock "ticks" this home: the queued runs here never fit, and a ticker started by the
     # measured ticks would tick beside them (and hold the scheduler lock) for nothing.
@@ -172,6 +199,8 @@ def build_home(root: Path, env: dict[str, str], finished: int) -> tuple[Any, flo
     lock = add_running(store)
     for i in range(QUEUED):
         store.create(spec(i + 1, TOTAL_CPUS, ["true"]), reason="", actor="bench")
+    if copied:
+        return lock, 0.0
     return lock, add_finished(store, QUEUED + 2, finished)
 
 
@@ -232,6 +261,13 @@ def main() -> int:
     )
     parser.add_argument("--repeats", type=int, default=20, help="in-process ticks each (20)")
     parser.add_argument("--e2e", type=int, default=10, help="`orbit scheduler tick` runs (10)")
+    parser.add_argument(
+        "--home",
+        type=Path,
+        help="take each history from DIR/N, a home bench_ps.py --home DIR filled (never "
+        "written: a private copy is used)",
+    )
+    parser.add_argument("--copies", type=Path, help="with --home: keep the copies here, reuse")
     parser.add_argument("--keep", action="store_true", help="keep the temporary homes")
     add_orbit_options(parser, "the orbit.py to time end to end (default: this checkout's)")
     args = parser.parse_args()
@@ -251,15 +287,23 @@ def main() -> int:
     homes = {n: scratch / f"home-{n}" for n in sizes}
     locks = []
     try:
-        for n, root in homes.items():
-            lock, per = build_home(root, {**env, "ORBIT_HOME": str(root)}, n)
+        for n in sizes:
+            if args.home is not None:
+                src = args.home.resolve() / str(n)
+                homes[n] = reused_copy(src, args.copies, scratch, "bench_tick")
+            root = homes[n]
+            lock, per = build_home(root, {**env, "ORBIT_HOME": str(root)}, n, args.home is not None)
             locks.append(lock)
-            print(f"home-{n}: {n:,} finished runs written ({per * 1000:.2f} ms/run)", flush=True)
+            if args.home is None:
+                print(f"home-{n}: {n:,} finished runs written ({per * 1000:.2f} ms/run)")
         print(f"repeats: {args.repeats} in-process ticks, {args.e2e} end to end, homes alternated")
         results = measure(homes, env, args)
     finally:
         for lock in locks:
             lock.close()
+        if args.copies is not None:
+            for root in homes.values():
+                clear_active(root, {**env, "ORBIT_HOME": str(root)})
         if args.keep:
             print(f"kept: {scratch}")
         else:

@@ -53,10 +53,13 @@ from common import (
     REPO,
     add_orbit_options,
     child_environ,
+    copy_home,
     index_lines,
     machine,
     ms_header,
     ms_row,
+    ratio_line,
+    reused_copy,
     setup_lines,
 )
 
@@ -174,23 +177,6 @@ def profile(call: Callable[[], Any], lines: int = 18) -> str:
 
 
 # --- homes -----------------------------------------------------------------------------------
-def copy_home(src: Path, dst: Path) -> None:
-    """A private copy of a filled home that leaves `src` untouched: run directories as hard
-    links (the web pages only read them, and Orbit replaces files rather than editing them; the
-    links keep the inode numbers the index rows record, so the copy's index stays fresh), every
-    file of the home itself (index.jsonl, runtime/, …) copied."""
-    shutil.copytree(
-        src,
-        dst,
-        symlinks=True,
-        ignore=lambda d, names: ["runs"] if Path(d) == src else [],
-    )
-    shutil.copytree(src / "runs", dst / "runs", symlinks=True, copy_function=os.link)
-    for leftover in ("web.lock", "web.json", "web.log"):
-        (dst / "runtime" / leftover).unlink(missing_ok=True)
-    (dst / "web-token").unlink(missing_ok=True)
-
-
 def metrics_run(root: Path, n_lines: int) -> tuple[Home, str, int, float]:
     """A home with one running run whose metrics.jsonl has `n_lines` lines: the home, run id,
     file size and the seconds the file took to write."""
@@ -501,6 +487,47 @@ def _metrics_cases(args: argparse.Namespace, scratch: Path, pycache: Path | None
 
 
 PARTS = ("list", "run", "cold", "keys")
+TARGET_GROWTH = 1.5  # the runs page over 100,000 runs over the one over 10,000
+
+
+def bench_growth(args: argparse.Namespace, sizes: list[int], scratch: Path) -> int:
+    """GET / (the first page: PER_PAGE runs, whatever the history) in-process over the
+    copies of two homes bench_ps.py filled, alternated; the larger over the smaller."""
+    src = args.home.resolve()
+    roots = {n: reused_copy(src / str(n), args.copies, scratch, "bench_web") for n in sizes}
+    apps: dict[int, tuple[Any, str]] = {}
+    for n, root in roots.items():
+        home = Home.from_environ({"ORBIT_HOME": str(root)})
+        app = make_app(home)
+        token = load_or_create_token(home)
+        before = index_lines(home.index_path)
+        _, _, first = wsgi_get(app, "/", token)  # warm-up: the index parsed once
+        after = index_lines(home.index_path)
+        print(f"{n:,} runs: first GET / {first * 1000:.0f} ms, index.jsonl {before} lines "
+              f"before, {after} after")  # fmt: skip
+        apps[n] = (app, token)
+    paths = {"GET /": "/", "GET /?q=sweep-7": "/?q=sweep-7"}
+    times: dict[str, list[float]] = {}
+    for _ in range(args.repeats):
+        for n, (app, token) in apps.items():
+            for name, path in paths.items():
+                times.setdefault(f"{name} {n}", []).append(wsgi_get(app, path, token)[2])
+    print(f"in-process WSGI, {args.repeats} repeats after one warm-up, homes alternated:")
+    print(ms_header(WIDTH))
+    for name, values in times.items():
+        print(ms_row(name, values, WIDTH))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    big, small = sizes[-1], sizes[0]
+    if med[f"GET / {big}"] / med[f"GET / {small}"] > TARGET_GROWTH:
+        print(f"\ncProfile of one in-process GET / over {big:,} runs (over target):")
+        app, token = apps[big]
+        print(profile(lambda: wsgi_get(app, "/", token)))
+    print()
+    q = med[f"GET /?q=sweep-7 {big}"] / med[f"GET /?q=sweep-7 {small}"]
+    print(f"GET /?q=sweep-7, {big:,} over {small:,}: {q:.2f}")
+    print(f"runs page GET /, {big:,} over {small:,} runs:")
+    print(ratio_line(med[f"GET / {big}"] / med[f"GET / {small}"], TARGET_GROWTH))
+    return 0
 
 
 def main() -> int:
@@ -508,7 +535,13 @@ def main() -> int:
         description="Server time of the runs page over many runs and of a run page with a "
         "million metric lines, in-process (WSGI) and through `orbit web`.",
     )
-    parser.add_argument("--runs", type=int, default=10_000, help="runs in the home (10,000)")
+    parser.add_argument(
+        "--runs",
+        default="10000",
+        help="runs in the home (10,000); two sizes N,M with --home DIR: only the runs page, "
+        "over copies of DIR/N and DIR/M (bench_ps.py --home DIR --runs N,M), the larger over "
+        "the smaller",
+    )
     parser.add_argument("--repeats", type=int, default=15, help="timed requests of each (15)")
     parser.add_argument("--lines", type=int, default=METRIC_LINES, help="metric lines (1e6)")
     parser.add_argument(
@@ -526,9 +559,21 @@ def main() -> int:
         help="a home already filled by bench_ps.py (--home): used through a private copy "
         "(hard-linked run directories), so it is never written",
     )
+    parser.add_argument(
+        "--copies",
+        type=Path,
+        help="with two sizes: keep the copies in DIR/N and reuse them on later calls",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary homes")
     add_orbit_options(parser, orbit_help="the orbit.py whose `web` server to start")
     args = parser.parse_args()
+    try:
+        sizes = [int(n) for n in args.runs.split(",")]
+    except ValueError:
+        parser.error("--runs must be N or N,M")
+    if len(sizes) > 2 or (len(sizes) == 2 and args.home is None):
+        parser.error("--runs: N, or N,M with --home DIR")
+    args.runs = sizes[0]
     if args.runs < 1 or args.repeats < 1 or args.lines < 1 or args.wide_lines < 1:
         parser.error("--runs, --repeats, --lines and --wide-lines must be at least 1")
     if not set(args.parts) <= set(PARTS):
@@ -542,6 +587,11 @@ def main() -> int:
     orbit_py = args.orbit.resolve()
     print(setup_lines(orbit_py, root, pycache))
     last: list[str] = []
+    if len(sizes) == 2:
+        try:
+            return bench_growth(args, sizes, scratch)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     try:
         if "list" in args.parts:
             _history(args, root)

@@ -238,3 +238,37 @@ def admit(store: RunStore, run_id: str, actor: str, lease: dict[str, Any]) -> No
     )
     touch_exclusive(store.home.active_dir / run_id)
     unlink_quiet(store.home.queue_dir / run_id)
+
+
+def copy_home(src: Path, dst: Path) -> None:
+    """A private copy of a filled home that leaves `src` untouched: run directories as hard
+    links (the web pages only read them, and Orbit replaces files rather than editing them; the
+    links keep the inode numbers the index rows record, so the copy's index stays fresh), every
+    file of the home itself (index.jsonl, runtime/, …) copied."""
+    shutil.copytree(
+        src,
+        dst,
+        symlinks=True,
+        ignore=lambda d, names: ["runs"] if Path(d) == src else [],
+    )
+    shutil.copytree(src / "runs", dst / "runs", symlinks=True, copy_function=os.link)
+    for leftover in ("web.lock", "web.json", "web.log"):
+        (dst / "runtime" / leftover).unlink(missing_ok=True)
+    (dst / "web-token").unlink(missing_ok=True)
+
+
+def reused_copy(src: Path, copies: Path | None, scratch: Path, prog: str) -> Path:
+    """A private copy of the filled home `src` (`copy_home`): `copies/<name of src>` when
+    `copies` is given, made once and reused by later calls (a copy of 100,000 runs takes
+    minutes); else one in `scratch`, deleted with it."""
+    if not (src / "runs").is_dir() or not os.listdir(src / "runs"):
+        raise SystemExit(f"{prog}: {src} holds no runs (fill it with bench_ps.py --home)")
+    dst = (copies if copies is not None else scratch) / src.name
+    if (dst / "runs").is_dir():
+        print(f"copy of {src}: reusing {dst}")
+        return dst
+    t0 = time.perf_counter()
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    copy_home(src, dst)
+    print(f"copy of {src}: {dst} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    return dst

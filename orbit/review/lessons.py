@@ -28,6 +28,7 @@ from orbit.review.changes import request_spec
 from orbit.review.objective import Objective, declared_of, logged_keys, number, resolve
 from orbit.review.outcomes import peak_bytes
 from orbit.review.signatures import failures
+from orbit.store import grouprows
 from orbit.store.describe import latest_metrics
 from orbit.store.excerpt import run_excerpt
 from orbit.store.files import atomic_write, read_jsonl
@@ -128,7 +129,8 @@ def collect(store: RunStore, scope: Scope) -> tuple[dict[str, dict[str, Any]], i
     found: dict[str, dict[str, Any]] = {}
     others: dict[str, dict[str, Any]] = {}  # outside a project: kept so they are not read again
     read = broken = 0
-    for row in store.list_rows():
+    listed = store.list_rows() if scope.group is None else grouprows.rows(store, scope.group)
+    for row in listed:
         if isinstance(row, Broken):
             broken += scope.group is not None and row.may_be_in(scope.group)
             continue

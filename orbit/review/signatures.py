@@ -33,6 +33,7 @@ from orbit.review.outcomes import (
     setting_key,
     succeeded_by_setting,
 )
+from orbit.store import grouprows
 from orbit.store.excerpt import from_command, key_line, run_excerpt
 from orbit.store.model import Run, RunState, parse_iso
 from orbit.store.runs import RunStore, id_key
@@ -279,9 +280,10 @@ def failed_in_scope(
     other runs of their groups in scope, to tell which params vary). Everything else comes
     from the listing index: only those runs' directories are read. NotFoundError for a group
     no run names."""
-    every = [r for r in store.list_rows() if isinstance(r, dict)]
-    if group is not None:
-        every = [r for r in every if r.get("group") == group]
+    if group is None:
+        every = [r for r in store.list_rows() if isinstance(r, dict)]
+    else:  # only the group's rows: a growing history costs this question nothing
+        every = [r for r in grouprows.rows(store, group) if isinstance(r, dict)]
         if not every:
             raise NotFoundError(f"no runs in group {group!r}")
     rows = [r for r in every if _in_scope(r, folder, since)]

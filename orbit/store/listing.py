@@ -55,8 +55,10 @@ RACY_S = 2.0  # coarser than any file system's timestamps (1 s on ext3, some NFS
 Stamp = list[int] | None
 
 
-def path_of(home: Home) -> str:
-    return f"{home.root}/cache/listing.json"
+def path_of(home: Home, name: str = "listing") -> str:
+    """The snapshot file: `cache/listing.json`, or another listing's (`name`: a path under
+    cache/ without `.json`, e.g. store/grouprows.py's `groups/<key>`)."""
+    return f"{home.root}/cache/{name}.json"
 
 
 def file_stamp(path: str) -> Stamp:
@@ -174,12 +176,12 @@ def _dir_names(runs_dir: str) -> list[str]:
         return []
 
 
-def load(home: Home) -> Snapshot | None:
+def load(home: Home, name: str = "listing") -> Snapshot | None:
     """The snapshot made for this home's settings (its `fresh` says whether its signal says
     nothing changed since), or None. Never raises: a missing, damaged or foreign file, or
     one made for another data directory, is no snapshot."""
     try:
-        with open(path_of(home), "rb") as fh:
+        with open(path_of(home, name), "rb") as fh:
             data = fh.read()
     except OSError:
         return None
@@ -205,7 +207,13 @@ def load(home: Home) -> Snapshot | None:
         return None
 
 
-def save(home: Home, before: Signal, watch: dict[str, Stamp], sections: dict[str, Any]) -> bool:
+def save(
+    home: Home,
+    before: Signal,
+    watch: dict[str, Stamp],
+    sections: dict[str, Any],
+    name: str = "listing",
+) -> bool:
     """Write a snapshot of a listing made after `before` was taken; True when written.
 
     `watch` maps run ids to the `status.yaml` stamp their row was made from (None: no such
@@ -227,14 +235,14 @@ def save(home: Home, before: Signal, watch: dict[str, Stamp], sections: dict[str
         "sections": {},
     }
     body = bytearray()
-    for name, value in sections.items():
+    for section, value in sections.items():
         raw = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        header["sections"][name] = [len(body), len(raw), zlib.crc32(raw)]
+        header["sections"][section] = [len(body), len(raw), zlib.crc32(raw)]
         body += raw
     head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-    path = Path(path_of(home))
+    path = Path(path_of(home, name))
     try:
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, head + bytes(body), durable=False)
     except OSError as exc:
         import logging  # only here: the listing that reads a snapshot never logs
