@@ -6,9 +6,10 @@ Each round submits one sweep of N runs of `sleep S` (tiny leases, `count_outside
 the one `orbit sweep` started ahead of its run and the others are started by the tick, waits
 until every run is `running` and a further second, then reads RssAnon (private resident
 memory: what each process costs the machine beyond the shared interpreter and libraries) of
-every shepherd of the home. In the same round it starts N `python -c "import time;
-time.sleep(S)"` of the same interpreter and environment and reads theirs after the same
-settling time. Then both are stopped (`orbit cancel`, a kill).
+every shepherd of the home. In the same round it starts N `python -c "import sys, time;
+print(flush=True); time.sleep(S)"` of the same interpreter and environment and reads theirs
+the same settling time after each has printed its line. Then both are stopped (`orbit
+cancel`, a kill).
 
 Each round also measures shepherds that carried on (a shepherd whose run ended follows the
 next run its tick admits: docs/architecture.md): one sweep of 2N runs, `--cpus 1` in a home
@@ -161,11 +162,17 @@ def states_of(home: Path, ids: list[str]) -> list[str]:
 
 
 def bare_round(env: dict[str, str], runs: int, seconds: int) -> list[int]:
+    # Each says when it has started (a loaded machine can take more than the settling time
+    # to start an interpreter, which would then be read half-loaded).
+    code = f"import sys, time; print(flush=True); time.sleep({seconds})"
     procs = [
-        subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"], env=env)
+        subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE)
         for _ in range(runs)
     ]
-    time.sleep(SETTLE_S + 0.5)
+    for proc in procs:
+        assert proc.stdout is not None
+        proc.stdout.readline()
+    time.sleep(SETTLE_S)
     values = [v for v in (rss_anon_kb(p.pid) for p in procs) if v is not None]
     for proc in procs:
         proc.kill()
