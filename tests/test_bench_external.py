@@ -481,6 +481,8 @@ def test_a_damaged_trial_is_rebuilt_from_its_runs_and_named(arith, busybox: str)
     (trials / "stray.json").write_bytes(b"\x00\xff{")  # no trial of the job: cannot be rebuilt
     _wait_until(lambda: (trials / "add__oracle__1.json.damaged").exists())
     assert (trials / "add__oracle__1.json.damaged").read_bytes() == b"\x00\xff{"
+    # The damaged bytes are kept aside first, then the rebuilt trial replaces them.
+    _wait_until(lambda: oracle.read_bytes() != b"\x00\xff{")
     rebuilt = json.loads(oracle.read_text())
     assert (rebuilt["phase"], rebuilt["solve_run"]) == ("solving", solve)
     assert (rebuilt["task"], rebuilt["method"], rebuilt["seed"]) == ("add", "oracle", 1)
