@@ -8,11 +8,7 @@ and the process exits. Only what following one container needs is imported.
 
 When the run has ended, the first run its tick admits is followed by this same process
 (shepherd.run_shepherd's `carry_on`, spawn.Successor), its output in that run's shepherd.log:
-one shepherd per running container still, but not one process per run. The process execs a
-fresh interpreter for it (`HOME ID --locked CPU_BASE`, the run's lock at detach.LOCK_FD as
-spawn hands it over), so that it follows it with a fresh shepherd's imports and memory, not
-with the tick's modules loaded. CPU_BASE: this process's CPU seconds at the exec (they carry
-across it), from which the run's `shepherd_cpu_s` counts.
+one shepherd per running container still, but not one interpreter per run.
 """
 
 from __future__ import annotations
@@ -22,10 +18,10 @@ import os
 import sys
 from pathlib import Path
 
-from orbit.detach import LOCK_FD, detach_stdio, exit_from, logged, release_memory
+from orbit.detach import detach_stdio, exit_from, logged, release_memory
 from orbit.errors import OrbitError
 from orbit.execute.shepherd import cpu_seconds, run_shepherd
-from orbit.execute.spawn import ENTRY, LOCKED, Successor, set_process_name, spawn
+from orbit.execute.spawn import LOCKED, Successor, set_process_name, spawn
 from orbit.store.files import read_yaml
 from orbit.store.home import Home
 from orbit.store.locks import adopt_lock
@@ -33,7 +29,7 @@ from orbit.store.model import SHEPHERD_LOCK, STATUS_YAML
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import IO, NoReturn
+    from typing import IO
 
 MIRROR = "orbit.nodes.mirror"  # a layer above: started as a process, never imported
 
@@ -46,9 +42,10 @@ def _on_a_node(home: Home, run_id: str) -> bool:
         return False  # the shepherd reports what is wrong with the run
 
 
-def _follow(home: Home, run_id: str, lock: IO[str] | None, cpu_base: float) -> int:
-    """Follow one run (logged's exit code); when its tick admitted a run for this process,
-    exec into that run's shepherd."""
+def _follow(
+    home: Home, run_id: str, lock: IO[str] | None, cpu_base: float
+) -> tuple[int, Successor | None]:
+    """Follow one run (logged's exit code), and the run its tick admitted for this process."""
     following: list[Successor | None] = [None]
 
     def follow() -> None:
@@ -56,36 +53,11 @@ def _follow(home: Home, run_id: str, lock: IO[str] | None, cpu_base: float) -> i
             home, run_id, spawner=spawn, lock=lock, carry_on=True, cpu_base=cpu_base
         )
 
-    code = logged(f"shepherd for run {run_id}", follow)
-    nxt = following[0]
-    if code == 0 and nxt is not None and nxt.run_id is not None and nxt.lock is not None:
-        try:
-            _reexec(home, nxt.run_id, nxt.lock)
-        except OSError:  # the lock goes with this process: the next tick starts a shepherd
-            logging.exception("cannot exec the shepherd of run %s", nxt.run_id)
-            return 1
-    return code
-
-
-def _reexec(home: Home, run_id: str, lock: IO[str]) -> NoReturn:
-    """Become a fresh shepherd for `run_id`, whose lock this process holds: its output goes
-    to that run's shepherd.log, the lock to LOCK_FD (the same open file, so it is never
-    released meanwhile), and the interpreter starts again as spawn() starts one."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    detach_stdio(str(home.runs_dir / run_id / "shepherd.log"), 0o666)
-    if lock.fileno() == LOCK_FD:
-        os.set_inheritable(LOCK_FD, True)
-    else:
-        os.dup2(lock.fileno(), LOCK_FD)  # a dup2 copy is inheritable; the original is not
-    argv = [sys.executable, "-S", "-m", ENTRY, str(home.root), run_id, LOCKED]
-    argv.append(f"{cpu_seconds():.3f}")
-    os.execv(sys.executable, argv)
+    return logged(f"shepherd for run {run_id}", follow), following[0]
 
 
 def main(argv: list[str]) -> int:
     set_process_name()
-    cpu_base = 0.0  # the first run's CPU includes this interpreter's start, as it always did
     if len(argv) == 1:
         run_id = sys.stdin.readline().strip()
         if not run_id:
@@ -94,32 +66,29 @@ def main(argv: list[str]) -> int:
         detach_stdio(str(home.runs_dir / run_id / "shepherd.log"), 0o666)
     elif len(argv) in (2, 3) and argv[2:] in ([], [LOCKED]):
         home, run_id = Home(Path(argv[0]), os.environ), argv[1]
-    elif len(argv) == 4 and argv[2] == LOCKED and _seconds(argv[3]) is not None:
-        home, run_id, cpu_base = Home(Path(argv[0]), os.environ), argv[1], float(argv[3])
     else:
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s shepherd %(process)d %(message)s")
     lock: IO[str] | None = None
-    if argv[2:3] == [LOCKED]:  # spawn() or the exec took the run's lock for this process
+    if argv[2:] == [LOCKED]:  # spawn() took the run's lock for this process
         lock = adopt_lock(home.runs_dir / run_id / SHEPHERD_LOCK)
         if lock is None:
             logging.info("another shepherd holds run %s", run_id)
             return 0
-    if _on_a_node(home, run_id):
-        # Its container runs on another node: this process becomes the run's mirror there
-        # (a lock this process took is closed by the exec, and the mirror takes it).
-        argv = [sys.executable, "-S", "-m", MIRROR, str(home.root), run_id]
-        os.execv(sys.executable, argv)
-    release_memory()
-    return _follow(home, run_id, lock, cpu_base)
-
-
-def _seconds(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if value >= 0 else None
+    cpu_base = 0.0  # the first run's CPU includes this interpreter's start, as it always did
+    while True:
+        if _on_a_node(home, run_id):
+            # Its container runs on another node: this process becomes the run's mirror there
+            # (a lock this process took is closed by the exec, and the mirror takes it).
+            argv = [sys.executable, "-S", "-m", MIRROR, str(home.root), run_id]
+            os.execv(sys.executable, argv)
+        release_memory()
+        code, nxt = _follow(home, run_id, lock, cpu_base)
+        if code or nxt is None or nxt.run_id is None:
+            return code
+        # The run its tick admitted is this process's now, as a fresh shepherd's would be.
+        run_id, lock, cpu_base = nxt.run_id, nxt.lock, cpu_seconds()
+        detach_stdio(str(home.runs_dir / run_id / "shepherd.log"), 0o666)
 
 
 if __name__ == "__main__":
