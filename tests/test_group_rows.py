@@ -16,6 +16,7 @@ from typing import Any
 from unittest.mock import ANY
 
 import pytest
+import test_store
 from conftest import Orbit
 from test_ps_listing import settle
 
@@ -31,14 +32,7 @@ POISON = "served-from-the-snapshot"
 def make(
     store: RunStore, name: str, group: str | None, state: RunState = RunState.SUCCEEDED
 ) -> Run:
-    spec = {
-        "name": name,
-        "group": group,
-        "image": "orbit-test/busybox:1",
-        "command": ["true"],
-        "resources": {"cpus": 1.0, "mem_gb": 1.0},
-    }
-    return store.create(spec, state=state, reason="made by a test", actor="test")
+    return test_store.make(store, name, state=state, group=group)
 
 
 def expected(store: RunStore, group: str) -> list[Any]:
